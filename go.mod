@@ -1,0 +1,3 @@
+module github.com/netloom/netloom
+
+go 1.26.8
