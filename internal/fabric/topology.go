@@ -124,13 +124,14 @@ type PortRef struct {
 	Port int  `json:"port"`
 }
 
-func (p PortRef) String() string { return fmt.Sprintf("%s/%d", p.GUID, p.Port) }
+// String is "GUID:PORT", which is also how a port is named in URLs.
+func (p PortRef) String() string { return fmt.Sprintf("%s:%d", p.GUID, p.Port) }
 
-// ParsePortRef parses "GUID/PORT" or "GUID:PORT".
+// ParsePortRef parses "GUID:PORT" or "GUID/PORT".
 func ParsePortRef(s string) (PortRef, error) {
 	i := strings.LastIndexAny(s, "/:")
 	if i < 0 {
-		return PortRef{}, fmt.Errorf("port %q: want GUID/PORT", s)
+		return PortRef{}, fmt.Errorf("port %q: want GUID:PORT", s)
 	}
 	g, err := ParseGUID(s[:i])
 	if err != nil {
@@ -169,7 +170,7 @@ func NewLink(a, b PortRef, width, speed, state string) Link {
 	return Link{A: a, B: b, Width: width, Speed: speed, State: state}
 }
 
-// ID is the link's canonical name, "A-B".
+// ID is the link's canonical name, "GUIDA:PORTA-GUIDB:PORTB".
 func (l Link) ID() string { return l.A.String() + "-" + l.B.String() }
 
 // Capacity is the link's data rate in bytes per second, one direction.
@@ -301,7 +302,7 @@ func (t *Topology) Peer(p PortRef) (PortRef, bool) {
 }
 
 // FindLink returns the link with the given ID ("A-B" in either order) or
-// attached to the given port ("GUID/PORT").
+// attached to the given port ("GUID:PORT").
 func (t *Topology) FindLink(id string) (*Link, error) {
 	if i := strings.Index(id, "-"); i > 0 {
 		a, err := ParsePortRef(id[:i])
