@@ -1,0 +1,390 @@
+// Package ibsim starts a real simulated InfiniBand fabric for tests and
+// benchmarks: ibsim serves the fabric described by an ibnetdiscover-format
+// net file, OpenSM (under umad2sim) assigns LIDs and routes, and any client
+// run with Env talks to it as if it were local hardware.
+package ibsim
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Umad2sim is the preload library that redirects libibumad to ibsim.
+const Umad2sim = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
+
+// Options tune Start. Zero values are fine for small fabrics.
+type Options struct {
+	// Nodes, Switches and Ports raise ibsim's table sizes (-N, -S, -P) for
+	// big fabrics; 0 keeps ibsim's defaults (2048 nodes, 256 switches, 13312 ports).
+	Nodes, Switches, Ports int
+	// Timeout bounds each start-up step (ibsim ready, OpenSM master, routes
+	// ready); default 60s.
+	Timeout time.Duration
+	// Dir is the scratch directory for sockets, logs and OpenSM's files;
+	// default a new temporary directory, removed by Stop.
+	Dir string
+	// Keep leaves the scratch directory in place after Stop.
+	Keep bool
+}
+
+// Fabric is a running simulated fabric. Methods are safe to call from
+// several goroutines except Stop.
+type Fabric struct {
+	// Dir holds ibsim.log, opensm.out, opensm.log and OpenSM's cache.
+	Dir string
+	// SockName is this fabric's IBSIM_SOCKNAME.
+	SockName string
+	// FIFO is ibsim's console input.
+	FIFO string
+
+	ibsim, opensm *exec.Cmd
+	console       *os.File // keeps ibsim's stdin open; nil when attached
+	removeDir     bool
+}
+
+// Missing returns why a simulated fabric cannot run here ("" when it can):
+// a missing binary or preload library.
+func Missing() string {
+	var miss []string
+	for _, b := range []string{"ibsim", "opensm", "ibnetdiscover", "perfquery", "ibtracert"} {
+		if _, err := exec.LookPath(b); err != nil {
+			miss = append(miss, b)
+		}
+	}
+	if _, err := os.Stat(Umad2sim); err != nil {
+		miss = append(miss, Umad2sim)
+	}
+	if len(miss) == 0 {
+		return ""
+	}
+	return "missing " + strings.Join(miss, ", ") + " (install ibsim-utils, opensm, infiniband-diags)"
+}
+
+// Start runs ibsim on netfile and OpenSM against it, and returns once
+// routes are programmed. The caller must Stop the fabric.
+func Start(ctx context.Context, netfile string, opt Options) (_ *Fabric, err error) {
+	if m := Missing(); m != "" {
+		return nil, fmt.Errorf("ibsim start %s: %s", netfile, m)
+	}
+	if opt.Timeout <= 0 {
+		opt.Timeout = 60 * time.Second
+	}
+	net, err := filepath.Abs(netfile)
+	if err != nil {
+		return nil, fmt.Errorf("ibsim start %s: %w", netfile, err)
+	}
+	if _, err := os.Stat(net); err != nil {
+		return nil, fmt.Errorf("ibsim start: net file: %w", err)
+	}
+	f := &Fabric{Dir: opt.Dir}
+	if f.Dir == "" {
+		if f.Dir, err = os.MkdirTemp("", "netloom-ibsim-"); err != nil {
+			return nil, fmt.Errorf("ibsim start %s: scratch dir: %w", netfile, err)
+		}
+		f.removeDir = !opt.Keep
+	} else if err := os.MkdirAll(f.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("ibsim start %s: scratch dir: %w", netfile, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Stop()
+		}
+	}()
+	// Socket names are global to the machine; the temp dir's random
+	// suffix makes ours unique without any shared counter.
+	f.SockName = fmt.Sprintf("nl-%d-%s", os.Getpid(), strings.TrimPrefix(filepath.Base(f.Dir), "netloom-ibsim-"))
+	f.FIFO = filepath.Join(f.Dir, "console")
+	if err := syscall.Mkfifo(f.FIFO, 0o600); err != nil {
+		return nil, fmt.Errorf("ibsim start %s: console fifo %s: %w", netfile, f.FIFO, err)
+	}
+	// O_RDWR opens without waiting for a reader and keeps a writer alive:
+	// ibsim spins a core on a closed stdin.
+	if f.console, err = os.OpenFile(f.FIFO, os.O_RDWR, 0); err != nil {
+		return nil, fmt.Errorf("ibsim start %s: open console fifo: %w", netfile, err)
+	}
+
+	args := []string{"-s"}
+	for _, s := range []struct {
+		flag string
+		v    int
+	}{{"-N", opt.Nodes}, {"-S", opt.Switches}, {"-P", opt.Ports}} {
+		if s.v > 0 {
+			args = append(args, s.flag, strconv.Itoa(s.v))
+		}
+	}
+	args = append(args, net)
+	simLog := filepath.Join(f.Dir, "ibsim.log")
+	if f.ibsim, err = f.spawn("ibsim", args, simLog, f.console, baseEnv("IBSIM_SOCKNAME="+f.SockName)); err != nil {
+		return nil, fmt.Errorf("ibsim start %s: %w", netfile, err)
+	}
+	if err := waitLog(ctx, opt.Timeout, simLog, "Network simulator ready", f.ibsim); err != nil {
+		return nil, fmt.Errorf("ibsim start %s: ibsim not ready: %w", netfile, err)
+	}
+
+	osmDir := filepath.Join(f.Dir, "opensm")
+	if err := os.MkdirAll(osmDir, 0o755); err != nil {
+		return nil, fmt.Errorf("ibsim start %s: %w", netfile, err)
+	}
+	osmOut := filepath.Join(f.Dir, "opensm.out")
+	env := baseEnv(append(f.Env(), "OSM_TMP_DIR="+osmDir, "OSM_CACHE_DIR="+osmDir)...)
+	if f.opensm, err = f.spawn("opensm", []string{"-s", "0", "-f", filepath.Join(f.Dir, "opensm.log")}, osmOut, nil, env); err != nil {
+		return nil, fmt.Errorf("ibsim start %s: %w", netfile, err)
+	}
+	if err := waitLog(ctx, opt.Timeout, osmOut, "Entering MASTER state", f.opensm); err != nil {
+		return nil, fmt.Errorf("ibsim start %s: OpenSM did not become master: %w\nibsim.log:\n%s", netfile, err, tail(simLog, 10))
+	}
+	if err := f.waitRoutes(ctx, opt.Timeout, filepath.Join(osmDir, "guid2lid")); err != nil {
+		return nil, fmt.Errorf("ibsim start %s: routes not ready: %w\nopensm.out:\n%s", netfile, err, tail(osmOut, 10))
+	}
+	return f, nil
+}
+
+// spawn starts a daemon in its own process group with output to logPath.
+func (f *Fabric) spawn(name string, args []string, logPath string, stdin *os.File, env []string) (*exec.Cmd, error) {
+	out, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("%s log: %w", name, err)
+	}
+	defer out.Close() // the child holds its own copy
+	cmd := exec.Command(name, args...)
+	cmd.Dir = f.Dir
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = out, out
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s %s: %w", name, strings.Join(args, " "), err)
+	}
+	go func() { _ = cmd.Wait() }()
+	return cmd, nil
+}
+
+// baseEnv is this process's environment without any umad2sim settings,
+// plus extra.
+func baseEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "LD_PRELOAD=") || strings.HasPrefix(kv, "IBSIM_SOCKNAME=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
+
+// waitLog polls a log file for a line containing want.
+func waitLog(ctx context.Context, timeout time.Duration, path, want string, cmd *exec.Cmd) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		b, _ := os.ReadFile(path)
+		if bytes.Contains(b, []byte(want)) {
+			return nil
+		}
+		if exited(cmd) {
+			return fmt.Errorf("%s exited before %q; %s:\n%s", cmd.Path, want, filepath.Base(path), tail(path, 15))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no %q after %s; %s:\n%s", want, timeout, filepath.Base(path), tail(path, 15))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %q: %w", want, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func exited(cmd *exec.Cmd) bool {
+	if cmd == nil || cmd.Process == nil {
+		return false
+	}
+	// Signal 0 fails once the child is reaped by the Wait goroutine.
+	return cmd.Process.Signal(syscall.Signal(0)) != nil
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}
+
+// waitRoutes waits until ibtracert finds a path between two CA LIDs
+// (ibsim numbers CA GUIDs below 0x200000, switches from 0x200000).
+func (f *Fabric) waitRoutes(ctx context.Context, timeout time.Duration, guid2lid string) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		src, dst, err := caLIDs(guid2lid)
+		if err == nil {
+			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, err = f.Run(tctx, "ibtracert", strconv.Itoa(src), strconv.Itoa(dst))
+			cancel()
+			if err == nil {
+				return nil
+			}
+		}
+		last = err
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %s: %w", timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for routes: %w (last: %v)", ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// caLIDs reads OpenSM's guid2lid file and returns the lowest and highest
+// CA LID (or a CA and a switch LID when there is one CA).
+func caLIDs(path string) (int, int, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return 0, 0, fmt.Errorf("guid2lid: %w", err)
+	}
+	defer file.Close()
+	var cas, all []int
+	sc := bufio.NewScanner(file)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 2 {
+			continue
+		}
+		g, err1 := strconv.ParseUint(strings.TrimPrefix(fs[0], "0x"), 16, 64)
+		l, err2 := strconv.ParseUint(strings.TrimPrefix(fs[1], "0x"), 16, 16)
+		if err1 != nil || err2 != nil || l == 0 {
+			continue
+		}
+		all = append(all, int(l))
+		if g < 0x200000 {
+			cas = append(cas, int(l))
+		}
+	}
+	sort.Ints(cas)
+	sort.Ints(all)
+	switch {
+	case len(cas) >= 2:
+		return cas[0], cas[len(cas)-1], nil
+	case len(cas) == 1 && len(all) >= 2:
+		for _, l := range all {
+			if l != cas[0] {
+				return cas[0], l, nil
+			}
+		}
+	}
+	return 0, 0, fmt.Errorf("guid2lid %s: fewer than two LIDs assigned yet", path)
+}
+
+// Env is what a client process needs in its environment to reach this
+// fabric (add it to os.Environ()).
+func (f *Fabric) Env() []string {
+	return []string{"LD_PRELOAD=" + Umad2sim, "IBSIM_SOCKNAME=" + f.SockName}
+}
+
+// Console sends one command line to ibsim's console (e.g.
+// `Unlink "S-0000000000200000"[3]`, `PerformanceSet "sw"[1]
+// PortCounters.SymbolErrorCounter=5`) and waits until ibsim has read it and
+// printed its next prompt.
+func (f *Fabric) Console(cmd string) error {
+	if strings.ContainsAny(cmd, "\n\r") {
+		return fmt.Errorf("ibsim console %q: one line only", cmd)
+	}
+	logPath := filepath.Join(f.Dir, "ibsim.log")
+	before := countPrompts(logPath)
+	w := f.console
+	if w == nil {
+		var err error
+		if w, err = os.OpenFile(f.FIFO, os.O_WRONLY, 0); err != nil {
+			return fmt.Errorf("ibsim console %q: %w", cmd, err)
+		}
+		defer w.Close()
+	}
+	if _, err := w.WriteString(cmd + "\n"); err != nil {
+		return fmt.Errorf("ibsim console %q: %w", cmd, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for countPrompts(logPath) <= before {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ibsim console %q: no prompt after 5s; ibsim.log:\n%s", cmd, tail(logPath, 10))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
+
+func countPrompts(path string) int {
+	b, _ := os.ReadFile(path)
+	return bytes.Count(b, []byte("sim> "))
+}
+
+// Run runs a client tool (ibnetdiscover, perfquery, ...) against the fabric
+// and returns its standard output.
+func (f *Fabric) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	// umad2sim makes a ./sys-PID tree; keep it out of the caller's cwd.
+	cmd.Dir = f.Dir
+	cmd.Env = baseEnv(f.Env()...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, lastLines(stderr.String(), 5))
+	}
+	return stdout.Bytes(), nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// Stop kills OpenSM and ibsim and removes the scratch directory (unless
+// Options.Keep or Dir was given). It is safe to call more than once.
+func (f *Fabric) Stop() {
+	for _, c := range []*exec.Cmd{f.opensm, f.ibsim} {
+		if c == nil || c.Process == nil {
+			continue
+		}
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+		for i := 0; i < 40 && !exited(c); i++ {
+			time.Sleep(25 * time.Millisecond)
+		}
+		if !exited(c) {
+			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		}
+	}
+	f.opensm, f.ibsim = nil, nil
+	if f.console != nil {
+		f.console.Close()
+		f.console = nil
+	}
+	if f.removeDir {
+		_ = os.RemoveAll(f.Dir)
+		f.removeDir = false
+	}
+}
+
+// errNotChild is returned by Attach outside a TestMain child.
+var errNotChild = errors.New("not running under ibsim.TestMain")
