@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"fmt"
+	"io"
 	"sort"
 )
 
@@ -259,4 +260,36 @@ func (r *Routes) CALIDs() []LID {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// FormatRoute prints a route the way ibtracert does: where it starts, each
+// hop's output port and the port it arrives at, and where it ends.
+func FormatRoute(w io.Writer, rt *Route) error {
+	name := func(t NodeType) string {
+		if t == Switch {
+			return "switch"
+		}
+		return "ca"
+	}
+	var err error
+	p := func(format string, a ...any) {
+		if err == nil {
+			_, err = fmt.Fprintf(w, format, a...)
+		}
+	}
+	if len(rt.Hops) == 0 {
+		p("From %s {%s} portnum %d lid %d %q\n", name(rt.To.Type), rt.To.GUID, rt.To.Port, rt.To.LID, rt.To.Description)
+	} else {
+		first := rt.Hops[0]
+		p("From %s {%s} portnum %d lid %d %q\n", name(first.Type), first.GUID, first.Port, first.LID, first.Description)
+	}
+	for i, h := range rt.Hops {
+		next := rt.To
+		if i+1 < len(rt.Hops) {
+			next = rt.Hops[i+1]
+		}
+		p("[%d] -> %s {%s} lid %d %q\n", h.Port, name(next.Type), next.GUID, next.LID, next.Description)
+	}
+	p("To %s {%s} portnum %d lid %d %q\n", name(rt.To.Type), rt.To.GUID, rt.To.Port, rt.To.LID, rt.To.Description)
+	return err
 }

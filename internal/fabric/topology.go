@@ -406,3 +406,16 @@ func (t *Topology) SwitchPorts(cas bool) []PortRef {
 	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
 	return out
 }
+
+// EndpointLID resolves a route endpoint: a decimal LID names exactly that
+// port; a name or GUID names the node's (first) LID.
+func (t *Topology) EndpointLID(key string) (LID, error) {
+	n, err := t.FindNode(key)
+	if err != nil {
+		return 0, err
+	}
+	if v, err := strconv.ParseUint(key, 10, 16); err == nil {
+		return LID(v), nil
+	}
+	return n.LID, nil
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/netloom/netloom/internal/daemon"
+	"github.com/netloom/netloom/internal/fabric/sim"
+)
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", "[options]", `
+Runs the Netloom daemon: discovers the fabric and re-discovers it on an
+interval (recording changes as events), sweeps switch port counters, reads
+forwarding tables, stores everything in the embedded SQLite database, and
+serves the JSON API under /api/v1 and Prometheus metrics at /metrics.
+
+Flags override the config file, which overrides the defaults.
+
+Fabric sources (--fabric):
+  ib            the local InfiniBand port, like the infiniband-diags tools
+                (works under ibsim's umad2sim LD_PRELOAD too)
+  ib:CA:PORT    a given adapter and port, e.g. ib:mlx5_0:1
+  sim:SPEC      a simulated fabric with synthetic counters:
+`+indent(sim.SpecHelp, "                "), stderr)
+	var (
+		cfgPath  = fs.String("config", "", "YAML config `file` (see docs/operations.md)")
+		listen   = fs.String("listen", "", "HTTP listen `address` (default "+daemon.DefaultListen+")")
+		db       = fs.String("db", "", "store `URL`: a file path or sqlite:PATH (default "+daemon.DefaultDB+")")
+		fabricS  = fs.String("fabric", "", "fabric `source`: ib, ib:CA:PORT or sim:SPEC (default ib)")
+		discover = fs.Duration("discover-interval", 0, "re-discovery `interval` (default 5m)")
+		sweep    = fs.Duration("sweep-interval", 0, "counter sweep `interval`; sub-second allowed (default 30s)")
+		caPorts  = fs.Bool("sweep-ca-ports", false, "also sweep host adapter ports")
+		logLevel = fs.String("log-level", "info", "log `level`: debug, info, warn, error")
+	)
+	if err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	var cfg daemon.Config
+	if *cfgPath != "" {
+		var err error
+		if cfg, err = daemon.LoadConfig(*cfgPath); err != nil {
+			return err
+		}
+	}
+	override := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	override(&cfg.Listen, *listen)
+	override(&cfg.DB, *db)
+	override(&cfg.Fabric, *fabricS)
+	if *discover != 0 {
+		cfg.DiscoverInterval = *discover
+	}
+	if *sweep != 0 {
+		cfg.SweepInterval = *sweep
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "sweep-ca-ports" {
+			cfg.SweepCAPorts = *caPorts
+		}
+	})
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	src, err := daemon.OpenSource(ctx, cfg.Fabric)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	st, err := daemon.OpenStore(ctx, cfg.DB)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	d := daemon.New(cfg, src, st, log)
+	return d.Run(ctx, func(addr net.Addr) {
+		fmt.Fprintf(stdout, "netloom: serving on http://%s (API /api/v1, metrics /metrics) since %s\n", addr, time.Now().Format(time.RFC3339))
+	})
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return prefix + strings.Join(lines, "\n"+prefix) + "\n"
+}

@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is everything `netloom serve` can be told, from flags or a YAML
+// file (flags win). Zero values mean the documented defaults.
+type Config struct {
+	Listen string `yaml:"listen"` // HTTP address
+	DB     string `yaml:"db"`     // store URL: a path, or sqlite:PATH
+	Fabric string `yaml:"fabric"` // "ib", "ib:CA:PORT" or "sim:SPEC"
+
+	DiscoverInterval time.Duration `yaml:"discover_interval"`
+	SweepInterval    time.Duration `yaml:"sweep_interval"`
+	SweepTimeout     time.Duration `yaml:"sweep_timeout"` // per query
+	SweepRetries     int           `yaml:"sweep_retries"`
+	SweepParallel    int           `yaml:"sweep_parallel"`
+	// SweepCAPorts adds host adapter ports to the sweep (off: the switch
+	// end of every host link already carries its traffic).
+	SweepCAPorts bool `yaml:"sweep_ca_ports"`
+	// ResetThreshold clears 32-bit counters once one passes this fraction
+	// of its maximum (0: off). 64-bit extended counters are never reset.
+	ResetThreshold float64 `yaml:"reset_threshold"`
+
+	Retention RetentionConfig `yaml:"retention"`
+}
+
+// RetentionConfig is how long each kind of data is kept (0: forever).
+type RetentionConfig struct {
+	Samples  time.Duration `yaml:"samples"`
+	Events   time.Duration `yaml:"events"`
+	Topology time.Duration `yaml:"topology"`
+	// Every is how often old data is pruned.
+	Every time.Duration `yaml:"every"`
+}
+
+// Defaults.
+const (
+	DefaultListen           = "localhost:8466"
+	DefaultDB               = "netloom.db"
+	DefaultFabric           = "ib"
+	DefaultDiscoverInterval = 5 * time.Minute
+	DefaultSweepInterval    = 30 * time.Second
+)
+
+// WithDefaults fills every zero field with its default.
+func (c Config) WithDefaults() Config {
+	set := func(s *string, d string) {
+		if *s == "" {
+			*s = d
+		}
+	}
+	setD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	set(&c.Listen, DefaultListen)
+	set(&c.DB, DefaultDB)
+	set(&c.Fabric, DefaultFabric)
+	setD(&c.DiscoverInterval, DefaultDiscoverInterval)
+	setD(&c.SweepInterval, DefaultSweepInterval)
+	setD(&c.Retention.Samples, 30*24*time.Hour)
+	setD(&c.Retention.Events, 365*24*time.Hour)
+	setD(&c.Retention.Topology, 365*24*time.Hour)
+	setD(&c.Retention.Every, time.Hour)
+	return c
+}
+
+// Validate reports the first field with an impossible value.
+func (c Config) Validate() error {
+	switch {
+	case c.DiscoverInterval < time.Second:
+		return fmt.Errorf("discover_interval %s: must be at least 1s", c.DiscoverInterval)
+	case c.SweepInterval < 10*time.Millisecond:
+		return fmt.Errorf("sweep_interval %s: must be at least 10ms", c.SweepInterval)
+	case c.SweepTimeout < 0:
+		return fmt.Errorf("sweep_timeout %s: must not be negative", c.SweepTimeout)
+	case c.SweepRetries < 0 || c.SweepRetries > 10:
+		return fmt.Errorf("sweep_retries %d: must be 0..10", c.SweepRetries)
+	case c.SweepParallel < 0 || c.SweepParallel > 4096:
+		return fmt.Errorf("sweep_parallel %d: must be 0..4096", c.SweepParallel)
+	case c.ResetThreshold < 0 || c.ResetThreshold >= 1:
+		return fmt.Errorf("reset_threshold %g: must be 0 (off) or a fraction below 1", c.ResetThreshold)
+	case c.Retention.Samples < 0 || c.Retention.Events < 0 || c.Retention.Topology < 0:
+		return errors.New("retention: durations must not be negative")
+	}
+	return nil
+}
+
+// LoadConfig reads a YAML config file. Unknown keys and bad values are
+// errors that name the file, line and key.
+func LoadConfig(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return ParseConfig(b, path)
+}
+
+// ParseConfig parses YAML config text; name is used in errors.
+func ParseConfig(b []byte, name string) (Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("config %s: %w", name, err)
+	}
+	if err := c.WithDefaults().Validate(); err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", name, err)
+	}
+	return c, nil
+}

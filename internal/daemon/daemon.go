@@ -1,0 +1,201 @@
+// Package daemon wires Netloom's activities together: fabric discovery and
+// counter sweeps, the store writer, pruning and the HTTP API. Each activity
+// is one goroutine; they meet through bounded channels and an atomically
+// published snapshot, never a lock on the hot path.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/netloom/netloom/internal/api"
+	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/store"
+)
+
+// Daemon is one running `netloom serve`.
+type Daemon struct {
+	cfg   Config
+	src   fabric.Source
+	st    store.Store
+	log   *slog.Logger
+	state atomic.Pointer[api.FabricState]
+
+	writes chan writeOp
+	reg    *prometheus.Registry
+	m      metrics
+
+	// Owned by the fabric goroutine only.
+	prev map[fabric.PortRef]*fabric.PortReading
+	ft   fabric.ForwardingTables
+}
+
+type metrics struct {
+	sweeps, sweepPortErrors, discoveries, discoverErrors prometheus.Counter
+	writeDropped, writeErrors                            *prometheus.CounterVec
+	events                                               *prometheus.CounterVec
+	writeQueue                                           prometheus.GaugeFunc
+}
+
+// writeOp is one unit of work for the writer goroutine. done, when set,
+// receives the outcome.
+type writeOp struct {
+	kind  string
+	apply func(ctx context.Context, st store.Store) error
+	done  chan error
+}
+
+// writeQueueLen bounds the work waiting for the store: a stalled disk drops
+// and counts samples instead of growing memory.
+const writeQueueLen = 256
+
+// New builds a daemon; Run starts it.
+func New(cfg Config, src fabric.Source, st store.Store, log *slog.Logger) *Daemon {
+	d := &Daemon{cfg: cfg.WithDefaults(), src: src, st: st, log: log,
+		writes: make(chan writeOp, writeQueueLen), reg: prometheus.NewRegistry(),
+		prev: map[fabric.PortRef]*fabric.PortReading{}}
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+		d.reg.MustRegister(c)
+		return c
+	}
+	vec := func(name, help, label string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
+		d.reg.MustRegister(c)
+		return c
+	}
+	d.m = metrics{
+		sweeps:          counter("netloom_fabric_sweeps_total", "Counter sweeps completed."),
+		sweepPortErrors: counter("netloom_fabric_sweep_port_errors_total", "Port counter queries that failed after retries."),
+		discoveries:     counter("netloom_fabric_discoveries_total", "Fabric discoveries completed."),
+		discoverErrors:  counter("netloom_fabric_discovery_errors_total", "Fabric discoveries that failed."),
+		writeDropped:    vec("netloom_store_writes_dropped_total", "Store writes dropped, by reason.", "reason"),
+		writeErrors:     vec("netloom_store_write_errors_total", "Store writes that failed, by kind of data.", "kind"),
+		events:          vec("netloom_fabric_events_total", "Fabric events recorded, by kind.", "kind"),
+	}
+	d.m.writeQueue = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "netloom_store_write_queue_length",
+		Help: "Store writes waiting for the writer."}, func() float64 { return float64(len(d.writes)) })
+	d.reg.MustRegister(d.m.writeQueue, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return d
+}
+
+// State returns the live fabric snapshot (nil before the first discovery).
+func (d *Daemon) State() *api.FabricState { return d.state.Load() }
+
+// Handler returns the HTTP API handler.
+func (d *Daemon) Handler() *api.Server {
+	return api.New(api.Options{Store: d.st, State: d.State, Registry: d.reg, SweepInterval: d.cfg.SweepInterval, Log: d.log})
+}
+
+// Run serves until ctx is cancelled or an activity fails. ready, when not
+// nil, receives the HTTP listener's address once it listens.
+func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) error {
+	ln, err := net.Listen("tcp", d.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", d.cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	d.log.Info("serving", "http", ln.Addr().String(), "fabric", d.cfg.Fabric, "db", d.cfg.DB)
+
+	g, gctx := errgroup.WithContext(ctx)
+	writerCtx, stopWriter := context.WithCancel(context.Background())
+	writerDone := make(chan struct{})
+	go func() { d.writer(writerCtx); close(writerDone) }()
+	g.Go(func() error { return d.fabricLoop(gctx) })
+	g.Go(func() error { d.pruner(gctx); return nil })
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(shut)
+	})
+	err = g.Wait()
+	// Drain what was queued, then stop the writer.
+	close(d.writes)
+	<-writerDone
+	stopWriter()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// enqueue hands work to the writer without ever blocking the caller.
+func (d *Daemon) enqueue(op writeOp) bool {
+	select {
+	case d.writes <- op:
+		return true
+	default:
+		d.m.writeDropped.WithLabelValues("queue_full").Inc()
+		d.log.Warn("store is falling behind: write dropped", "kind", op.kind, "queue", len(d.writes))
+		return false
+	}
+}
+
+// writeSync queues work and waits for it; for rare writes whose result the
+// caller needs (topology versions).
+func (d *Daemon) writeSync(ctx context.Context, kind string, f func(ctx context.Context, st store.Store) error) error {
+	op := writeOp{kind: kind, apply: f, done: make(chan error, 1)}
+	select {
+	case d.writes <- op:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-op.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (d *Daemon) writer(ctx context.Context) {
+	for op := range d.writes {
+		err := op.apply(ctx, d.st)
+		if err != nil {
+			d.m.writeErrors.WithLabelValues(op.kind).Inc()
+			d.log.Error("store write failed", "kind", op.kind, "err", err)
+		}
+		if op.done != nil {
+			op.done <- err
+		}
+	}
+}
+
+func (d *Daemon) pruner(ctx context.Context) {
+	t := time.NewTicker(d.cfg.Retention.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			r := store.Retention{
+				Samples:  now.Add(-d.cfg.Retention.Samples),
+				Events:   now.Add(-d.cfg.Retention.Events),
+				Topology: now.Add(-d.cfg.Retention.Topology),
+			}
+			d.enqueue(writeOp{kind: "prune", apply: func(ctx context.Context, st store.Store) error { return st.Prune(ctx, r) }})
+		}
+	}
+}

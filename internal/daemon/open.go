@@ -1,0 +1,68 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/fabric/ib"
+	"github.com/netloom/netloom/internal/fabric/sim"
+	"github.com/netloom/netloom/internal/store"
+	"github.com/netloom/netloom/internal/store/sqlite"
+)
+
+// OpenSource opens a fabric source from its spec: "ib", "ib:CA",
+// "ib:CA:PORT" or "sim:SPEC".
+func OpenSource(ctx context.Context, spec string) (fabric.Source, error) {
+	kind, rest, _ := strings.Cut(spec, ":")
+	switch kind {
+	case "ib":
+		var opt ib.Options
+		if rest != "" {
+			ca, port, hasPort := strings.Cut(rest, ":")
+			opt.CA = ca
+			if hasPort {
+				n, err := strconv.Atoi(port)
+				if err != nil || n < 1 || n > 254 {
+					return nil, fmt.Errorf("fabric %q: port %q must be a number 1..254", spec, port)
+				}
+				opt.Port = n
+			}
+		}
+		src, err := ib.Open(opt)
+		if err != nil {
+			return nil, fmt.Errorf("fabric %q: %w", spec, err)
+		}
+		return src, nil
+	case "sim":
+		sp, err := sim.ParseSpec(rest)
+		if err != nil {
+			return nil, fmt.Errorf("fabric %q: %w", spec, err)
+		}
+		src, err := sim.NewSource(ctx, sp)
+		if err != nil {
+			return nil, fmt.Errorf("fabric %q: %w", spec, err)
+		}
+		return src, nil
+	}
+	return nil, fmt.Errorf("fabric %q: unknown source; want ib, ib:CA:PORT or sim:SPEC", spec)
+}
+
+// OpenStore opens the store a URL names: a file path or sqlite:PATH for the
+// embedded engine.
+func OpenStore(ctx context.Context, url string) (store.Store, error) {
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return nil, fmt.Errorf("db %q: the PostgreSQL engine is not available yet; use a file path for SQLite", url)
+	case strings.Contains(url, "://") && !strings.HasPrefix(url, "sqlite:"):
+		return nil, fmt.Errorf("db %q: unknown store; want a file path or sqlite:PATH", url)
+	}
+	path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "sqlite:")
+	st, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("db %q: %w", url, err)
+	}
+	return st, nil
+}
