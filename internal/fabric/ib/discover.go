@@ -1,0 +1,201 @@
+package ib
+
+/*
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/ibnetdisc.h>
+#include <infiniband/mad.h>
+
+static ibnd_port_t *nl_node_port(ibnd_node_t *n, int i) { return n->ports[i]; }
+
+static ibnd_fabric_t *nl_discover(char *ca, int port, unsigned max_smps, unsigned timeout_ms,
+				  unsigned retries)
+{
+	ibnd_config_t cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.max_smps = max_smps;
+	cfg.timeout_ms = timeout_ms;
+	cfg.retries = retries;
+	return ibnd_discover_fabric(ca, port, NULL, &cfg);
+}
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	"github.com/netloom/netloom/internal/fabric"
+)
+
+// Discover walks the fabric with libibnetdisc from the local port.
+// Canceling ctx is noticed only before the walk starts: libibnetdisc
+// offers no way to stop it.
+func (s *Source) Discover(ctx context.Context) (*fabric.Topology, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var cca *C.char
+	if s.opt.CA != "" {
+		cca = C.CString(s.opt.CA)
+		defer C.free(unsafe.Pointer(cca))
+	}
+	smps := min(s.opt.Parallel, 16)
+	f := C.nl_discover(cca, C.int(s.opt.Port), C.unsigned(smps),
+		C.unsigned(s.opt.Timeout/1e6), C.unsigned(s.opt.Retries))
+	if f == nil {
+		return nil, fmt.Errorf("ib: discover from %s port %d: ibnd_discover_fabric failed", caName(s.opt.CA), s.opt.Port)
+	}
+	defer C.ibnd_destroy_fabric(f)
+	return convert(f)
+}
+
+// convert turns libibnetdisc's node list into the fabric model.
+func convert(f *C.ibnd_fabric_t) (*fabric.Topology, error) {
+	var nodes []fabric.Node
+	var links []fabric.Link
+	seen := map[[2]fabric.PortRef]bool{}
+	for n := f.nodes; n != nil; n = n.next {
+		node := fabric.Node{
+			GUID:        fabric.GUID(n.guid),
+			Description: C.GoString(&n.nodedesc[0]),
+			Ports:       int(n.numports),
+		}
+		switch n._type {
+		case C.IB_NODE_SWITCH:
+			node.Type = fabric.Switch
+			node.LID = fabric.LID(n.smalid)
+		case C.IB_NODE_ROUTER:
+			node.Type = fabric.Router
+		default:
+			node.Type = fabric.CA
+		}
+		if node.Type != fabric.Switch {
+			node.PortLIDs = make([]fabric.LID, node.Ports+1)
+			node.PortGUIDs = make([]fabric.GUID, node.Ports+1)
+		}
+		// Extended link speeds are advertised in the capability mask of
+		// a switch's port 0 or of the CA port itself.
+		var swCap uint32
+		if node.Type == fabric.Switch {
+			if p0 := C.nl_node_port(n, 0); p0 != nil {
+				swCap = uint32(C.mad_get_field(unsafe.Pointer(&p0.info[0]), 0, C.IB_PORT_CAPMASK_F))
+			}
+		}
+		for i := 1; i <= node.Ports; i++ {
+			p := C.nl_node_port(n, C.int(i))
+			if p == nil {
+				continue
+			}
+			if node.Type != fabric.Switch {
+				node.PortLIDs[i] = fabric.LID(p.base_lid)
+				node.PortGUIDs[i] = fabric.GUID(p.guid)
+				if node.LID == 0 && p.base_lid != 0 && p.remoteport != nil {
+					node.LID = fabric.LID(p.base_lid)
+				}
+			}
+			r := p.remoteport
+			if r == nil || r.node == nil {
+				continue
+			}
+			capMask := swCap
+			if node.Type != fabric.Switch {
+				capMask = uint32(C.mad_get_field(unsafe.Pointer(&p.info[0]), 0, C.IB_PORT_CAPMASK_F))
+			}
+			l := fabric.NewLink(
+				fabric.PortRef{GUID: node.GUID, Port: i},
+				fabric.PortRef{GUID: fabric.GUID(r.node.guid), Port: int(r.portnum)},
+				width(p), speed(p, capMask), state(p))
+			k := [2]fabric.PortRef{l.A, l.B}
+			if !seen[k] {
+				seen[k] = true
+				links = append(links, l)
+			}
+		}
+		if node.Type != fabric.Switch && node.LID == 0 {
+			for _, l := range node.PortLIDs {
+				if l != 0 {
+					node.LID = l
+					break
+				}
+			}
+		}
+		nodes = append(nodes, node)
+	}
+	t, err := fabric.NewTopology(nodes, links)
+	if err != nil {
+		return nil, fmt.Errorf("ib: discovered fabric: %w", err)
+	}
+	return t, nil
+}
+
+func field(p *C.ibnd_port_t, f C.enum_MAD_FIELDS) uint32 {
+	return uint32(C.mad_get_field(unsafe.Pointer(&p.info[0]), 0, f))
+}
+
+// width names PortInfo.LinkWidthActive the way ibnetdiscover prints it.
+func width(p *C.ibnd_port_t) string {
+	switch field(p, C.IB_PORT_LINK_WIDTH_ACTIVE_F) {
+	case 1:
+		return "1X"
+	case 2:
+		return "4X"
+	case 4:
+		return "8X"
+	case 8:
+		return "12X"
+	case 16:
+		return "2X"
+	}
+	return "unknown"
+}
+
+// capHasExtSpeeds is PortInfo.CapabilityMask.IsExtendedSpeedsSupported.
+const capHasExtSpeeds = 1 << 14
+
+// speed names the active link speed: an extended speed (FDR and later)
+// when the port supports and uses one, else FDR10 (Mellanox extended
+// PortInfo), else the base speed.
+func speed(p *C.ibnd_port_t, capMask uint32) string {
+	if capMask&capHasExtSpeeds != 0 {
+		switch field(p, C.IB_PORT_LINK_SPEED_EXT_ACTIVE_F) {
+		case 1:
+			return "FDR"
+		case 2:
+			return "EDR"
+		case 4:
+			return "HDR"
+		case 8:
+			return "NDR"
+		}
+	}
+	if C.mad_get_field(unsafe.Pointer(&p.ext_info[0]), 0, C.IB_MLNX_EXT_PORT_LINK_SPEED_ACTIVE_F) == 1 {
+		return "FDR10"
+	}
+	switch field(p, C.IB_PORT_LINK_SPEED_ACTIVE_F) {
+	case 1:
+		return "SDR"
+	case 2:
+		return "DDR"
+	case 4:
+		return "QDR"
+	}
+	return "unknown"
+}
+
+func state(p *C.ibnd_port_t) string {
+	switch field(p, C.IB_PORT_STATE_F) {
+	case 1:
+		return "Down"
+	case 2:
+		return "Init"
+	case 3:
+		return "Armed"
+	case 4:
+		return "Active"
+	}
+	return "unknown"
+}

@@ -1,0 +1,221 @@
+// Package ib reads an InfiniBand fabric through the local management stack:
+// topology by libibnetdisc, port counters (PMA) and forwarding tables
+// (SMP) by a pipelined umad engine, the way infiniband-diags talk to the
+// fabric. It works against ibsim under the umad2sim preload library too.
+package ib
+
+/*
+#cgo CFLAGS: -std=gnu11 -Wall -Wextra -Werror
+#cgo LDFLAGS: -libnetdisc -libmad -libumad
+#include <stdlib.h>
+#include "mad.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/netloom/netloom/internal/fabric"
+)
+
+// Options choose the local port and bound management queries.
+type Options struct {
+	// CA is the local adapter name ("mlx5_0"); "" means the first.
+	CA string
+	// Port is the local port number; 0 means the first active one.
+	Port int
+	// Timeout bounds one query (SMP or PMA) before a retry; default 200ms.
+	Timeout time.Duration
+	// Retries per query after the first try; default 2.
+	Retries int
+	// Parallel is how many queries ForwardingTables and discovery keep in
+	// flight; default 64 (discovery: 16).
+	Parallel int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Timeout <= 0 {
+		o.Timeout = 200 * time.Millisecond
+	}
+	if o.Retries <= 0 {
+		o.Retries = 2
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 64
+	}
+	return o
+}
+
+// Source implements fabric.Source over the local umad port. Its methods
+// are safe for concurrent use; queries are serialized on the port.
+type Source struct {
+	opt Options
+
+	mu   sync.Mutex
+	port *C.struct_nl_port
+	// capTopo is the topology caps belongs to: the PMA capability mask
+	// (ClassPortInfo) of each node is read once per topology.
+	capTopo *fabric.Topology
+	caps    map[fabric.GUID]uint16
+	queries []C.struct_nl_query // reused between batches
+}
+
+var _ fabric.Source = (*Source)(nil)
+
+// Open opens the local port.
+func Open(opt Options) (*Source, error) {
+	opt = opt.withDefaults()
+	var cca *C.char
+	if opt.CA != "" {
+		cca = C.CString(opt.CA)
+		defer C.free(unsafe.Pointer(cca))
+	}
+	var msg [256]C.char
+	p := C.nl_open(cca, C.int(opt.Port), &msg[0], C.int(len(msg)))
+	if p == nil {
+		return nil, fmt.Errorf("ib: open port %s/%d: %s", caName(opt.CA), opt.Port, C.GoString(&msg[0]))
+	}
+	return &Source{opt: opt, port: p}, nil
+}
+
+func caName(ca string) string {
+	if ca == "" {
+		return "(first CA)"
+	}
+	return ca
+}
+
+// Close releases the port.
+func (s *Source) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.port != nil {
+		C.nl_close(s.port)
+		s.port = nil
+	}
+	return nil
+}
+
+// query is one MAD to send; the Go mirror of the C request fields.
+type query struct {
+	lid     fabric.LID
+	class   uint8
+	method  uint8
+	attr    uint16
+	mod     uint32
+	in      [C.NL_IN_LEN]byte
+	inBytes int
+}
+
+// result is one query's outcome.
+type result struct {
+	err  error
+	time time.Time
+	out  []byte // NL_OUT_LEN bytes of reply data; valid until the next batch
+}
+
+// batch runs queries with at most window in flight in one cgo call. The
+// caller holds s.mu. Canceling ctx stops it early.
+func (s *Source) batch(ctx context.Context, qs []query, window int, timeout time.Duration, retries int) ([]result, error) {
+	if s.port == nil {
+		return nil, fmt.Errorf("ib: source is closed")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if cap(s.queries) < len(qs) {
+		s.queries = make([]C.struct_nl_query, len(qs))
+	}
+	cq := s.queries[:len(qs)]
+	for i := range qs {
+		q := &qs[i]
+		c := &cq[i]
+		*c = C.struct_nl_query{}
+		c.dlid = C.uint16_t(q.lid)
+		c.mgmt_class = C.uint8_t(q.class)
+		c.method = C.uint8_t(q.method)
+		c.attr_id = C.uint16_t(q.attr)
+		c.attr_mod = C.uint32_t(q.mod)
+		for j := 0; j < q.inBytes; j++ {
+			c.in[j] = C.uint8_t(q.in[j])
+		}
+	}
+	res := make([]result, len(qs))
+	if len(qs) == 0 {
+		return res, nil
+	}
+	ms := int(timeout / time.Millisecond)
+	if ms < 1 {
+		ms = 1
+	}
+	C.nl_set_cancel(s.port, 0)
+	stop := context.AfterFunc(ctx, func() { C.nl_set_cancel(s.port, 1) })
+	C.nl_batch(s.port, &cq[0], C.int(len(cq)), C.int(window), C.int(ms), C.int(retries))
+	stop()
+	for i := range cq {
+		c := &cq[i]
+		r := &res[i]
+		q := &qs[i]
+		switch c.err {
+		case C.NL_OK:
+			r.time = time.Unix(0, int64(c.time_ns))
+			r.out = unsafe.Slice((*byte)(unsafe.Pointer(&c.out[0])), len(c.out))
+		case C.NL_ETIMEOUT:
+			r.err = fmt.Errorf("%s to LID %d: no reply after %d tries of %s", q.name(), q.lid, c.tries, timeout)
+		case C.NL_ESEND:
+			r.err = fmt.Errorf("%s to LID %d: send: %w", q.name(), q.lid, syscall.Errno(c.sys_errno))
+		case C.NL_ESTATUS:
+			r.err = fmt.Errorf("%s to LID %d: MAD status 0x%04x", q.name(), q.lid, uint16(c.status))
+		default:
+			r.err = fmt.Errorf("%s to LID %d: %w", q.name(), q.lid, context.Cause(ctx))
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func (q *query) name() string {
+	verb := "get"
+	if q.method == methodSet {
+		verb = "set"
+	}
+	n, ok := attrNames[q.attr]
+	if !ok {
+		n = fmt.Sprintf("attribute 0x%04x", q.attr)
+	}
+	if q.class == classPerf && q.attr != attrClassPortInfo {
+		return fmt.Sprintf("%s %s port %d", verb, n, q.in[1])
+	}
+	if q.attr == attrLFT {
+		return fmt.Sprintf("%s %s block %d", verb, n, q.mod)
+	}
+	return verb + " " + n
+}
+
+const (
+	classSMI  = C.NL_CLASS_SMI
+	classPerf = C.NL_CLASS_PERF
+	methodGet = C.NL_GET
+	methodSet = C.NL_SET
+
+	attrClassPortInfo = 0x0001
+	attrPortCounters  = 0x0012
+	attrPortCountersX = 0x001D
+	attrSwitchInfo    = 0x0011
+	attrLFT           = 0x0019
+)
+
+var attrNames = map[uint16]string{
+	attrClassPortInfo: "ClassPortInfo",
+	attrPortCounters:  "PortCounters",
+	attrPortCountersX: "PortCountersExtended",
+	attrSwitchInfo:    "SwitchInfo",
+	attrLFT:           "LinearForwardingTable",
+}

@@ -1,0 +1,65 @@
+/* Pipelined MAD engine: sends many LID-routed SMP/PMA queries over one
+ * umad port with a window of outstanding requests, matches replies by TID,
+ * and retries on timeout. One call per batch keeps cgo crossings rare. */
+#ifndef NETLOOM_IB_MAD_H
+#define NETLOOM_IB_MAD_H
+
+#include <stdint.h>
+
+enum {
+	NL_CLASS_SMI = 0x01, /* LID-routed subnet management */
+	NL_CLASS_PERF = 0x04,
+	NL_GET = 0x01,
+	NL_SET = 0x02,
+	NL_IN_LEN = 24,  /* request data bytes the caller fills */
+	NL_OUT_LEN = 80, /* reply data bytes kept */
+	NL_MAX_WINDOW = 4096,
+};
+
+/* Outcome of one query (nl_query.err). */
+enum {
+	NL_OK = 0,
+	NL_ETIMEOUT = 1,   /* no reply within timeout after all retries */
+	NL_ESEND = 2,      /* umad_send failed (sys_errno says why) */
+	NL_ESTATUS = 3,    /* reply carried a non-zero MAD status */
+	NL_ECANCELED = 4,  /* the batch was canceled before this query ended */
+};
+
+struct nl_query {
+	/* request, filled by the caller */
+	uint16_t dlid;
+	uint8_t mgmt_class;
+	uint8_t method;
+	uint16_t attr_id;
+	uint16_t pad0;
+	uint32_t attr_mod;
+	uint8_t in[NL_IN_LEN]; /* copied to the start of the MAD data area */
+	/* result */
+	int32_t err;
+	int32_t sys_errno;
+	uint16_t status; /* MAD status of the reply */
+	uint8_t tries;
+	uint8_t pad1;
+	uint32_t pad2;
+	int64_t time_ns; /* CLOCK_REALTIME when the reply arrived */
+	uint8_t out[NL_OUT_LEN];
+};
+
+struct nl_port;
+
+/* nl_open opens a umad port (ca NULL or "" and port 0: the first) and
+ * registers SMI and PMA agents. On failure it returns NULL and writes a
+ * message to err. */
+struct nl_port *nl_open(const char *ca, int port, char *err, int errlen);
+void nl_close(struct nl_port *p);
+
+/* nl_batch runs n queries with at most window in flight. It returns 0, or
+ * -1 if canceled (unfinished queries get NL_ECANCELED). */
+int nl_batch(struct nl_port *p, struct nl_query *q, int n, int window,
+	     int timeout_ms, int retries);
+
+/* nl_set_cancel(p, 1) makes a running nl_batch stop soon; it is safe from
+ * another thread. Set 0 before starting a batch. */
+void nl_set_cancel(struct nl_port *p, int v);
+
+#endif
