@@ -1,0 +1,84 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/store"
+)
+
+// AddEvents implements store.Store.
+func (s *Store) AddEvents(ctx context.Context, ev []fabric.Event) error {
+	for i, e := range ev {
+		if err := checkTime("Time", e.Time); err != nil {
+			return fmt.Errorf("add events: event %d (%s): %w", i, e.Kind, err)
+		}
+		if e.Kind == "" {
+			return fmt.Errorf("add events: event %d: Kind is empty", i)
+		}
+		if e.Port < 0 || e.Port > maxPort {
+			return fmt.Errorf("add events: event %d (%s): Port %d out of range 0..%d", i, e.Kind, e.Port, maxPort)
+		}
+	}
+	if len(ev) == 0 {
+		return nil
+	}
+	return s.writeTx(ctx, fmt.Sprintf("add %d events", len(ev)), func(tx *sql.Tx) error {
+		st, err := tx.PrepareContext(ctx, `INSERT INTO events(time_ns, kind, node, port, detail) VALUES (?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for i, e := range ev {
+			if _, err := st.ExecContext(ctx, ns(e.Time), e.Kind, guidInt(e.Node), e.Port, e.Detail); err != nil {
+				return fmt.Errorf("event %d (%s): %w", i, e.Kind, err)
+			}
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE totals SET value = value + ? WHERE name = 'events'`, len(ev))
+		return err
+	})
+}
+
+// Events implements store.Store. Zero From or To leave that end open; a
+// Limit of 0 or less returns all matches.
+func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]fabric.Event, error) {
+	var where []string
+	args := []any{lowerBound(q.From), upperBound(q.To)}
+	where = append(where, "time_ns >= ? AND time_ns <= ?")
+	if q.Kind != "" {
+		where = append(where, "kind = ?")
+		args = append(args, q.Kind)
+	}
+	if q.Node != 0 {
+		where = append(where, "node = ?")
+		args = append(args, guidInt(q.Node))
+	}
+	query := `SELECT time_ns, kind, node, port, detail FROM events WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY time_ns DESC, id DESC`
+	if q.Limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, q.Limit)
+	}
+	rows, err := s.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query events (kind %q, node %s): %w", q.Kind, q.Node, err)
+	}
+	defer rows.Close()
+	var out []fabric.Event
+	for rows.Next() {
+		var e fabric.Event
+		var t, node int64
+		if err := rows.Scan(&t, &e.Kind, &node, &e.Port, &e.Detail); err != nil {
+			return nil, fmt.Errorf("query events: %w", err)
+		}
+		e.Time, e.Node = fromNS(t), fabric.GUID(node)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("query events: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,143 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migration is one schema step; steps are applied in order, each in its
+// own transaction, and never edited once released: add a new step instead.
+type migration struct {
+	version int
+	name    string
+	sql     []string
+}
+
+// migrations is the schema's history. Times are nanoseconds since 1970
+// (UTC); GUIDs are their 64 bits as a signed integer.
+var migrations = []migration{
+	{1, "initial schema", []string{
+		`CREATE TABLE topology_versions (
+			id       INTEGER PRIMARY KEY,
+			from_ns  INTEGER NOT NULL,
+			until_ns INTEGER,          -- NULL while current
+			nodes    INTEGER NOT NULL,
+			links    INTEGER NOT NULL,
+			hash     BLOB NOT NULL,    -- SHA-256 of the canonical encoding
+			data     BLOB NOT NULL     -- deflated canonical JSON
+		)`,
+		`CREATE INDEX topology_versions_from ON topology_versions(from_ns)`,
+		`CREATE TABLE forwarding_tables (
+			id      INTEGER PRIMARY KEY,
+			from_ns INTEGER NOT NULL,
+			hash    BLOB NOT NULL,
+			data    BLOB NOT NULL
+		)`,
+		`CREATE INDEX forwarding_tables_from ON forwarding_tables(from_ns)`,
+		`CREATE TABLE events (
+			id      INTEGER PRIMARY KEY,
+			time_ns INTEGER NOT NULL,
+			kind    TEXT NOT NULL,
+			node    INTEGER NOT NULL,
+			port    INTEGER NOT NULL,
+			detail  TEXT NOT NULL
+		)`,
+		`CREATE INDEX events_time ON events(time_ns)`,
+		`CREATE TABLE nodes (
+			id   INTEGER PRIMARY KEY,
+			guid INTEGER NOT NULL UNIQUE
+		)`,
+		`CREATE TABLE port_samples (
+			id      INTEGER PRIMARY KEY,
+			time_ns INTEGER NOT NULL,
+			node_id INTEGER NOT NULL REFERENCES nodes(id),
+			ports   INTEGER NOT NULL,  -- samples in the blob
+			data    BLOB NOT NULL
+		)`,
+		`CREATE UNIQUE INDEX port_samples_node_time ON port_samples(node_id, time_ns)`,
+		`CREATE INDEX port_samples_time ON port_samples(time_ns)`,
+	}},
+	{2, "event kind and node indexes, running totals", []string{
+		`CREATE INDEX events_kind_time ON events(kind, time_ns)`,
+		`CREATE INDEX events_node_time ON events(node, time_ns)`,
+		`CREATE TABLE totals (
+			name  TEXT PRIMARY KEY,
+			value INTEGER NOT NULL
+		) WITHOUT ROWID`,
+		`INSERT INTO totals(name, value) SELECT 'port_samples', COALESCE(SUM(ports), 0) FROM port_samples`,
+		`INSERT INTO totals(name, value) SELECT 'events', COUNT(*) FROM events`,
+	}},
+}
+
+// SchemaVersion is the version this code writes.
+func SchemaVersion() int { return migrations[len(migrations)-1].version }
+
+// migrate brings the database to SchemaVersion.
+func migrate(ctx context.Context, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("create schema_version: %w", err)
+	}
+	cur, err := currentVersion(ctx, db)
+	if err != nil {
+		return err
+	}
+	latest := SchemaVersion()
+	if cur > latest {
+		return fmt.Errorf("database schema version %d is newer than this Netloom understands (%d): upgrade Netloom or use a new database file", cur, latest)
+	}
+	for _, m := range migrations {
+		if m.version <= cur {
+			continue
+		}
+		if err := apply(ctx, db, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func currentVersion(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (int, error) {
+	var v sql.NullInt64
+	if err := q.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_version`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return int(v.Int64), nil
+}
+
+func apply(ctx context.Context, db *sql.DB, m migration) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate to schema %d (%s): begin: %w", m.version, m.name, err)
+	}
+	defer tx.Rollback()
+	// Another process may have migrated meanwhile; the immediate
+	// transaction holds the write lock, so re-check under it.
+	cur, err := currentVersion(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if cur >= m.version {
+		return nil
+	}
+	if cur != m.version-1 {
+		return fmt.Errorf("migrate to schema %d (%s): database is at %d", m.version, m.name, cur)
+	}
+	for i, stmt := range m.sql {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("migrate to schema %d (%s), step %d: %w", m.version, m.name, i+1, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM schema_version`); err != nil {
+		return fmt.Errorf("migrate to schema %d: %w", m.version, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version(version) VALUES (?)`, m.version); err != nil {
+		return fmt.Errorf("migrate to schema %d: %w", m.version, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate to schema %d (%s): commit: %w", m.version, m.name, err)
+	}
+	return nil
+}

@@ -1,0 +1,241 @@
+// Package sqlite is Netloom's embedded store: one SQLite file in WAL mode,
+// one writer connection and a pool of readers, so readers never wait for
+// the writer. Port samples, the big table, are kept one row per switch and
+// sweep as a compact columnar blob (see codec.go).
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/store"
+)
+
+// applicationID marks a Netloom database ("NLOM") so that another SQLite
+// file is refused rather than written into.
+const applicationID = 0x4E4C4F4D
+
+// Options tune a store; the zero value is good.
+type Options struct {
+	// BusyTimeout is how long a statement waits for a lock held by another
+	// process before failing. Default 5s.
+	BusyTimeout time.Duration
+	// Readers is the size of the read connection pool. Default 4.
+	Readers int
+	// PruneChunk is how many rows one prune transaction deletes, bounding
+	// how long it holds the write lock. Default 2000.
+	PruneChunk int
+}
+
+func (o Options) withDefaults() Options {
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = 5 * time.Second
+	}
+	if o.Readers <= 0 {
+		o.Readers = 4
+	}
+	if o.PruneChunk <= 0 {
+		o.PruneChunk = 2000
+	}
+	return o
+}
+
+// Store is the SQLite engine of store.Store.
+type Store struct {
+	path string
+	opt  Options
+	w    *sql.DB // exactly one connection: SQLite has one writer anyway
+	r    *sql.DB // read-only pool
+
+	// wmu serializes write transactions and guards the fields below, which
+	// only the writer touches.
+	wmu     sync.Mutex
+	nodeIDs map[fabric.GUID]int64
+	enc     encoder
+
+	decoders sync.Pool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// dsn builds a go-sqlite3 URI for path. Characters that mean something in
+// a URI are escaped so any file name works.
+func dsn(path string, readOnly bool, opt Options) string {
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	q := fmt.Sprintf("_busy_timeout=%d&_foreign_keys=1", opt.BusyTimeout.Milliseconds())
+	if readOnly {
+		q += "&mode=ro&_query_only=1"
+	} else {
+		q += "&_txlock=immediate&_synchronous=NORMAL"
+	}
+	return "file:" + esc + "?" + q
+}
+
+// Open opens or creates the database at path, creating or migrating its
+// schema.
+func Open(ctx context.Context, path string, opt Options) (*Store, error) {
+	opt = opt.withDefaults()
+	if path == "" {
+		return nil, errors.New("open sqlite store: empty path")
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("open sqlite store %s: is a directory", path)
+	}
+	w, err := sql.Open("sqlite3", dsn(path, false, opt))
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	s := &Store{path: path, opt: opt, w: w, nodeIDs: map[fabric.GUID]int64{}}
+	s.decoders.New = func() any { return new(decoder) }
+	if err := s.prepare(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, describe(err))
+	}
+	r, err := sql.Open("sqlite3", dsn(path, true, opt))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open sqlite store %s for reading: %w", path, err)
+	}
+	r.SetMaxOpenConns(opt.Readers)
+	r.SetMaxIdleConns(opt.Readers)
+	if err := r.PingContext(ctx); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("open sqlite store %s for reading: %w", path, err)
+	}
+	s.r = r
+	return s, nil
+}
+
+// describe turns SQLite's terse corruption codes into advice.
+func describe(err error) error {
+	var se sqlite3.Error
+	if errors.As(err, &se) && (se.Code == sqlite3.ErrNotADB || se.Code == sqlite3.ErrCorrupt) {
+		return fmt.Errorf("the file is not a SQLite database or is corrupted (restore it from a backup or move it away to start afresh): %w", err)
+	}
+	return err
+}
+
+// prepare sets connection pragmas, checks the file is ours and migrates.
+func (s *Store) prepare(ctx context.Context) error {
+	var pages int64
+	if err := s.w.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
+		return fmt.Errorf("read page count: %w", err)
+	}
+	if pages == 0 {
+		// Only possible before the first table: 16 KiB pages waste less
+		// space around the ~0.5-1 KiB sample rows, and incremental
+		// auto-vacuum lets Prune return space to the file system.
+		for _, p := range []string{"PRAGMA page_size=16384", "PRAGMA auto_vacuum=INCREMENTAL",
+			fmt.Sprintf("PRAGMA application_id=%d", applicationID)} {
+			if _, err := s.w.ExecContext(ctx, p); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+		}
+	}
+	var mode string
+	if err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
+		return fmt.Errorf("set WAL mode: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("set WAL mode: journal mode is %q", mode)
+	}
+	var app int64
+	if err := s.w.QueryRowContext(ctx, "PRAGMA application_id").Scan(&app); err != nil {
+		return fmt.Errorf("read application id: %w", err)
+	}
+	if app != applicationID {
+		var tables int
+		if err := s.w.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE name <> 'schema_version'").Scan(&tables); err != nil {
+			return fmt.Errorf("read schema: %w", err)
+		}
+		var hasVersion int
+		if err := s.w.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE name = 'schema_version'").Scan(&hasVersion); err != nil {
+			return fmt.Errorf("read schema: %w", err)
+		}
+		if tables > 0 && hasVersion == 0 {
+			return fmt.Errorf("the file is a SQLite database but not a Netloom one (application_id %#x, no schema_version table)", app)
+		}
+		if _, err := s.w.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id=%d", applicationID)); err != nil {
+			return fmt.Errorf("set application id: %w", err)
+		}
+	}
+	return migrate(ctx, s.w)
+}
+
+// Close closes both connection pools; the last one checkpoints the WAL.
+func (s *Store) Close() error {
+	var errs []error
+	if s.r != nil {
+		errs = append(errs, s.r.Close())
+	}
+	errs = append(errs, s.w.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close sqlite store %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// writeTx runs fn in one write transaction under the writer lock.
+func (s *Store) writeTx(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("%s: begin: %w", what, err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%s: commit: %w", what, err)
+	}
+	return nil
+}
+
+// Nanosecond times are the storage unit; zero bounds mean unbounded.
+func ns(t time.Time) int64 { return t.UnixNano() }
+
+func fromNS(v int64) time.Time { return time.Unix(0, v).UTC() }
+
+func lowerBound(t time.Time) int64 {
+	if t.IsZero() {
+		return math.MinInt64
+	}
+	return t.UnixNano()
+}
+
+func upperBound(t time.Time) int64 {
+	if t.IsZero() {
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+// checkTime refuses times that nanoseconds since 1970 cannot hold.
+func checkTime(field string, t time.Time) error {
+	if t.IsZero() {
+		return fmt.Errorf("%s is zero", field)
+	}
+	if t.Year() < 1678 || t.Year() > 2261 {
+		return fmt.Errorf("%s %s is out of range (years 1678..2261)", field, t.Format(time.RFC3339))
+	}
+	return nil
+}
+
+func guidInt(g fabric.GUID) int64 { return int64(g) }
