@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# make demo: a simulated InfiniBand fabric (ibsim + OpenSM) monitored by
+# `netloom serve` on the embedded database, with synthetic traffic injected
+# through ibsim's console so the counters move. Ctrl-C stops everything.
+#
+# Environment: DEMO_HOSTS (default 64), DEMO_LISTEN (default localhost:8466),
+# DEMO_SECONDS (stop after this many seconds; default: run until Ctrl-C).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+hosts=${DEMO_HOSTS:-64}
+listen=${DEMO_LISTEN:-localhost:8466}
+dir=$(pwd)/var/demo
+preload=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
+rm -rf "$dir" && mkdir -p "$dir"
+export IBSIM_SOCKNAME="netloom-demo-$$" OSM_TMP_DIR="$dir" OSM_CACHE_DIR="$dir"
+
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+echo "demo: generating a fat tree of $hosts hosts"
+bin/netloom topo gen fat-tree --hosts "$hosts" --radix 16 -o "$dir/fabric.net"
+
+echo "demo: starting ibsim and OpenSM"
+mkfifo "$dir/console"
+sleep infinity > "$dir/console" & pids+=($!)   # keeps ibsim's stdin open
+ibsim -s "$dir/fabric.net" < "$dir/console" > "$dir/ibsim.log" 2>&1 & pids+=($!)
+exec 3> "$dir/console"                         # our handle for console commands
+sleep 1
+LD_PRELOAD=$preload opensm -s 0 -f "$dir/opensm.log" > "$dir/opensm.out" 2>&1 & pids+=($!)
+for _ in $(seq 120); do grep -q "Entering MASTER state" "$dir/opensm.out" && break; sleep 0.5; done
+grep -q "Entering MASTER state" "$dir/opensm.out" || { echo "demo: OpenSM did not come up; see $dir/opensm.log" >&2; exit 1; }
+for _ in $(seq 60); do LD_PRELOAD=$preload ibtracert 1 2 >/dev/null 2>&1 && break; sleep 0.5; done
+
+echo "demo: starting netloom serve on http://$listen"
+LD_PRELOAD=$preload bin/netloom serve --fabric ib --db "$dir/netloom.db" --listen "$listen" \
+  --sweep-interval 5s --discover-interval 1m > "$dir/netloom.log" 2>&1 & pids+=($!)
+for _ in $(seq 60); do curl -sf "http://$listen/api/v1/status" >/dev/null 2>&1 && break; sleep 0.5; done
+
+# Synthetic traffic: raise the data counters of a few switch ports every
+# few seconds through ibsim's console, as real traffic would.
+switches=$(grep -o '^Switch[[:space:]]*[0-9]* "[^"]*"' "$dir/fabric.net" | sed 's/.*"\(.*\)"/\1/' | head -4)
+(
+  n=0
+  while sleep 5; do
+    n=$((n + 1))
+    for sw in $switches; do
+      for p in 1 2 9 10; do
+        echo "PerformanceSet \"$sw\"[$p] PortCountersExtended.PortXmitData=$((n * 250000000 * p))" >&3
+        echo "PerformanceSet \"$sw\"[$p] PortCountersExtended.PortRcvData=$((n * 120000000 * p))" >&3
+      done
+    done
+  done
+) & pids+=($!)
+
+cat <<MSG
+
+Netloom demo is running.
+  status:      curl http://$listen/api/v1/status
+  fabric:      curl http://$listen/api/v1/fabric/nodes
+  top links:   curl 'http://$listen/api/v1/links/top?by=utilization&n=5'
+  route:       curl 'http://$listen/api/v1/routes?src=n1&dst=n$hosts'
+  events:      curl http://$listen/api/v1/events
+  metrics:     curl http://$listen/metrics
+  CLI:         IBSIM_SOCKNAME=$IBSIM_SOCKNAME LD_PRELOAD=$preload bin/netloom fabric route n1 n$hosts
+Logs in $dir. Press Ctrl-C to stop.
+MSG
+if [ -n "${DEMO_SECONDS:-}" ]; then
+  sleep "$DEMO_SECONDS"
+  curl -s "http://$listen/api/v1/status"; echo
+else
+  wait
+fi

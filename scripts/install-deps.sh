@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Netloom builds and tests with. Idempotent:
+# does nothing when everything is already there. Needs root (or sudo).
+set -euo pipefail
+
+packages=(
+  # InfiniBand management stack: libraries the ib source links against, and
+  # the simulated fabric + real tools the tests compare with.
+  libibnetdisc-dev libibmad-dev libibumad-dev
+  ibsim-utils opensm infiniband-diags
+  # SQLite's CLI, for looking into the embedded store.
+  sqlite3
+  gcc make pkg-config
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
