@@ -158,7 +158,7 @@ func ComputeRoutes(ctx context.Context, t *fabric.Topology) (fabric.ForwardingTa
 }
 
 // route fills the tables. With updown it gives up (ok false) as soon as
-// some up/down route is longer than the shortest path.
+// some up/down route to a CA is longer than the shortest path.
 func (g *swGraph) route(ctx context.Context, updown bool) (fabric.ForwardingTables, bool, error) {
 	n := len(g.guid)
 	lft := make([][]uint8, n)
@@ -191,6 +191,10 @@ func (g *swGraph) route(ctx context.Context, updown bool) (fabric.ForwardingTabl
 			return nil, false, fmt.Errorf("computing routes: %w", err)
 		}
 		bfs(g, d, dist, queue, func(int, int) bool { return true })
+		// Only CA traffic needs deadlock-free up/down paths; a switch
+		// without CAs (its own LID: management traffic) is reached by the
+		// shortest path, which between two roots must go down and up.
+		updown := updown && g.rank[d] == 0
 		if updown {
 			bfs(g, d, down, queue, func(from, to int) bool { return g.rank[to] == g.rank[from]+1 })
 			for _, s := range order {
