@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# make bench: every benchmark, printing ratios measured in one run. Long:
+# the Stampede-size ibsim fabric takes a while to come up. Set BENCH_SIZES
+# (small,stampede,large) to choose fabric sizes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+echo "== fabric: sweep vs perfquery per switch, discovery vs ibnetdiscover"
+go run ./bench/fabric --sizes "${BENCH_SIZES:-small,stampede}" --netloom bin/netloom
+echo "== storage: bytes on disk per port sample"
+go run ./bench/storage
