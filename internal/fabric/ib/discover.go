@@ -50,6 +50,13 @@ func (s *Source) Discover(ctx context.Context) (*fabric.Topology, error) {
 		return nil, fmt.Errorf("ib: discover from %s port %d: ibnd_discover_fabric failed", caName(s.opt.CA), s.opt.Port)
 	}
 	defer C.ibnd_destroy_fabric(f)
+	// umad2sim routes replies by management class to the agent that
+	// registered it last, even after that agent's port is closed; after
+	// libibnetdisc's port is gone, register ours again. On real hardware
+	// this only costs a reopen.
+	if err := s.reopen(); err != nil {
+		return nil, err
+	}
 	return convert(f)
 }
 

@@ -70,6 +70,21 @@ var _ fabric.Source = (*Source)(nil)
 // Open opens the local port.
 func Open(opt Options) (*Source, error) {
 	opt = opt.withDefaults()
+	p, err := openPort(opt)
+	if err != nil {
+		return nil, err
+	}
+	return &Source{opt: opt, port: p}, nil
+}
+
+func caName(ca string) string {
+	if ca == "" {
+		return "(first CA)"
+	}
+	return ca
+}
+
+func openPort(opt Options) (*C.struct_nl_port, error) {
 	var cca *C.char
 	if opt.CA != "" {
 		cca = C.CString(opt.CA)
@@ -80,14 +95,22 @@ func Open(opt Options) (*Source, error) {
 	if p == nil {
 		return nil, fmt.Errorf("ib: open port %s/%d: %s", caName(opt.CA), opt.Port, C.GoString(&msg[0]))
 	}
-	return &Source{opt: opt, port: p}, nil
+	return p, nil
 }
 
-func caName(ca string) string {
-	if ca == "" {
-		return "(first CA)"
+// reopen replaces the umad port with a fresh one. The caller holds s.mu.
+func (s *Source) reopen() error {
+	if s.port == nil {
+		return fmt.Errorf("ib: source is closed")
 	}
-	return ca
+	C.nl_close(s.port)
+	s.port = nil
+	p, err := openPort(s.opt)
+	if err != nil {
+		return err
+	}
+	s.port = p
+	return nil
 }
 
 // Close releases the port.
@@ -186,10 +209,7 @@ func (q *query) name() string {
 	if q.method == methodSet {
 		verb = "set"
 	}
-	n, ok := attrNames[q.attr]
-	if !ok {
-		n = fmt.Sprintf("attribute 0x%04x", q.attr)
-	}
+	n := attrName(q.class, q.attr)
 	if q.class == classPerf && q.attr != attrClassPortInfo {
 		return fmt.Sprintf("%s %s port %d", verb, n, q.in[1])
 	}
@@ -208,14 +228,22 @@ const (
 	attrClassPortInfo = 0x0001
 	attrPortCounters  = 0x0012
 	attrPortCountersX = 0x001D
-	attrSwitchInfo    = 0x0011
+	attrSwitchInfo    = 0x0012
 	attrLFT           = 0x0019
 )
 
-var attrNames = map[uint16]string{
-	attrClassPortInfo: "ClassPortInfo",
-	attrPortCounters:  "PortCounters",
-	attrPortCountersX: "PortCountersExtended",
-	attrSwitchInfo:    "SwitchInfo",
-	attrLFT:           "LinearForwardingTable",
+func attrName(class uint8, attr uint16) string {
+	switch {
+	case attr == attrClassPortInfo:
+		return "ClassPortInfo"
+	case class == classPerf && attr == attrPortCounters:
+		return "PortCounters"
+	case class == classPerf && attr == attrPortCountersX:
+		return "PortCountersExtended"
+	case class == classSMI && attr == attrSwitchInfo:
+		return "SwitchInfo"
+	case class == classSMI && attr == attrLFT:
+		return "LinearForwardingTable"
+	}
+	return fmt.Sprintf("attribute 0x%04x", attr)
 }

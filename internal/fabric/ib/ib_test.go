@@ -1,0 +1,516 @@
+package ib
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/test/ibsim"
+)
+
+// The tests run against a real simulated fabric: ibsim.TestMain starts
+// ibsim and OpenSM, then re-runs this binary under umad2sim, where the
+// real infiniband-diags tools are the oracle.
+func TestMain(m *testing.M) {
+	os.Exit(ibsim.TestMain(m, "testdata/fattree.net", ibsim.Options{}))
+}
+
+// setup attaches to the fabric and opens a Source on it.
+func setup(t *testing.T) (*ibsim.Fabric, *Source, context.Context) {
+	t.Helper()
+	f := ibsim.Attached(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	s, err := Open(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return f, s, ctx
+}
+
+func discover(t *testing.T, ctx context.Context, s *Source) *fabric.Topology {
+	t.Helper()
+	topo, err := s.Discover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+func TestDiscoverMatchesIbnetdiscover(t *testing.T) {
+	f, s, ctx := setup(t)
+	topo := discover(t, ctx, s)
+	out, err := f.Run(ctx, "ibnetdiscover")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := parseIbnetdiscover(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := topo.Counts()
+	if c.Switches != 6 || c.CAs != 8 || c.Links != 16 {
+		t.Errorf("counts = %+v, want 6 switches, 8 CAs, 16 links", c)
+	}
+	got := &fabric.Topology{Nodes: topo.Nodes, Links: topo.Links}
+	if !reflect.DeepEqual(got.Nodes, want.Nodes) {
+		t.Errorf("nodes differ from ibnetdiscover:\ngot  %+v\nwant %+v", got.Nodes, want.Nodes)
+	}
+	if !reflect.DeepEqual(got.Links, want.Links) {
+		t.Errorf("links differ from ibnetdiscover:\ngot  %+v\nwant %+v", got.Links, want.Links)
+	}
+	n1, err := topo.FindNode("n1")
+	if err != nil || n1.Type != fabric.CA || len(n1.PortGUIDs) != 2 || n1.PortGUIDs[1] != n1.GUID+1 {
+		t.Errorf("n1 = %+v, %v; want a CA whose port 1 GUID is its node GUID + 1 (ibsim numbering)", n1, err)
+	}
+}
+
+var (
+	ndHeader = regexp.MustCompile(`^(Switch|Ca|Rt)\s+(\d+)\s+"[SHR]-([0-9a-f]+)"\s+# "(.*?)"(.*)$`)
+	ndPort   = regexp.MustCompile(`^\[(\d+)\](?:\(([0-9a-f]+)\))?\s+"[SHR]-([0-9a-f]+)"\[(\d+)\]\S*\s+#(.*)$`)
+	ndLID    = regexp.MustCompile(`\blid (\d+)`)
+	ndRate   = regexp.MustCompile(`(\d+)x(\w+)\s*$`)
+)
+
+// parseIbnetdiscover reads ibnetdiscover's text into the fabric model:
+// nodes with GUID, type, description, LIDs and port GUIDs, and links with
+// width and speed (it prints only active links).
+func parseIbnetdiscover(out []byte) (*fabric.Topology, error) {
+	var nodes []fabric.Node
+	var links []fabric.Link
+	seen := map[fabric.Link]bool{}
+	var cur *fabric.Node
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for ln := 1; sc.Scan(); ln++ {
+		line := strings.TrimSpace(sc.Text())
+		if m := ndHeader.FindStringSubmatch(line); m != nil {
+			g, _ := strconv.ParseUint(m[3], 16, 64)
+			ports, _ := strconv.Atoi(m[2])
+			nodes = append(nodes, fabric.Node{GUID: fabric.GUID(g), Description: m[4], Ports: ports})
+			cur = &nodes[len(nodes)-1]
+			switch m[1] {
+			case "Switch":
+				cur.Type = fabric.Switch
+				lm := ndLID.FindStringSubmatch(m[5])
+				if lm == nil {
+					return nil, fmt.Errorf("ibnetdiscover line %d: switch without lid: %q", ln, line)
+				}
+				l, _ := strconv.Atoi(lm[1])
+				cur.LID = fabric.LID(l)
+			case "Ca":
+				cur.Type = fabric.CA
+			case "Rt":
+				cur.Type = fabric.Router
+			}
+			if cur.Type != fabric.Switch {
+				cur.PortLIDs = make([]fabric.LID, ports+1)
+				cur.PortGUIDs = make([]fabric.GUID, ports+1)
+			}
+			continue
+		}
+		m := ndPort.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		if cur == nil {
+			return nil, fmt.Errorf("ibnetdiscover line %d: port before any node: %q", ln, line)
+		}
+		port, _ := strconv.Atoi(m[1])
+		rg, _ := strconv.ParseUint(m[3], 16, 64)
+		rport, _ := strconv.Atoi(m[4])
+		rate := ndRate.FindStringSubmatch(m[5])
+		if rate == nil {
+			return nil, fmt.Errorf("ibnetdiscover line %d: no width/speed: %q", ln, line)
+		}
+		if cur.Type != fabric.Switch {
+			pg, _ := strconv.ParseUint(m[2], 16, 64)
+			cur.PortGUIDs[port] = fabric.GUID(pg)
+			lm := ndLID.FindStringSubmatch(m[5])
+			if lm == nil {
+				return nil, fmt.Errorf("ibnetdiscover line %d: CA port without lid: %q", ln, line)
+			}
+			l, _ := strconv.Atoi(lm[1])
+			cur.PortLIDs[port] = fabric.LID(l)
+			if cur.LID == 0 {
+				cur.LID = fabric.LID(l)
+			}
+		}
+		l := fabric.NewLink(fabric.PortRef{GUID: cur.GUID, Port: port}, fabric.PortRef{GUID: fabric.GUID(rg), Port: rport},
+			rate[1]+"X", rate[2], "Active")
+		if !seen[l] {
+			seen[l] = true
+			links = append(links, l)
+		}
+	}
+	t, err := fabric.NewTopology(nodes, links)
+	if err != nil {
+		return nil, fmt.Errorf("ibnetdiscover output: %w", err)
+	}
+	return t, nil
+}
+
+// perfquery runs perfquery (with -x for extended counters) and returns its
+// fields by name.
+func perfquery(t *testing.T, ctx context.Context, f *ibsim.Fabric, ext bool, lid fabric.LID, port int) map[string]uint64 {
+	t.Helper()
+	args := []string{strconv.Itoa(int(lid)), strconv.Itoa(port)}
+	if ext {
+		args = append([]string{"-x"}, args...)
+	}
+	out, err := f.Run(ctx, "perfquery", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string]uint64{}
+	for _, line := range strings.Split(string(out), "\n") {
+		name, v, ok := strings.Cut(line, ":")
+		if !ok || strings.HasPrefix(name, "#") {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimLeft(v, "."), 0, 64)
+		if err == nil {
+			vals[name] = n
+		}
+	}
+	return vals
+}
+
+func switchByName(t *testing.T, topo *fabric.Topology, name string) *fabric.Node {
+	t.Helper()
+	n, err := topo.FindNode(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// netID is the node id ibsim's console knows a switch by: the one in the
+// net file, not the GUID ibsim assigned.
+func netID(t *testing.T, desc string) string {
+	t.Helper()
+	ids := map[string]string{
+		"leaf1": "S-0000000000000011", "leaf2": "S-0000000000000012", "leaf3": "S-0000000000000013",
+		"leaf4": "S-0000000000000014", "spine1": "S-0000000000000001", "spine2": "S-0000000000000002",
+	}
+	id, ok := ids[desc]
+	if !ok {
+		t.Fatalf("no net-file id for %q", desc)
+	}
+	return id
+}
+
+func TestSweepMatchesPerfquery(t *testing.T) {
+	f, s, ctx := setup(t)
+	topo := discover(t, ctx, s)
+	leaf3 := switchByName(t, topo, "leaf3")
+	// Port 1 of leaf3 leads to n5, off the path of any management
+	// traffic from n1 to leaf3, so its counters hold still between reads.
+	for _, c := range []string{
+		"PortCounters.SymbolErrorCounter=5",
+		"PortCounters.LinkDownedCounter=2",
+		"PortCounters.PortRcvErrors=300",
+		"PortCounters.PortXmitDiscards=9",
+		"PortCounters.LocalLinkIntegrityErrors=3",
+		"PortCounters.ExcessiveBufferOverrunErrors=2",
+		"PortCounters.VL15Dropped=4",
+		"PortCounters.PortXmitWait=77",
+		"PortCounters.PortXmitData=1000",
+		"PortCountersExtended.PortXmitData=123456789012",
+		"PortCountersExtended.PortRcvData=5000",
+		"PortCountersExtended.PortUnicastXmitPkts=42",
+		"PortCountersExtended.PortUnicastRcvPkts=43",
+		// ibsim accepts the multicast counters but never reports them (perfquery
+		// reads 0 too), so they are only compared with perfquery.
+		"PortCountersExtended.PortMultiCastRcvPkts=44",
+	} {
+		if err := f.Console(fmt.Sprintf(`PerformanceSet "%s"[1] %s`, netID(t, "leaf3"), c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ports := topo.SwitchPorts(true)
+	rs, err := s.Sweep(ctx, topo, ports, fabric.SweepOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != len(ports) {
+		t.Fatalf("%d readings for %d ports", len(rs), len(ports))
+	}
+	var got *fabric.PortReading
+	for i := range rs {
+		if rs[i].Port != ports[i] {
+			t.Fatalf("reading %d is for %s, want %s", i, rs[i].Port, ports[i])
+		}
+		if rs[i].Err != nil {
+			t.Errorf("port %s: %v", ports[i], rs[i].Err)
+		}
+		if !rs[i].Extended {
+			t.Errorf("port %s: not extended; ibsim supports PortCountersExtended", ports[i])
+		}
+		if rs[i].Time.IsZero() || time.Since(rs[i].Time) > time.Minute {
+			t.Errorf("port %s: reading time %v", ports[i], rs[i].Time)
+		}
+		if ports[i] == (fabric.PortRef{GUID: leaf3.GUID, Port: 1}) {
+			got = &rs[i]
+		}
+	}
+	if got == nil {
+		t.Fatal("leaf3 port 1 was not swept")
+	}
+	pc := perfquery(t, ctx, f, false, leaf3.LID, 1)
+	px := perfquery(t, ctx, f, true, leaf3.LID, 1)
+	want := map[fabric.Counter]uint64{
+		fabric.SymbolErrors:         pc["SymbolErrorCounter"],
+		fabric.LinkRecovers:         pc["LinkErrorRecoveryCounter"],
+		fabric.LinkDowned:           pc["LinkDownedCounter"],
+		fabric.RcvErrors:            pc["PortRcvErrors"],
+		fabric.RcvRemotePhysErrors:  pc["PortRcvRemotePhysicalErrors"],
+		fabric.RcvSwitchRelayErrors: pc["PortRcvSwitchRelayErrors"],
+		fabric.XmitDiscards:         pc["PortXmitDiscards"],
+		fabric.XmitConstraintErrors: pc["PortXmitConstraintErrors"],
+		fabric.RcvConstraintErrors:  pc["PortRcvConstraintErrors"],
+		fabric.LinkIntegrityErrors:  pc["LocalLinkIntegrityErrors"],
+		fabric.ExcBufOverrunErrors:  pc["ExcessiveBufferOverrunErrors"],
+		fabric.VL15Dropped:          pc["VL15Dropped"],
+		fabric.XmitWait:             pc["PortXmitWait"],
+		fabric.XmitData:             px["PortXmitData"] * 4,
+		fabric.RcvData:              px["PortRcvData"] * 4,
+		fabric.XmitPkts:             px["PortXmitPkts"],
+		fabric.RcvPkts:              px["PortRcvPkts"],
+		fabric.UnicastXmitPkts:      px["PortUnicastXmitPkts"],
+		fabric.UnicastRcvPkts:       px["PortUnicastRcvPkts"],
+		fabric.MulticastXmitPkts:    px["PortMulticastXmitPkts"],
+		fabric.MulticastRcvPkts:     px["PortMulticastRcvPkts"],
+	}
+	for c, w := range want {
+		if got.V[c] != w {
+			t.Errorf("%s = %d, perfquery says %d", fabric.CounterNames[c], got.V[c], w)
+		}
+	}
+	// The values set above, so the oracle itself is not fooling us. Data
+	// counters also count the management packets ibsim moved since.
+	for c, w := range map[fabric.Counter]uint64{
+		fabric.SymbolErrors: 5, fabric.LinkDowned: 2, fabric.RcvErrors: 300, fabric.XmitDiscards: 9,
+		fabric.LinkIntegrityErrors: 3, fabric.ExcBufOverrunErrors: 2, fabric.VL15Dropped: 4, fabric.XmitWait: 77,
+		fabric.UnicastXmitPkts: 42, fabric.UnicastRcvPkts: 43,
+	} {
+		if got.V[c] != w {
+			t.Errorf("%s = %d, set to %d", fabric.CounterNames[c], got.V[c], w)
+		}
+	}
+	for c, w := range map[fabric.Counter]uint64{fabric.XmitData: 123456789012 * 4, fabric.RcvData: 5000 * 4} {
+		if got.V[c] < w || got.V[c] > w+1<<20 {
+			t.Errorf("%s = %d, set to %d words (%d bytes)", fabric.CounterNames[c], got.V[c], w/4, w)
+		}
+	}
+}
+
+func TestResetCounters(t *testing.T) {
+	f, s, ctx := setup(t)
+	topo := discover(t, ctx, s)
+	leaf4 := switchByName(t, topo, "leaf4")
+	for _, c := range []string{"PortCounters.SymbolErrorCounter=11", "PortCounters.PortXmitWait=12", "PortCountersExtended.PortXmitData=13"} {
+		if err := f.Console(fmt.Sprintf(`PerformanceSet "%s"[2] %s`, netID(t, "leaf4"), c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := fabric.PortRef{GUID: leaf4.GUID, Port: 2}
+	if err := s.ResetCounters(ctx, topo, []fabric.PortRef{p}); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Sweep(ctx, topo, []fabric.PortRef{p}, fabric.SweepOptions{})
+	if err != nil || rs[0].Err != nil {
+		t.Fatalf("sweep after reset: %v %v", err, rs[0].Err)
+	}
+	for _, c := range []fabric.Counter{fabric.SymbolErrors, fabric.XmitWait, fabric.XmitData} {
+		if v := rs[0].V[c]; v != 0 {
+			t.Errorf("%s = %d after reset", fabric.CounterNames[c], v)
+		}
+	}
+	pc := perfquery(t, ctx, f, false, leaf4.LID, 2)
+	if pc["SymbolErrorCounter"] != 0 || pc["PortXmitWait"] != 0 {
+		t.Errorf("perfquery after reset: %v", pc)
+	}
+}
+
+var ibrouteLine = regexp.MustCompile(`^0x([0-9a-f]+) (\d+) :`)
+
+func TestForwardingTablesMatchIbroute(t *testing.T) {
+	f, s, ctx := setup(t)
+	topo := discover(t, ctx, s)
+	ft, err := s.ForwardingTables(ctx, topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ft) != 6 {
+		t.Errorf("%d tables, want 6", len(ft))
+	}
+	for i := range topo.Nodes {
+		n := &topo.Nodes[i]
+		if n.Type != fabric.Switch {
+			continue
+		}
+		out, err := f.Run(ctx, "ibroute", strconv.Itoa(int(n.LID)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[int]uint8{}
+		for _, line := range strings.Split(string(out), "\n") {
+			if m := ibrouteLine.FindStringSubmatch(line); m != nil {
+				lid, _ := strconv.ParseUint(m[1], 16, 16)
+				port, _ := strconv.Atoi(m[2])
+				want[int(lid)] = uint8(port)
+			}
+		}
+		if len(want) == 0 {
+			t.Fatalf("ibroute %d printed no routes:\n%s", n.LID, out)
+		}
+		tbl := ft[n.GUID]
+		for lid := 0; lid < len(tbl) || lid <= maxKey(want); lid++ {
+			w, ok := want[lid]
+			if !ok {
+				w = fabric.NoPort
+			}
+			g := uint8(fabric.NoPort)
+			if lid < len(tbl) {
+				g = tbl[lid]
+			}
+			if g != w {
+				t.Errorf("switch %q LID %d: port %d, ibroute says %d", n.Description, lid, g, w)
+			}
+		}
+	}
+
+	// Routes computed from the tables agree with ibtracert.
+	r := fabric.NewRoutes(topo, ft)
+	cas := r.CALIDs()
+	for _, pair := range [][2]fabric.LID{{cas[0], cas[len(cas)-1]}, {cas[1], cas[2]}, {cas[len(cas)-1], cas[0]}, {cas[3], cas[4]}} {
+		src, dst := pair[0], pair[1]
+		rt, err := r.Path(src, dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := f.Run(ctx, "ibtracert", strconv.Itoa(int(src)), strconv.Itoa(int(dst)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, h := range rt.Hops {
+			got = append(got, fmt.Sprintf("%s/%d", h.GUID, h.Port))
+		}
+		if want := tracertHops(string(out)); !reflect.DeepEqual(got, want) {
+			t.Errorf("route %d -> %d: %v, ibtracert says %v\n%s", src, dst, got, want, out)
+		}
+	}
+}
+
+func maxKey(m map[int]uint8) int {
+	k := -1
+	for x := range m {
+		k = max(k, x)
+	}
+	return k
+}
+
+var (
+	tracertFrom = regexp.MustCompile(`^From \w+ \{0x([0-9a-f]+)\} portnum (\d+)`)
+	tracertHop  = regexp.MustCompile(`^\[(\d+)\] -> \w+ port \{0x([0-9a-f]+)\}\[(\d+)\]`)
+)
+
+// tracertHops lists the ports a packet leaves by, as ibtracert prints
+// them: "From ca {GUID} portnum P", then "[OUT] -> switch port {GUID}[IN]".
+// The node of each out port is the previous line's.
+func tracertHops(out string) []string {
+	var hops []string
+	var node string
+	for _, line := range strings.Split(out, "\n") {
+		if m := tracertFrom.FindStringSubmatch(line); m != nil {
+			g, _ := strconv.ParseUint(m[1], 16, 64)
+			node = fabric.GUID(g).String()
+			continue
+		}
+		if m := tracertHop.FindStringSubmatch(line); m != nil {
+			hops = append(hops, node+"/"+m[1])
+			g, _ := strconv.ParseUint(m[2], 16, 64)
+			node = fabric.GUID(g).String()
+		}
+	}
+	return hops
+}
+
+func TestUnreachablePortGetsErr(t *testing.T) {
+	f, s, ctx := setup(t)
+	topo := discover(t, ctx, s)
+	ports := topo.SwitchPorts(true)
+	n8, err := topo.FindNode("n8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cut n8 off: its PMA can no longer be reached, everything else can.
+	if err := f.Console(`Unlink "H-0000000000000108"`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.Console(`ReLink "H-0000000000000108"`); err != nil {
+			t.Error(err)
+		}
+	})
+	opt := fabric.SweepOptions{Timeout: 50 * time.Millisecond, Retries: 1}
+	start := time.Now()
+	rs, err := s.Sweep(ctx, topo, ports, opt)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		if r.Port.GUID == n8.GUID {
+			if r.Err == nil {
+				t.Errorf("port %s of unlinked n8 read without error", r.Port)
+			} else {
+				t.Logf("n8: %v", r.Err)
+			}
+			continue
+		}
+		if r.Err != nil {
+			t.Errorf("port %s: %v", ports[i], r.Err)
+		}
+	}
+	// Generous bound: one port's tries, not one per port in series.
+	if limit := 10 * opt.Timeout * time.Duration(opt.Retries+1); took > limit {
+		t.Errorf("sweep with one dead port took %s, more than %s", took, limit)
+	}
+}
+
+// TestSweepEmptyAndUnknown covers inputs without a fabric round trip.
+func TestSweepEmptyAndUnknown(t *testing.T) {
+	_, s, ctx := setup(t)
+	topo := discover(t, ctx, s)
+	rs, err := s.Sweep(ctx, topo, nil, fabric.SweepOptions{})
+	if err != nil || len(rs) != 0 {
+		t.Fatalf("empty sweep: %v, %v", rs, err)
+	}
+	bad := []fabric.PortRef{{GUID: 0xdead, Port: 1}}
+	rs, err = s.Sweep(ctx, topo, bad, fabric.SweepOptions{})
+	if err != nil || len(rs) != 1 || rs[0].Err == nil || !strings.Contains(rs[0].Err.Error(), "not in topology") {
+		t.Fatalf("unknown port: %+v, %v", rs, err)
+	}
+}
+
+func TestSweepCanceled(t *testing.T) {
+	_, s, ctx := setup(t)
+	topo := discover(t, ctx, s)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.Sweep(cctx, topo, topo.SwitchPorts(false), fabric.SweepOptions{}); err == nil {
+		t.Fatal("sweep with a canceled context succeeded")
+	}
+}
