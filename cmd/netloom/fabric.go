@@ -115,7 +115,7 @@ counters in bytes).
 		Error    string            `json:"error,omitempty"`
 		Counters map[string]uint64 `json:"counters,omitempty"`
 	}
-	var failed []portJSON
+	failed := []portJSON{}
 	var all []portJSON
 	for _, r := range readings {
 		p := portJSON{GUID: r.Port.GUID, Port: r.Port.Port, Extended: r.Extended}

@@ -72,7 +72,15 @@ func (d *Daemon) discover(ctx context.Context) error {
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("discover: loading the last stored topology: %w", err)
 	}
-	events := fabric.Changes(oldTopo, topo, now)
+	var events []fabric.Event
+	if oldTopo == nil {
+		// A first discovery is one event, not one per node and link.
+		c := topo.Counts()
+		events = []fabric.Event{{Time: now, Kind: fabric.EventDiscovered,
+			Detail: fmt.Sprintf("first discovery: %d switches, %d channel adapters, %d links", c.Switches, c.CAs, c.Links)}}
+	} else {
+		events = fabric.Changes(oldTopo, topo, now)
+	}
 
 	var version int64
 	err = d.writeSync(ctx, "topology", func(ctx context.Context, st store.Store) error {

@@ -41,7 +41,7 @@ func OpenSource(ctx context.Context, spec string) (fabric.Source, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fabric %q: %w", spec, err)
 		}
-		src, err := sim.NewSource(ctx, sp)
+		src, err := sim.NewSource(ctx, sp, sim.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("fabric %q: %w", spec, err)
 		}

@@ -24,7 +24,9 @@ func tinyTree(t *testing.T) (*Topology, ForwardingTables) {
 		sw(0x201, 1, "leaf1"), sw(0x202, 2, "leaf2"), sw(0x203, 3, "spine"),
 		ca(0x104, 4, "n1 HCA-1"), ca(0x105, 5, "n2 HCA-1"), ca(0x106, 6, "n3 HCA-1"), ca(0x107, 7, "n4 HCA-1"),
 	}
-	l := func(a GUID, ap int, b GUID, bp int) Link { return NewLink(PortRef{a, ap}, PortRef{b, bp}, "4X", "EDR", "Active") }
+	l := func(a GUID, ap int, b GUID, bp int) Link {
+		return NewLink(PortRef{a, ap}, PortRef{b, bp}, "4X", "EDR", "Active")
+	}
 	links := []Link{
 		l(0x201, 1, 0x104, 1), l(0x201, 2, 0x105, 1), l(0x202, 1, 0x106, 1), l(0x202, 2, 0x107, 1),
 		l(0x201, 5, 0x203, 1), l(0x202, 5, 0x203, 2),

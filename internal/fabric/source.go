@@ -58,6 +58,7 @@ type Event struct {
 
 // Event kinds.
 const (
+	EventDiscovered      = "fabric_discovered"
 	EventNodeAdded       = "node_added"
 	EventNodeRemoved     = "node_removed"
 	EventLinkUp          = "link_up"
