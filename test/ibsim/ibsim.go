@@ -228,8 +228,8 @@ func tail(path string, n int) string {
 	return "  " + strings.Join(lines, "\n  ")
 }
 
-// waitRoutes waits until ibtracert finds a path between two CA LIDs
-// (ibsim numbers CA GUIDs below 0x200000, switches from 0x200000).
+// waitRoutes waits until ibtracert finds a path between the lowest and
+// highest assigned LIDs.
 func (f *Fabric) waitRoutes(ctx context.Context, timeout time.Duration, guid2lid string) error {
 	deadline := time.Now().Add(timeout)
 	var last error
@@ -256,43 +256,33 @@ func (f *Fabric) waitRoutes(ctx context.Context, timeout time.Duration, guid2lid
 }
 
 // caLIDs reads OpenSM's guid2lid file and returns the lowest and highest
-// CA LID (or a CA and a switch LID when there is one CA).
+// LID assigned. (GUIDs cannot tell CAs from switches: ibsim takes them from
+// hexadecimal node ids when the net file has them.)
 func caLIDs(path string) (int, int, error) {
 	file, err := os.Open(path)
 	if err != nil {
 		return 0, 0, fmt.Errorf("guid2lid: %w", err)
 	}
 	defer file.Close()
-	var cas, all []int
+	var all []int
 	sc := bufio.NewScanner(file)
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
 		if len(fs) < 2 {
 			continue
 		}
-		g, err1 := strconv.ParseUint(strings.TrimPrefix(fs[0], "0x"), 16, 64)
+		_, err1 := strconv.ParseUint(strings.TrimPrefix(fs[0], "0x"), 16, 64)
 		l, err2 := strconv.ParseUint(strings.TrimPrefix(fs[1], "0x"), 16, 16)
 		if err1 != nil || err2 != nil || l == 0 {
 			continue
 		}
 		all = append(all, int(l))
-		if g < 0x200000 {
-			cas = append(cas, int(l))
-		}
 	}
-	sort.Ints(cas)
 	sort.Ints(all)
-	switch {
-	case len(cas) >= 2:
-		return cas[0], cas[len(cas)-1], nil
-	case len(cas) == 1 && len(all) >= 2:
-		for _, l := range all {
-			if l != cas[0] {
-				return cas[0], l, nil
-			}
-		}
+	if len(all) < 2 {
+		return 0, 0, fmt.Errorf("guid2lid %s: fewer than two LIDs assigned yet", path)
 	}
-	return 0, 0, fmt.Errorf("guid2lid %s: fewer than two LIDs assigned yet", path)
+	return all[0], all[len(all)-1], nil
 }
 
 // Env is what a client process needs in its environment to reach this
