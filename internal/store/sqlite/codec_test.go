@@ -94,7 +94,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{formatRaw})
-	f.Add([]byte{formatFlate, 0xff, 0x00})
+	f.Add([]byte{0x81, 0xff, 0x00})
 	f.Add([]byte{formatRaw, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, blob []byte) {
 		var dec decoder
