@@ -7,6 +7,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math"
@@ -91,10 +92,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("open sqlite store %s: is a directory", path)
 	}
-	w, err := sql.Open("sqlite3", dsn(path, false, opt))
-	if err != nil {
-		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
-	}
+	w := sql.OpenDB(newConnector(dsn(path, false, opt), writerPragmas))
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
@@ -105,11 +103,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, describe(err))
 	}
-	r, err := sql.Open("sqlite3", dsn(path, true, opt))
-	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("open sqlite store %s for reading: %w", path, err)
-	}
+	r := sql.OpenDB(newConnector(dsn(path, true, opt), nil))
 	r.SetMaxOpenConns(opt.Readers)
 	r.SetMaxIdleConns(opt.Readers)
 	if err := r.PingContext(ctx); err != nil {
@@ -120,6 +114,35 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	s.r = r
 	return s, nil
 }
+
+// writerPragmas are set on every writer connection (database/sql may
+// reconnect): they are per connection, not stored in the file.
+var writerPragmas = []string{
+	// Truncate the WAL after a checkpoint once it passed 64 MiB, so one
+	// burst does not leave a large file behind.
+	"PRAGMA journal_size_limit=67108864",
+}
+
+// connector opens go-sqlite3 connections with per-connection pragmas,
+// without registering a driver name (no global state).
+type connector struct {
+	dsn string
+	drv *sqlite3.SQLiteDriver
+}
+
+func newConnector(dsn string, pragmas []string) *connector {
+	return &connector{dsn: dsn, drv: &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		for _, p := range pragmas {
+			if _, err := c.Exec(p, nil); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+		}
+		return nil
+	}}}
+}
+
+func (c *connector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.dsn) }
+func (c *connector) Driver() driver.Driver                        { return c.drv }
 
 // describe turns SQLite's terse corruption codes into advice.
 func describe(err error) error {
