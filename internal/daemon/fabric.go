@@ -190,6 +190,7 @@ func (d *Daemon) sweep(ctx context.Context) {
 		}
 		if p, ok := d.prev[r.Port]; ok {
 			s := fabric.Diff(p, r)
+			s.Time = now // one sweep, one time; Span keeps each port's own interval
 			if s.Reset {
 				events = append(events, fabric.Event{Time: now, Kind: fabric.EventCounterReset, Node: r.Port.GUID, Port: r.Port.Port,
 					Detail: fmt.Sprintf("port %s: counters went backwards (cleared or switch rebooted); counted from zero", r.Port)})
