@@ -1,0 +1,232 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/fabric/sim"
+	"github.com/netloom/netloom/internal/store/sqlite"
+)
+
+func TestParseConfig(t *testing.T) {
+	c, err := ParseConfig([]byte("listen: \":9000\"\nsweep_interval: 500ms\nretention:\n  samples: 48h\n"), "ok.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != ":9000" || c.SweepInterval != 500*time.Millisecond || c.Retention.Samples != 48*time.Hour {
+		t.Errorf("parsed %+v", c)
+	}
+	if d := c.WithDefaults(); d.DiscoverInterval != DefaultDiscoverInterval || d.Fabric != "ib" {
+		t.Errorf("defaults not filled: %+v", d)
+	}
+	for text, want := range map[string]string{
+		"listen: a\nsweep_interval: soon\n": "line 2",
+		"sweep_intervall: 1s\n":             "sweep_intervall",
+		"sweep_interval: 1ms\n":             "sweep_interval 1ms",
+		"reset_threshold: 1.5\n":            "reset_threshold",
+		"sweep_retries: 99\n":               "sweep_retries",
+		"[1, 2\n":                           "line",
+	} {
+		_, err := ParseConfig([]byte(text), "bad.yaml")
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "bad.yaml") {
+			t.Errorf("config %q: error %v, want it to name the file and %q", text, err, want)
+		}
+	}
+}
+
+// simDaemon runs a daemon on a small simulated fat tree and its store.
+type simDaemon struct {
+	t      *testing.T
+	src    *sim.Source
+	base   string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startSim(t *testing.T, db string) *simDaemon {
+	t.Helper()
+	sp, err := sim.ParseSpec("fat-tree:hosts=32,radix=8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := sim.NewSource(context.Background(), sp, sim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(context.Background(), db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Listen: "127.0.0.1:0", DB: db, Fabric: "sim", SweepInterval: 50 * time.Millisecond, DiscoverInterval: time.Second}
+	d := New(cfg, src, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan net.Addr, 1)
+	s := &simDaemon{t: t, src: src, cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- d.Run(ctx, func(a net.Addr) { addr <- a }); st.Close() }()
+	select {
+	case a := <-addr:
+		s.base = "http://" + a.String()
+	case err := <-s.done:
+		t.Fatalf("daemon exited: %v", err)
+	}
+	t.Cleanup(s.stop)
+	s.waitFor("three sweeps", func() bool {
+		var st struct{ Sweep struct{ Count int } }
+		return s.get("/api/v1/status", &st) == 200 && st.Sweep.Count >= 3
+	})
+	return s
+}
+
+func (s *simDaemon) stop() {
+	if s.cancel != nil {
+		s.cancel()
+		if err := <-s.done; err != nil {
+			s.t.Errorf("daemon: %v", err)
+		}
+		s.cancel = nil
+	}
+}
+
+func (s *simDaemon) get(path string, v any) int {
+	s.t.Helper()
+	resp, err := http.Get(s.base + path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			s.t.Fatalf("GET %s: %v: %s", path, err, b)
+		}
+	}
+	return resp.StatusCode
+}
+
+func (s *simDaemon) waitFor(what string, cond func() bool) {
+	s.t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+type topEntry struct {
+	Link struct {
+		ID string
+	}
+	From        fabric.PortRef
+	Utilization float64 `json:"utilization_pct"`
+	Errors      uint64
+}
+
+func TestDaemonOnSimulatedFabric(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "netloom.db")
+	s := startSim(t, db)
+
+	var top struct{ Links []topEntry }
+	if code := s.get("/api/v1/links/top?by=utilization&n=8", &top); code != 200 || len(top.Links) != 8 {
+		t.Fatalf("top links: %d %+v", code, top)
+	}
+	for i, e := range top.Links {
+		if e.Utilization < 0 || e.Utilization > 100 || (i > 0 && e.Utilization > top.Links[i-1].Utilization) {
+			t.Errorf("top links not sorted or out of range at %d: %+v", i, top.Links)
+		}
+	}
+
+	// Errors injected on one port make its link the top one by errors.
+	topo := s.src.Topology()
+	victim := topo.Links[len(topo.Links)-1]
+	recv := victim.B // errors are counted at the receiving end
+	if err := s.src.AddErrors(recv, fabric.SymbolErrors, 42); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor("the link with errors on top", func() bool {
+		s.get("/api/v1/links/top?by=errors&n=1", &top)
+		return len(top.Links) == 1 && top.Links[0].Errors == 42 && top.Links[0].Link.ID == victim.ID()
+	})
+
+	// A counter reset is an event and never a huge delta.
+	if err := s.src.ResetCounters(context.Background(), topo, []fabric.PortRef{victim.A}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor("a counter_reset event", func() bool {
+		var ev struct{ Events []fabric.Event }
+		s.get("/api/v1/events?kind=counter_reset&from=-1m", &ev)
+		return len(ev.Events) > 0 && ev.Events[0].Node == victim.A.GUID && ev.Events[0].Port == victim.A.Port
+	})
+	var ser struct {
+		Series struct {
+			Rate map[string][]float64
+		}
+	}
+	s.get("/api/v1/ports/"+victim.A.String()+"/counters?from=-1m&counters=xmit_data_bytes", &ser)
+	for _, r := range ser.Series.Rate["xmit_data_bytes"] {
+		if r > 1.01*victim.Capacity() {
+			t.Errorf("rate %g above link capacity %g after a reset", r, victim.Capacity())
+		}
+	}
+
+	// Taking a link down changes the topology; the past stays as it was.
+	var before struct{ Links []fabric.Link }
+	s.get("/api/v1/fabric/links", &before)
+	beforeT := time.Now()
+	if err := s.src.SetLinkDown(victim.A, true); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor("a link_down event", func() bool {
+		var ev struct{ Events []fabric.Event }
+		s.get("/api/v1/events?kind=link_down&from=-1m", &ev)
+		return len(ev.Events) == 1
+	})
+	var now, past struct{ Links []fabric.Link }
+	s.get("/api/v1/fabric/links", &now)
+	s.get("/api/v1/fabric/links?at="+url.QueryEscape(beforeT.Format(time.RFC3339Nano)), &past)
+	if len(now.Links) != len(before.Links)-1 || len(past.Links) != len(before.Links) {
+		t.Errorf("links now %d, at %s %d; before %d", len(now.Links), beforeT, len(past.Links), len(before.Links))
+	}
+
+	// Prometheus metrics carry the port counters and fabric size.
+	resp, err := http.Get(s.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		fmt.Sprintf("netloom_fabric_links %d", len(now.Links)),
+		`netloom_port_transmit_data_bytes_total{guid="`,
+		`netloom_fabric_events_total{kind="link_down"} 1`,
+		`netloom_port_symbol_error_total{guid="` + recv.GUID.String(),
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	// A restart on the same store does not report the fabric as new.
+	var evBefore struct{ Events []fabric.Event }
+	s.get("/api/v1/events?from=-1h", &evBefore)
+	s.stop()
+	s2 := startSim(t, db)
+	var evAfter struct{ Events []fabric.Event }
+	s2.get("/api/v1/events?from=-1h", &evAfter)
+	for _, e := range evAfter.Events[:len(evAfter.Events)-len(evBefore.Events)] {
+		// The new source has the link up again: that one change is expected.
+		if e.Kind != fabric.EventLinkUp {
+			t.Errorf("restart added event %+v", e)
+		}
+	}
+}
