@@ -220,6 +220,7 @@ func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 // decoder keeps reusable buffers; it is not safe for concurrent use.
 type decoder struct {
 	ports []int
+	idx   []int
 	vals  []uint64
 }
 
@@ -312,10 +313,17 @@ func (d *decoder) decodeBody(dst []fabric.PortSample, body []byte, g fabric.GUID
 	if err != nil {
 		return nil, fmt.Errorf("column modes: %w", err)
 	}
+	// Only wanted ports become samples; the columns are still walked
+	// whole, which for varints is cheap.
 	start := len(dst)
-	for _, p := range ports {
-		dst = append(dst, fabric.PortSample{Port: fabric.PortRef{GUID: g, Port: p}, Time: t, Span: base})
+	idx := d.idx[:0]
+	for i, p := range ports {
+		if want == nil || want(p) {
+			idx = append(idx, i)
+			dst = append(dst, fabric.PortSample{Port: fabric.PortRef{GUID: g, Port: p}, Time: t, Span: base})
+		}
 	}
+	d.idx = idx
 	samples := dst[start:]
 	if cap(d.vals) < n {
 		d.vals = make([]uint64, n)
@@ -331,12 +339,14 @@ func (d *decoder) decodeBody(dst []fabric.PortSample, body []byte, g fabric.GUID
 	if err := d.column(r, mode2(0), vals); err != nil {
 		return nil, fmt.Errorf("span column: %w", err)
 	}
-	for i := range samples {
+	for i := range vals {
 		s := int64(base) + unzigzag(vals[i])
 		if s < 0 {
 			return nil, fmt.Errorf("span column: negative span at port %d", ports[i])
 		}
-		samples[i].Span = time.Duration(s)
+	}
+	for j, i := range idx {
+		samples[j].Span = time.Duration(int64(base) + unzigzag(vals[i]))
 	}
 	for f := 0; f < 2; f++ {
 		m := mode2(1 + f)
@@ -344,17 +354,17 @@ func (d *decoder) decodeBody(dst []fabric.PortSample, body []byte, g fabric.GUID
 		case colZero:
 			continue
 		case colDense:
-			for i := range samples {
-				setFlag(&samples[i], f)
+			for j := range samples {
+				setFlag(&samples[j], f)
 			}
 		case colSparse:
 			bm, err := r.bytes((n + 7) / 8)
 			if err != nil {
 				return nil, fmt.Errorf("flag column %d: %w", f, err)
 			}
-			for i := range samples {
+			for j, i := range idx {
 				if bm[i/8]&(1<<(i%8)) != 0 {
-					setFlag(&samples[i], f)
+					setFlag(&samples[j], f)
 				}
 			}
 		default:
@@ -370,15 +380,16 @@ func (d *decoder) decodeBody(dst []fabric.PortSample, body []byte, g fabric.GUID
 		if m&colDiv4 != 0 {
 			shift = 2
 		}
-		for i := range samples {
-			v := vals[i]
+		for i, v := range vals {
 			if shift > 0 {
 				if v > (1<<64-1)>>2 {
 					return nil, fmt.Errorf("column %s: value too large for 4-octet units", fabric.CounterNames[c])
 				}
-				v <<= shift
+				vals[i] = v << shift
 			}
-			samples[i].Delta[c] = v
+		}
+		for j, i := range idx {
+			samples[j].Delta[c] = vals[i]
 		}
 	}
 	if r.off != len(r.b) {
@@ -388,15 +399,6 @@ func (d *decoder) decodeBody(dst []fabric.PortSample, body []byte, g fabric.GUID
 		dl := &samples[i].Delta
 		dl[fabric.UnicastXmitPkts] = dl[fabric.XmitPkts] - dl[fabric.MulticastXmitPkts] - uint64(unzigzag(dl[fabric.UnicastXmitPkts]))
 		dl[fabric.UnicastRcvPkts] = dl[fabric.RcvPkts] - dl[fabric.MulticastRcvPkts] - uint64(unzigzag(dl[fabric.UnicastRcvPkts]))
-	}
-	if want != nil {
-		kept := samples[:0]
-		for _, s := range samples {
-			if want(s.Port.Port) {
-				kept = append(kept, s)
-			}
-		}
-		dst = dst[:start+len(kept)]
 	}
 	return dst, nil
 }

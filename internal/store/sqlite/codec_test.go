@@ -66,6 +66,16 @@ func TestCodecRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(in, out) {
 			t.Fatalf("case %d: round trip differs\n in: %+v\nout: %+v", i, in[0], out[0])
 		}
+		var even []fabric.PortSample
+		for _, s := range in {
+			if s.Port.Port%2 == 0 {
+				even = append(even, s)
+			}
+		}
+		got, err := dec.decodeSwitch(nil, blob, in[0].Port.GUID, at, func(p int) bool { return p%2 == 0 })
+		if err != nil || !reflect.DeepEqual(even, got) && len(even)+len(got) > 0 {
+			t.Fatalf("case %d: filtered decode differs (%v)", i, err)
+		}
 	}
 }
 

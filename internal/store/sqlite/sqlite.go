@@ -103,7 +103,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, describe(err))
 	}
-	r := sql.OpenDB(newConnector(dsn(path, true, opt), nil))
+	r := sql.OpenDB(newConnector(dsn(path, true, opt), readerPragmas))
 	r.SetMaxOpenConns(opt.Readers)
 	r.SetMaxIdleConns(opt.Readers)
 	if err := r.PingContext(ctx); err != nil {
@@ -121,6 +121,16 @@ var writerPragmas = []string{
 	// Truncate the WAL after a checkpoint once it passed 64 MiB, so one
 	// burst does not leave a large file behind.
 	"PRAGMA journal_size_limit=67108864",
+	// Each sweep touches one leaf of the (node, time) index per switch;
+	// keeping the index hot keeps inserts flat as the file grows.
+	"PRAGMA cache_size=-65536",
+}
+
+// readerPragmas: mapping the file saves copying a whole page to read one
+// ~1 KiB sample row, which dominates per-port history queries.
+var readerPragmas = []string{
+	"PRAGMA mmap_size=17179869184",
+	"PRAGMA cache_size=-16384",
 }
 
 // connector opens go-sqlite3 connections with per-connection pragmas,
