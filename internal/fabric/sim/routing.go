@@ -177,11 +177,12 @@ func (g *swGraph) route(ctx context.Context, updown bool) (fabric.ForwardingTabl
 	}
 	sort.SliceStable(order, func(i, j int) bool { return g.rank[order[i]] > g.rank[order[j]] })
 
-	dist := make([]int, n)     // plain shortest distance to d
-	down := make([]int, n)     // distance going only down to d
-	ud := make([]int, n)       // distance going up, then down, to d
-	queue := make([]int, 0, n) // BFS
-	cands := make([]int, 0, 64)
+	dist := make([]int, n)       // plain shortest distance to d
+	down := make([]int, n)       // distance going only down to d
+	ud := make([]int, n)         // distance going up, then down, to d
+	queue := make([]int, 0, n)   // BFS
+	cands := make([]int, 0, 4*n) // next-hop ports of all switches toward d
+	candAt := make([]int, n+1)   // switch s's are cands[candAt[s]:candAt[s+1]]
 	ord := 0
 	for d := range n {
 		if len(g.targets[d]) == 0 {
@@ -210,6 +211,30 @@ func (g *swGraph) route(ctx context.Context, updown bool) (fabric.ForwardingTabl
 				}
 			}
 		}
+		// Equal-cost next hops of every switch toward d, shared by all of
+		// d's LIDs.
+		cands = cands[:0]
+		for s := range n {
+			candAt[s] = len(cands)
+			if s == d || dist[s] == unreachable {
+				continue
+			}
+			for _, e := range g.adj[s] {
+				var ok bool
+				switch {
+				case !updown:
+					ok = dist[e.peer] == dist[s]-1
+				case down[s] == ud[s]:
+					ok = g.rank[e.peer] == g.rank[s]-1 && down[e.peer] == down[s]-1
+				default:
+					ok = g.rank[e.peer] == g.rank[s]+1 && ud[e.peer] == ud[s]-1
+				}
+				if ok {
+					cands = append(cands, e.port)
+				}
+			}
+		}
+		candAt[n] = len(cands)
 		for _, tg := range g.targets[d] {
 			lft[d][tg.lid] = uint8(tg.port)
 			ca := tg.port != 0
@@ -217,38 +242,28 @@ func (g *swGraph) route(ctx context.Context, updown bool) (fabric.ForwardingTabl
 				loads[d][tg.port]++
 			}
 			for s := range n {
-				if s == d || dist[s] == unreachable {
+				c := cands[candAt[s]:candAt[s+1]]
+				if len(c) == 0 {
 					continue
 				}
-				cands = cands[:0]
-				for _, e := range g.adj[s] {
-					var ok bool
-					switch {
-					case !updown:
-						ok = dist[e.peer] == dist[s]-1
-					case down[s] == ud[s]:
-						ok = g.rank[e.peer] == g.rank[s]-1 && down[e.peer] == down[s]-1
-					default:
-						ok = g.rank[e.peer] == g.rank[s]+1 && ud[e.peer] == ud[s]-1
+				ld := loads[s]
+				best := c[ord%len(c)]
+				if len(c) > 1 {
+					start := ord % len(c)
+					for _, p := range c[start:] {
+						if ld[p] < ld[best] {
+							best = p
+						}
 					}
-					if ok {
-						cands = append(cands, e.port)
-					}
-				}
-				if len(cands) == 0 {
-					continue
-				}
-				best := -1
-				start := ord % len(cands)
-				for i := range cands {
-					p := cands[(start+i)%len(cands)]
-					if best < 0 || loads[s][p] < loads[s][best] {
-						best = p
+					for _, p := range c[:start] {
+						if ld[p] < ld[best] {
+							best = p
+						}
 					}
 				}
 				lft[s][tg.lid] = uint8(best)
 				if ca {
-					loads[s][best]++
+					ld[best]++
 				}
 			}
 			if ca {

@@ -257,7 +257,12 @@ func (s *Source) Sweep(ctx context.Context, _ *fabric.Topology, ports []fabric.P
 		r.Port, r.Time = p, now
 		i, ok := s.index[p]
 		if !ok {
-			r.Err = fmt.Errorf("port %s: no such linked port in the simulated fabric", p)
+			// A switch answers for its unlinked ports too, all zeros.
+			if n, ok := s.base.Node(p.GUID); ok && n.Type == fabric.Switch && p.Port >= 1 && p.Port <= n.Ports {
+				r.Extended = true
+				continue
+			}
+			r.Err = fmt.Errorf("port %s: no such port in the simulated fabric", p)
 			continue
 		}
 		if s.nDown > 0 && s.down[i] {
