@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/netloom/netloom/internal/fabric"
@@ -44,7 +45,11 @@ type Source struct {
 	base   *fabric.Topology
 	baseFT fabric.ForwardingTables
 
-	index  map[fabric.PortRef]int32 // every linked port
+	index map[fabric.PortRef]int32 // every linked port
+	refs  []fabric.PortRef         // index -> port
+	// hint remembers the last sweep's port indices: daemons sweep the same
+	// list every time, and comparing is cheaper than hashing.
+	hint   atomic.Pointer[[]int32]
 	peer   []int32
 	link   []int32 // index into base.Links
 	models []portModel
@@ -106,6 +111,7 @@ func NewSourceFrom(t *fabric.Topology, ft fabric.ForwardingTables, opt Options) 
 	s := &Source{
 		epoch: opt.Epoch, now: opt.Now, base: t, baseFT: ft,
 		index:  make(map[fabric.PortRef]int32, n),
+		refs:   make([]fabric.PortRef, n),
 		peer:   make([]int32, n),
 		link:   make([]int32, n),
 		models: make([]portModel, n),
@@ -116,6 +122,7 @@ func NewSourceFrom(t *fabric.Topology, ft fabric.ForwardingTables, opt Options) 
 	for li, l := range t.Links {
 		a, b := int32(2*li), int32(2*li+1)
 		s.index[l.A], s.index[l.B] = a, b
+		s.refs[a], s.refs[b] = l.A, l.B
 		s.peer[a], s.peer[b] = b, a
 		s.link[a], s.link[b] = int32(li), int32(li)
 		capB := l.Capacity()
@@ -245,6 +252,12 @@ func (s *Source) Sweep(ctx context.Context, _ *fabric.Topology, ports []fabric.P
 	now := s.now()
 	ts := s.seconds(now)
 	out := make([]fabric.PortReading, len(ports))
+	var hint, fresh []int32
+	if h := s.hint.Load(); h != nil && len(*h) == len(ports) {
+		hint = *h
+	} else {
+		fresh = make([]int32, len(ports))
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for k, p := range ports {
@@ -255,7 +268,25 @@ func (s *Source) Sweep(ctx context.Context, _ *fabric.Topology, ports []fabric.P
 		}
 		r := &out[k]
 		r.Port, r.Time = p, now
-		i, ok := s.index[p]
+		var i int32
+		ok := false
+		if hint != nil {
+			// -1: a port with no link last time; look it up again.
+			if h := hint[k]; h >= 0 && s.refs[h] == p {
+				i, ok = h, true
+			} else if h >= 0 {
+				hint = nil
+			}
+		}
+		if !ok {
+			i, ok = s.index[p]
+			if fresh != nil {
+				fresh[k] = -1
+				if ok {
+					fresh[k] = i
+				}
+			}
+		}
 		if !ok {
 			// A switch answers for its unlinked ports too, all zeros.
 			if n, ok := s.base.Node(p.GUID); ok && n.Type == fabric.Switch && p.Port >= 1 && p.Port <= n.Ports {
@@ -284,6 +315,12 @@ func (s *Source) Sweep(ctx context.Context, _ *fabric.Topology, ports []fabric.P
 				}
 			}
 		}
+	}
+	if fresh != nil {
+		learned := fresh
+		s.hint.Store(&learned)
+	} else if hint == nil {
+		s.hint.Store(nil) // the list changed; learn it next time
 	}
 	return out, nil
 }
