@@ -1,5 +1,6 @@
 // Package store is Netloom's storage interface. Engines live in
-// subpackages (sqlite, and later postgres); Open picks one from a URL.
+// subpackages (sqlite, and later postgres); daemon.OpenStore picks one
+// from the --db URL, and storetest checks any engine against it.
 package store
 
 import (
