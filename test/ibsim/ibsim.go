@@ -5,7 +5,6 @@
 package ibsim
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -144,7 +144,7 @@ func Start(ctx context.Context, netfile string, opt Options) (_ *Fabric, err err
 	if err := waitLog(ctx, opt.Timeout, osmOut, "Entering MASTER state", f.opensm); err != nil {
 		return nil, fmt.Errorf("ibsim start %s: OpenSM did not become master: %w\nibsim.log:\n%s", netfile, err, tail(simLog, 10))
 	}
-	if err := f.waitRoutes(ctx, opt.Timeout, filepath.Join(osmDir, "guid2lid")); err != nil {
+	if err := f.waitRoutes(ctx, opt.Timeout); err != nil {
 		return nil, fmt.Errorf("ibsim start %s: routes not ready: %w\nopensm.out:\n%s", netfile, err, tail(osmOut, 10))
 	}
 	return f, nil
@@ -228,19 +228,29 @@ func tail(path string, n int) string {
 	return "  " + strings.Join(lines, "\n  ")
 }
 
-// waitRoutes waits until ibtracert finds a path between the lowest and
-// highest assigned LIDs.
-func (f *Fabric) waitRoutes(ctx context.Context, timeout time.Duration, guid2lid string) error {
+// waitRoutes waits until ibtracert finds a path between two CA LIDs.
+func (f *Fabric) waitRoutes(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
-		src, dst, err := caLIDs(guid2lid)
+		cas, sws, err := f.LIDs()
 		if err == nil {
-			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			_, err = f.Run(tctx, "ibtracert", strconv.Itoa(src), strconv.Itoa(dst))
-			cancel()
+			var src, dst int
+			switch {
+			case len(cas) >= 2:
+				src, dst = cas[0], cas[len(cas)-1]
+			case len(cas) == 1 && len(sws) >= 1:
+				src, dst = cas[0], sws[len(sws)-1]
+			default:
+				err = fmt.Errorf("OpenSM assigned %d CA and %d switch LIDs so far", len(cas), len(sws))
+			}
 			if err == nil {
-				return nil
+				tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err = f.Run(tctx, "ibtracert", strconv.Itoa(src), strconv.Itoa(dst))
+				cancel()
+				if err == nil {
+					return nil
+				}
 			}
 		}
 		last = err
@@ -255,34 +265,34 @@ func (f *Fabric) waitRoutes(ctx context.Context, timeout time.Duration, guid2lid
 	}
 }
 
-// caLIDs reads OpenSM's guid2lid file and returns the lowest and highest
-// LID assigned. (GUIDs cannot tell CAs from switches: ibsim takes them from
-// hexadecimal node ids when the net file has them.)
-func caLIDs(path string) (int, int, error) {
-	file, err := os.Open(path)
+// subnetEntry matches one end of a link in OpenSM's opensm-subnet.lst:
+// "{ CA Ports:01 ... {n1 HCA-1} LID:0001 PN:01 }".
+var subnetEntry = regexp.MustCompile(`\{ (CA|CA-SM|SW|SW-SM|Rt|RT) Ports:[^{}]*\{[^{}]*\} LID:([0-9A-Fa-f]+) `)
+
+// LIDs returns the CA port LIDs and switch LIDs OpenSM assigned, sorted,
+// from its opensm-subnet.lst (written once the subnet is up).
+func (f *Fabric) LIDs() (cas, switches []int, err error) {
+	path := filepath.Join(f.Dir, "opensm", "opensm-subnet.lst")
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, 0, fmt.Errorf("guid2lid: %w", err)
+		return nil, nil, fmt.Errorf("OpenSM subnet list: %w", err)
 	}
-	defer file.Close()
-	var all []int
-	sc := bufio.NewScanner(file)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 2 {
+	seen := map[int]bool{}
+	for _, m := range subnetEntry.FindAllSubmatch(b, -1) {
+		l, err := strconv.ParseUint(string(m[2]), 16, 16)
+		if err != nil || l == 0 || seen[int(l)] {
 			continue
 		}
-		_, err1 := strconv.ParseUint(strings.TrimPrefix(fs[0], "0x"), 16, 64)
-		l, err2 := strconv.ParseUint(strings.TrimPrefix(fs[1], "0x"), 16, 16)
-		if err1 != nil || err2 != nil || l == 0 {
-			continue
+		seen[int(l)] = true
+		if strings.HasPrefix(string(m[1]), "CA") {
+			cas = append(cas, int(l))
+		} else if strings.HasPrefix(string(m[1]), "SW") {
+			switches = append(switches, int(l))
 		}
-		all = append(all, int(l))
 	}
-	sort.Ints(all)
-	if len(all) < 2 {
-		return 0, 0, fmt.Errorf("guid2lid %s: fewer than two LIDs assigned yet", path)
-	}
-	return all[0], all[len(all)-1], nil
+	sort.Ints(cas)
+	sort.Ints(switches)
+	return cas, switches, nil
 }
 
 // Env is what a client process needs in its environment to reach this

@@ -36,6 +36,10 @@ func TestStartRunConsoleStop(t *testing.T) {
 	if n := strings.Count(text, "\nSwitch\t"); n != 6 {
 		t.Errorf("ibnetdiscover found %d switches, want 6", n)
 	}
+	cas, sws, err := f.LIDs()
+	if err != nil || len(cas) != 8 || len(sws) != 6 {
+		t.Errorf("LIDs() = %v, %v, %v; want 8 CA and 6 switch LIDs", cas, sws, err)
+	}
 
 	// Counters set on the console show up in perfquery. The console names
 	// nodes by the ids in the net file.

@@ -27,7 +27,9 @@ const childVar = "NETLOOM_IBSIM_FABRIC"
 // Attached skips them with the reason.
 func TestMain(m *testing.M, netfile string, opt Options) int {
 	if os.Getenv(childVar) != "" {
-		return m.Run()
+		code := m.Run()
+		RemoveSysTree()
+		return code
 	}
 	if Missing() != "" {
 		return m.Run()
@@ -56,6 +58,14 @@ func TestMain(m *testing.M, netfile string, opt Options) int {
 		fmt.Fprintf(os.Stderr, "ibsim: run test child %s: %v\n", os.Args[0], err)
 		return 1
 	}
+}
+
+// RemoveSysTree removes the ./sys-PID tree umad2sim builds in the working
+// directory of a preloaded process. umad2sim removes it from an exit
+// handler, which Go programs never run, so such a process calls this
+// before exiting.
+func RemoveSysTree() {
+	_ = os.RemoveAll(fmt.Sprintf("sys-%d", os.Getpid()))
 }
 
 // Attach returns the fabric a TestMain parent started for this process.

@@ -1,17 +1,19 @@
 // Command ibbench measures the ib source against a simulated fabric: it
-// writes a two-level fat tree net file, starts ibsim and OpenSM, re-runs
+// writes a net file for a generated fabric (package sim's specs), starts
+// ibsim and OpenSM, re-runs
 // itself under umad2sim, and times Discover, Sweep (several windows),
 // ForwardingTables and, as the baseline, `perfquery -x -l LID 255` per
 // switch (a sample of switches, scaled up).
 //
-//	go run ./internal/fabric/ib/ibbench -leaves 509 -spines 255 -radix 36
+//	go run ./internal/fabric/ib/ibbench -spec stampede
+//	go run ./internal/fabric/ib/ibbench -spec fat-tree:hosts=648
 //
-// Defaults give 764 36-port switches (27,504 switch ports) and 9,162 hosts,
-// the switch-port count of the scale reference.
+// The default is the scale reference: TACC Stampede, 764 36-port switches
+// (27,504 switch ports), 6,541 hosts.
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -25,24 +27,23 @@ import (
 
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/fabric/ib"
+	"github.com/netloom/netloom/internal/fabric/sim"
 	"github.com/netloom/netloom/test/ibsim"
 )
 
 const childVar = "NETLOOM_IBBENCH_CHILD"
 
 type config struct {
-	leaves, spines, radix int
-	rounds                int
-	baseline              int
-	windows               string
-	keep                  bool
+	spec     string
+	rounds   int
+	baseline int
+	windows  string
+	keep     bool
 }
 
 func main() {
 	var c config
-	flag.IntVar(&c.leaves, "leaves", 509, "leaf switches")
-	flag.IntVar(&c.spines, "spines", 255, "spine switches")
-	flag.IntVar(&c.radix, "radix", 36, "ports per switch; leaves give half to hosts")
+	flag.StringVar(&c.spec, "spec", "stampede", "simulated fabric spec (see netloom topo gen)")
 	flag.IntVar(&c.rounds, "rounds", 3, "sweeps per window size")
 	flag.IntVar(&c.baseline, "baseline", 40, "switches to time perfquery on (0: none)")
 	flag.StringVar(&c.windows, "windows", "16,64,256", "Parallel values to try")
@@ -51,6 +52,7 @@ func main() {
 	var err error
 	if v := os.Getenv(childVar); v != "" {
 		err = child(c)
+		ibsim.RemoveSysTree()
 	} else {
 		err = parent(c)
 	}
@@ -71,14 +73,26 @@ func parent(c config) error {
 	if !c.keep {
 		defer os.RemoveAll(dir)
 	}
-	net := filepath.Join(dir, "fattree.net")
-	hosts, ports, err := writeFatTree(net, c.leaves, c.spines, c.radix)
+	ctx := context.Background()
+	net := filepath.Join(dir, "fabric.net")
+	sp, err := sim.ParseSpec(c.spec)
 	if err != nil {
 		return err
 	}
-	switches := c.leaves + c.spines
-	fmt.Printf("fabric: %d switches (%d ports), %d hosts\n", switches, ports, hosts)
-	ctx := context.Background()
+	topo, _, err := sim.Generate(ctx, sp)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if err := sim.WriteNetfile(&buf, topo); err != nil {
+		return err
+	}
+	if err := os.WriteFile(net, buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	cn := topo.Counts()
+	switches, ports, hosts := cn.Switches, cn.SwitchPorts, cn.CAs
+	fmt.Printf("fabric %s: %d switches (%d ports), %d hosts, %d links\n", c.spec, switches, ports, hosts, cn.Links)
 	t0 := time.Now()
 	f, err := ibsim.Start(ctx, net, ibsim.Options{
 		Nodes: 2 * (hosts + switches), Switches: 2 * switches, Ports: 2 * (ports + hosts),
@@ -153,7 +167,7 @@ func child(c config) error {
 
 // baseline times perfquery -x -l LID 255 on n switches and scales to all.
 func baseline(ctx context.Context, f *ibsim.Fabric, n, switches int) error {
-	lids, err := switchLIDs(filepath.Join(f.Dir, "opensm", "guid2lid"))
+	_, lids, err := f.LIDs()
 	if err != nil {
 		return err
 	}
@@ -171,91 +185,4 @@ func baseline(ctx context.Context, f *ibsim.Fabric, n, switches int) error {
 	fmt.Printf("baseline perfquery -x -l LID 255: %d switches in %s, %s each, %s for all %d switches\n",
 		n, d.Round(time.Millisecond), per.Round(time.Microsecond), (per * time.Duration(switches)).Round(time.Millisecond), switches)
 	return nil
-}
-
-func switchLIDs(guid2lid string) ([]int, error) {
-	file, err := os.Open(guid2lid)
-	if err != nil {
-		return nil, err
-	}
-	defer file.Close()
-	var lids []int
-	sc := bufio.NewScanner(file)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 2 {
-			continue
-		}
-		g, _ := strconv.ParseUint(strings.TrimPrefix(fs[0], "0x"), 16, 64)
-		l, _ := strconv.ParseUint(strings.TrimPrefix(fs[1], "0x"), 16, 16)
-		if g >= 0x200000 && l != 0 { // ibsim numbers switches from 0x200000
-			lids = append(lids, int(l))
-		}
-	}
-	return lids, sc.Err()
-}
-
-// writeFatTree writes a two-level fat tree: each leaf gives radix/2 ports
-// to hosts and spreads radix/2 uplinks over the spines round-robin. The
-// first entry is a host, ibsim's point of attachment.
-func writeFatTree(path string, leaves, spines, radix int) (hosts, ports int, err error) {
-	down := radix / 2
-	up := radix - down
-	if leaves*up > spines*radix {
-		return 0, 0, fmt.Errorf("%d leaves x %d uplinks do not fit %d spines x %d ports", leaves, up, spines, radix)
-	}
-	type end struct{ sw, port int }
-	// spine s port p <- leaf l uplink u
-	spinePeer := make([][]end, spines)
-	for s := range spinePeer {
-		spinePeer[s] = make([]end, radix+1)
-	}
-	leafUp := make([][]end, leaves)
-	next := make([]int, spines)
-	k := 0
-	for l := 0; l < leaves; l++ {
-		leafUp[l] = make([]end, up)
-		for u := 0; u < up; u++ {
-			s := k % spines
-			for next[s] >= radix {
-				k++
-				s = k % spines
-			}
-			k++
-			next[s]++
-			leafUp[l][u] = end{s, next[s]}
-			spinePeer[s][next[s]] = end{l, down + 1 + u}
-		}
-	}
-	var b strings.Builder
-	host := func(i int) string { return fmt.Sprintf(`"H-%016x"`, 0x1000000+i) }
-	leaf := func(i int) string { return fmt.Sprintf(`"S-%016x"`, 0x10000+i) }
-	spine := func(i int) string { return fmt.Sprintf(`"S-%016x"`, 0x20000+i) }
-	for l := 0; l < leaves; l++ {
-		for p := 1; p <= down; p++ {
-			h := l*down + p
-			fmt.Fprintf(&b, "Hca\t1 %s\t\t# \"n%d HCA-1\"\n[1]\t%s[%d]\n\n", host(h), h, leaf(l), p)
-		}
-	}
-	for l := 0; l < leaves; l++ {
-		fmt.Fprintf(&b, "Switch\t%d %s\t\t# \"leaf%d\" enhanced port 0 lid 0 lmc 0\n", radix, leaf(l), l+1)
-		for p := 1; p <= down; p++ {
-			fmt.Fprintf(&b, "[%d]\t%s[1]\n", p, host(l*down+p))
-		}
-		for u, e := range leafUp[l] {
-			fmt.Fprintf(&b, "[%d]\t%s[%d]\n", down+1+u, spine(e.sw), e.port)
-		}
-		b.WriteString("\n")
-	}
-	for s := 0; s < spines; s++ {
-		fmt.Fprintf(&b, "Switch\t%d %s\t\t# \"spine%d\" enhanced port 0 lid 0 lmc 0\n", radix, spine(s), s+1)
-		for p := 1; p <= next[s]; p++ {
-			e := spinePeer[s][p]
-			fmt.Fprintf(&b, "[%d]\t%s[%d]\n", p, leaf(e.sw), e.port)
-		}
-		b.WriteString("\n")
-	}
-	hosts = leaves * down
-	ports = (leaves + spines) * radix
-	return hosts, ports, os.WriteFile(path, []byte(b.String()), 0o644)
 }
