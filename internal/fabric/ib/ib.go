@@ -15,6 +15,9 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -63,6 +66,9 @@ type Source struct {
 	capTopo *fabric.Topology
 	caps    map[fabric.GUID]uint16
 	queries []C.struct_nl_query // reused between batches
+	// maxWindow caps queries in flight whatever the caller asks; see
+	// simulatorWindow.
+	maxWindow int
 }
 
 var _ fabric.Source = (*Source)(nil)
@@ -74,7 +80,30 @@ func Open(opt Options) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Source{opt: opt, port: p}, nil
+	return &Source{opt: opt, port: p, maxWindow: simulatorWindow()}, nil
+}
+
+// MaxInFlight is the most queries the source keeps in flight, whatever
+// SweepOptions.Parallel asks.
+func (s *Source) MaxInFlight() int { return s.maxWindow }
+
+// simulatorWindow is the most queries in flight that cannot deadlock
+// under umad2sim, or C.NL_MAX_WINDOW on real hardware. ibsim and umad2sim
+// talk over Unix datagram sockets that hold max_dgram_qlen messages (10 by
+// default); ibsim spins when it cannot write a reply, and umad2sim's reader
+// thread waits on a lock its blocked writer holds. So once both queues
+// fill, everything stops: keep fewer in flight than both can hold.
+func simulatorWindow() int {
+	if !strings.Contains(os.Getenv("LD_PRELOAD"), "umad2sim") {
+		return C.NL_MAX_WINDOW
+	}
+	qlen := 10
+	if b, err := os.ReadFile("/proc/sys/net/unix/max_dgram_qlen"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
+			qlen = n
+		}
+	}
+	return min(2*qlen, C.NL_MAX_WINDOW)
 }
 
 func caName(ca string) string {
@@ -176,6 +205,7 @@ func (s *Source) batch(ctx context.Context, qs []query, window int, timeout time
 	if ms < 1 {
 		ms = 1
 	}
+	window = max(1, min(window, s.maxWindow))
 	C.nl_set_cancel(s.port, 0)
 	stop := context.AfterFunc(ctx, func() { C.nl_set_cancel(s.port, 1) })
 	C.nl_batch(s.port, &cq[0], C.int(len(cq)), C.int(window), C.int(ms), C.int(retries))

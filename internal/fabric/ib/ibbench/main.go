@@ -46,7 +46,7 @@ func main() {
 	flag.StringVar(&c.spec, "spec", "stampede", "simulated fabric spec (see netloom topo gen)")
 	flag.IntVar(&c.rounds, "rounds", 3, "sweeps per window size")
 	flag.IntVar(&c.baseline, "baseline", 40, "switches to time perfquery on (0: none)")
-	flag.StringVar(&c.windows, "windows", "16,64,256", "Parallel values to try")
+	flag.StringVar(&c.windows, "windows", "8,16,64", "Parallel values to try (capped by the source under umad2sim)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the scratch directory")
 	flag.Parse()
 	var err error
@@ -128,6 +128,7 @@ func child(c config) error {
 		return err
 	}
 	cn := topo.Counts()
+	fmt.Printf("in flight at most %d queries\n", s.MaxInFlight())
 	fmt.Printf("Discover: %s (%d switches, %d CAs, %d links)\n", time.Since(t0).Round(time.Millisecond), cn.Switches, cn.CAs, cn.Links)
 	ports := topo.SwitchPorts(false)
 	for _, w := range strings.Split(c.windows, ",") {
