@@ -219,7 +219,11 @@ func (s *Source) batch(ctx context.Context, qs []query, window int, timeout time
 			r.time = time.Unix(0, int64(c.time_ns))
 			r.out = unsafe.Slice((*byte)(unsafe.Pointer(&c.out[0])), len(c.out))
 		case C.NL_ETIMEOUT:
-			r.err = fmt.Errorf("%s to LID %d: no reply after %d tries of %s", q.name(), q.lid, c.tries, timeout)
+			if c.sys_errno != 0 {
+				r.err = fmt.Errorf("%s to LID %d: failed %d tries, last with umad status %d (%v)", q.name(), q.lid, c.tries, c.sys_errno, syscall.Errno(c.sys_errno))
+			} else {
+				r.err = fmt.Errorf("%s to LID %d: no reply after %d tries of %s", q.name(), q.lid, c.tries, timeout)
+			}
 		case C.NL_ESEND:
 			r.err = fmt.Errorf("%s to LID %d: send: %w", q.name(), q.lid, syscall.Errno(c.sys_errno))
 		case C.NL_ESTATUS:

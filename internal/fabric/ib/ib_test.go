@@ -514,3 +514,41 @@ func TestSweepCanceled(t *testing.T) {
 		t.Fatal("sweep with a canceled context succeeded")
 	}
 }
+
+// TestFailingSwitchGetsErr makes ibsim fail every MAD to leaf2, so all its
+// ports get Err while the rest of the sweep goes on.
+func TestFailingSwitchGetsErr(t *testing.T) {
+	f, s, ctx := setup(t)
+	topo := discover(t, ctx, s)
+	leaf2 := switchByName(t, topo, "leaf2")
+	if err := f.Console(fmt.Sprintf(`Error "%s"[0] 100`, netID(t, "leaf2"))); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.Console(fmt.Sprintf(`Error "%s"[0] 0`, netID(t, "leaf2"))); err != nil {
+			t.Error(err)
+		}
+	})
+	ports := topo.SwitchPorts(false)
+	rs, err := s.Sweep(ctx, topo, ports, fabric.SweepOptions{Timeout: 50 * time.Millisecond, Retries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, r := range rs {
+		switch {
+		case r.Port.GUID == leaf2.GUID && r.Err == nil:
+			t.Errorf("port %s of failing leaf2 read without error", r.Port)
+		case r.Port.GUID == leaf2.GUID:
+			failed++
+		case r.Err != nil:
+			t.Errorf("port %s: %v", r.Port, r.Err)
+		}
+	}
+	if failed != 4 {
+		t.Errorf("%d leaf2 ports failed, want its 4 linked ports", failed)
+	}
+	if _, err := s.ForwardingTables(ctx, topo); err == nil || !strings.Contains(err.Error(), "leaf2") {
+		t.Errorf("ForwardingTables error = %v, want one naming leaf2", err)
+	}
+}

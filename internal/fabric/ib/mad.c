@@ -245,8 +245,10 @@ int nl_batch(struct nl_port *p, struct nl_query *q, int n, int window, int timeo
 				continue; /* late reply to an attempt we gave up on */
 			t = &q[sl->idx];
 			if (umad_status(p->recv_buf) != 0) {
-				/* The kernel timed the send out: retry now. */
+				/* The kernel (or umad2sim) failed the send, usually a
+				 * timeout: retry now. */
 				int idx = sl->idx;
+				t->sys_errno = umad_status(p->recv_buf);
 				sl->idx = -1;
 				active--;
 				if (t->tries <= retries &&

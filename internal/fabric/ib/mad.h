@@ -19,7 +19,7 @@ enum {
 /* Outcome of one query (nl_query.err). */
 enum {
 	NL_OK = 0,
-	NL_ETIMEOUT = 1,   /* no reply within timeout after all retries */
+	NL_ETIMEOUT = 1,   /* no reply after all retries (sys_errno: last umad status, if any) */
 	NL_ESEND = 2,      /* umad_send failed (sys_errno says why) */
 	NL_ESTATUS = 3,    /* reply carried a non-zero MAD status */
 	NL_ECANCELED = 4,  /* the batch was canceled before this query ended */
