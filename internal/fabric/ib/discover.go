@@ -5,6 +5,7 @@ package ib
 #include <string.h>
 #include <infiniband/ibnetdisc.h>
 #include <infiniband/mad.h>
+#include "mad.h"
 
 static ibnd_port_t *nl_node_port(ibnd_node_t *n, int i) { return n->ports[i]; }
 
@@ -38,6 +39,22 @@ func (s *Source) Discover(ctx context.Context) (*fabric.Topology, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.port == nil {
+		return nil, fmt.Errorf("ib: source is closed")
+	}
+	// libibnetdisc opens its own port. Under umad2sim, replies go to the
+	// agent that registered a class last, even once its port is closed,
+	// and a closed port's agents stay allocated to the next port opened
+	// with its fd. So: close ours, let libibnetdisc run, open ours again
+	// and, under umad2sim, free the agents libibnetdisc left behind. On
+	// real hardware this costs one reopen.
+	C.nl_close(s.port)
+	s.port = nil
+	defer func() {
+		if s.port != nil && s.sim {
+			C.nl_unregister_others(s.port)
+		}
+	}()
 	var cca *C.char
 	if s.opt.CA != "" {
 		cca = C.CString(s.opt.CA)
@@ -46,17 +63,18 @@ func (s *Source) Discover(ctx context.Context) (*fabric.Topology, error) {
 	smps := min(s.opt.Parallel, 16)
 	f := C.nl_discover(cca, C.int(s.opt.Port), C.unsigned(smps),
 		C.unsigned(s.opt.Timeout/1e6), C.unsigned(s.opt.Retries))
+	p, err := openPort(s.opt)
+	if err != nil {
+		if f != nil {
+			C.ibnd_destroy_fabric(f)
+		}
+		return nil, fmt.Errorf("ib: discover: reopening the port: %w", err)
+	}
+	s.port = p
 	if f == nil {
 		return nil, fmt.Errorf("ib: discover from %s port %d: ibnd_discover_fabric failed", caName(s.opt.CA), s.opt.Port)
 	}
 	defer C.ibnd_destroy_fabric(f)
-	// umad2sim routes replies by management class to the agent that
-	// registered it last, even after that agent's port is closed; after
-	// libibnetdisc's port is gone, register ours again. On real hardware
-	// this only costs a reopen.
-	if err := s.reopen(); err != nil {
-		return nil, err
-	}
 	return convert(f)
 }
 

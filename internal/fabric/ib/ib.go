@@ -69,6 +69,7 @@ type Source struct {
 	// maxWindow caps queries in flight whatever the caller asks; see
 	// simulatorWindow.
 	maxWindow int
+	sim       bool // under umad2sim
 }
 
 var _ fabric.Source = (*Source)(nil)
@@ -80,7 +81,8 @@ func Open(opt Options) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Source{opt: opt, port: p, maxWindow: simulatorWindow()}, nil
+	sim := strings.Contains(os.Getenv("LD_PRELOAD"), "umad2sim")
+	return &Source{opt: opt, port: p, maxWindow: simulatorWindow(sim), sim: sim}, nil
 }
 
 // MaxInFlight is the most queries the source keeps in flight, whatever
@@ -93,8 +95,8 @@ func (s *Source) MaxInFlight() int { return s.maxWindow }
 // default); ibsim spins when it cannot write a reply, and umad2sim's reader
 // thread waits on a lock its blocked writer holds. So once both queues
 // fill, everything stops: keep fewer in flight than both can hold.
-func simulatorWindow() int {
-	if !strings.Contains(os.Getenv("LD_PRELOAD"), "umad2sim") {
+func simulatorWindow(sim bool) int {
+	if !sim {
 		return C.NL_MAX_WINDOW
 	}
 	qlen := 10
@@ -125,21 +127,6 @@ func openPort(opt Options) (*C.struct_nl_port, error) {
 		return nil, fmt.Errorf("ib: open port %s/%d: %s", caName(opt.CA), opt.Port, C.GoString(&msg[0]))
 	}
 	return p, nil
-}
-
-// reopen replaces the umad port with a fresh one. The caller holds s.mu.
-func (s *Source) reopen() error {
-	if s.port == nil {
-		return fmt.Errorf("ib: source is closed")
-	}
-	C.nl_close(s.port)
-	s.port = nil
-	p, err := openPort(s.opt)
-	if err != nil {
-		return err
-	}
-	s.port = p
-	return nil
 }
 
 // Close releases the port.

@@ -101,6 +101,9 @@ void nl_close(struct nl_port *p)
 {
 	if (!p)
 		return;
+	/* umad2sim keeps agent ids per process until unregistered. */
+	umad_unregister(p->fd, p->agent_smi);
+	umad_unregister(p->fd, p->agent_perf);
 	umad_close_port(p->fd);
 	free(p->send_buf);
 	free(p->recv_buf);
@@ -274,4 +277,13 @@ int nl_batch(struct nl_port *p, struct nl_query *q, int n, int window, int timeo
 		}
 	}
 	return 0;
+}
+
+void nl_unregister_others(struct nl_port *p)
+{
+	int id;
+
+	for (id = 0; id < 64; id++)
+		if (id != p->agent_smi && id != p->agent_perf)
+			umad_unregister(p->fd, id);
 }

@@ -53,6 +53,13 @@ struct nl_port;
 struct nl_port *nl_open(const char *ca, int port, char *err, int errlen);
 void nl_close(struct nl_port *p);
 
+/* nl_unregister_others unregisters every agent id on p's fd but p's own:
+ * umad2sim keeps the agents of a closed port and hands its table to the
+ * next port opened with that fd, so a process that opens and closes ports
+ * (libibnetdisc does, per discovery) runs out of agents. Only for
+ * umad2sim. */
+void nl_unregister_others(struct nl_port *p);
+
 /* nl_batch runs n queries with at most window in flight. It returns 0, or
  * -1 if canceled (unfinished queries get NL_ECANCELED). */
 int nl_batch(struct nl_port *p, struct nl_query *q, int n, int window,
