@@ -69,6 +69,24 @@ func TestDiscoverMatchesIbnetdiscover(t *testing.T) {
 	if !reflect.DeepEqual(got.Links, want.Links) {
 		t.Errorf("links differ from ibnetdiscover:\ngot  %+v\nwant %+v", got.Links, want.Links)
 	}
+	// The net file gives links mixed rates, extended speeds included.
+	for name, want := range map[string]string{"n3": "4X DDR", "n4": "1X SDR", "n1": "4X QDR", "n5": "4X FDR", "n7": "4X EDR", "n8": "12X EDR"} {
+		n, err := topo.FindNode(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, ok := topo.LinkAt(fabric.PortRef{GUID: n.GUID, Port: 1})
+		if !ok || l.Width+" "+l.Speed != want || l.State != "Active" {
+			t.Errorf("%s link = %+v, want %s Active", name, l, want)
+		}
+	}
+	rates := map[string]int{}
+	for _, l := range topo.Links {
+		rates[l.Width+" "+l.Speed]++
+	}
+	if rates["4X HDR"] != 4 || rates["4X EDR"] != 5 {
+		t.Errorf("link rates %v, want 4 spine2 links at 4X HDR and 4+1 at 4X EDR", rates)
+	}
 	n1, err := topo.FindNode("n1")
 	if err != nil || n1.Type != fabric.CA || len(n1.PortGUIDs) != 2 || n1.PortGUIDs[1] != n1.GUID+1 {
 		t.Errorf("n1 = %+v, %v; want a CA whose port 1 GUID is its node GUID + 1 (ibsim numbering)", n1, err)
