@@ -94,7 +94,8 @@ func (s *Source) MaxInFlight() int { return s.maxWindow }
 // talk over Unix datagram sockets that hold max_dgram_qlen messages (10 by
 // default); ibsim spins when it cannot write a reply, and umad2sim's reader
 // thread waits on a lock its blocked writer holds. So once both queues
-// fill, everything stops: keep fewer in flight than both can hold.
+// fill, everything stops: keep fewer in flight than both can hold, with
+// room for other clients' MADs in ibsim's queue.
 func simulatorWindow(sim bool) int {
 	if !sim {
 		return C.NL_MAX_WINDOW
@@ -105,7 +106,7 @@ func simulatorWindow(sim bool) int {
 			qlen = n
 		}
 	}
-	return min(2*qlen, C.NL_MAX_WINDOW)
+	return max(1, min(3*qlen/2, C.NL_MAX_WINDOW))
 }
 
 func caName(ca string) string {
