@@ -14,8 +14,11 @@ deps:
 build: deps
 	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/netloom
 
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 vet: deps
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 
 # Every test, against real ibsim fabrics, OpenSM and infiniband-diags.
 test: build vet
