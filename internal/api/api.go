@@ -342,20 +342,21 @@ func (s *Server) links(r *http.Request) (any, error) {
 	return map[string]any{"version": v.version, "at": v.at, "links": out}, nil
 }
 
-func (s *Server) findNode(r *http.Request, v *view) (*fabric.Node, error) {
+// nodeView resolves the view and the {node} of the path.
+func (s *Server) nodeView(r *http.Request) (*view, *fabric.Node, error) {
+	v, err := s.viewAt(r)
+	if err != nil {
+		return nil, nil, err
+	}
 	n, err := v.topo.FindNode(r.PathValue("node"))
 	if err != nil {
-		return nil, notFound("%v", err)
+		return nil, nil, notFound("%v", err)
 	}
-	return n, nil
+	return v, n, nil
 }
 
 func (s *Server) node(r *http.Request) (any, error) {
-	v, err := s.viewAt(r)
-	if err != nil {
-		return nil, err
-	}
-	n, err := s.findNode(r, v)
+	v, n, err := s.nodeView(r)
 	if err != nil {
 		return nil, err
 	}
@@ -500,11 +501,7 @@ func (s *Server) portCounters(r *http.Request) (any, error) {
 }
 
 func (s *Server) nodeCounters(r *http.Request) (any, error) {
-	v, err := s.viewAt(r)
-	if err != nil {
-		return nil, err
-	}
-	n, err := s.findNode(r, v)
+	v, n, err := s.nodeView(r)
 	if err != nil {
 		return nil, err
 	}
@@ -521,20 +518,21 @@ func (s *Server) nodeCounters(r *http.Request) (any, error) {
 	return map[string]any{"node": n, "from": from, "to": to, "series": ser}, nil
 }
 
-func (s *Server) findLink(r *http.Request, v *view) (*fabric.Link, error) {
+// linkView resolves the view and the {link} of the path.
+func (s *Server) linkView(r *http.Request) (*view, *fabric.Link, error) {
+	v, err := s.viewAt(r)
+	if err != nil {
+		return nil, nil, err
+	}
 	l, err := v.topo.FindLink(r.PathValue("link"))
 	if err != nil {
-		return nil, notFound("%v", err)
+		return nil, nil, notFound("%v", err)
 	}
-	return l, nil
+	return v, l, nil
 }
 
 func (s *Server) link(r *http.Request) (any, error) {
-	v, err := s.viewAt(r)
-	if err != nil {
-		return nil, err
-	}
-	l, err := s.findLink(r, v)
+	v, l, err := s.linkView(r)
 	if err != nil {
 		return nil, err
 	}
@@ -591,11 +589,7 @@ func linkDirections(t *fabric.Topology, l *fabric.Link, latest map[fabric.PortRe
 }
 
 func (s *Server) linkCounters(r *http.Request) (any, error) {
-	v, err := s.viewAt(r)
-	if err != nil {
-		return nil, err
-	}
-	l, err := s.findLink(r, v)
+	_, l, err := s.linkView(r)
 	if err != nil {
 		return nil, err
 	}
@@ -607,11 +601,7 @@ func (s *Server) linkCounters(r *http.Request) (any, error) {
 }
 
 func (s *Server) linkRoutes(r *http.Request) (any, error) {
-	v, err := s.viewAt(r)
-	if err != nil {
-		return nil, err
-	}
-	l, err := s.findLink(r, v)
+	v, l, err := s.linkView(r)
 	if err != nil {
 		return nil, err
 	}
