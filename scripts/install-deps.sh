@@ -8,6 +8,12 @@ packages=(
   # the simulated fabric + real tools the tests compare with.
   libibnetdisc-dev libibmad-dev libibumad-dev
   ibsim-utils opensm infiniband-diags
+  # MPI: the agent is built and tested against both ABIs, C and Fortran.
+  openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran
+  # The agent<->daemon wire format: protoc for Go, protoc-c for the agent.
+  protobuf-compiler protobuf-c-compiler libprotobuf-c-dev
+  # The web UI's end-to-end tests drive Debian's Chromium.
+  chromium
   # SQLite's CLI, for looking into the embedded store.
   sqlite3
   gcc make pkg-config
