@@ -3,26 +3,35 @@ GO      ?= go
 BIN     := bin/netloom
 GOFLAGS ?=
 export CGO_ENABLED := 1
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build deps test test-short vet demo bench fuzz clean
+.PHONY: all build deps agent web test test-short vet demo bench fuzz proto clean
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
 
-build: deps
-	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/netloom
+# The MPI agent libraries (one per MPI ABI), when the agent is present.
+agent: deps
+	@if [ -f agent/Makefile ]; then $(MAKE) -C agent; fi
 
-STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The web UI, bundled into web/dist and embedded in the binary.
+web: deps
+	@if [ -f web/package.json ]; then cd web && npm ci --no-audit --no-fund --loglevel=error && npm run build; fi
+
+build: deps agent web
+	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/netloom
 
 vet: deps
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-# Every test, against real ibsim fabrics, OpenSM and infiniband-diags.
+# Every test, against real ibsim fabrics, OpenSM, infiniband-diags, MPI and Chromium.
 test: build vet
 	$(GO) test $(GOFLAGS) -count=1 -timeout 20m ./...
+	@if [ -f agent/Makefile ]; then $(MAKE) -C agent test; fi
+	@if [ -f web/package.json ]; then cd web && npm test; fi
 
 # Pure logic only: no simulated fabric is started.
 test-short: deps
@@ -33,6 +42,12 @@ fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzParseNetfile -fuzztime 30s ./internal/fabric/sim/
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./internal/store/sqlite/
 
+# Regenerate the Go code of the wire format (the agent runs protoc-c at build time).
+proto:
+	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go
+	protoc -I proto --plugin=protoc-gen-go=bin/protoc-gen-go --go_out=. \
+	  --go_opt=module=github.com/netloom/netloom proto/netloom/agent/v1/agent.proto
+
 demo: build
 	scripts/demo.sh
 
@@ -40,4 +55,4 @@ bench: build
 	bench/run.sh
 
 clean:
-	rm -rf bin
+	rm -rf bin web/dist
