@@ -13,11 +13,11 @@ import (
 )
 
 func runFabric(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return subcommands("fabric", []command{
+	return subcommands(ctx, "fabric", []command{
 		{"discover", "discover the fabric once and print nodes and links", fabricDiscover},
 		{"sweep", "read all switch port counters once and print how long it took", fabricSweep},
 		{"route", "print the route between two nodes, like ibtracert", fabricRoute},
-	}, args, stdout, stderr, ctx)
+	}, args, stdout, stderr)
 }
 
 const sourceHelp = `The fabric is reached like the infiniband-diags tools reach it: through the

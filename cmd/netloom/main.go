@@ -117,7 +117,7 @@ func parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) error {
 }
 
 // subcommands dispatches "netloom GROUP SUB ...".
-func subcommands(group string, subs []command, args []string, stdout, stderr io.Writer, ctx context.Context) error {
+func subcommands(ctx context.Context, group string, subs []command, args []string, stdout, stderr io.Writer) error {
 	list := func(w io.Writer) {
 		fmt.Fprintf(w, "Usage: netloom %s SUBCOMMAND [options]\n\nSubcommands:\n", group)
 		for _, c := range subs {

@@ -10,15 +10,15 @@ import (
 )
 
 func runTopo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return subcommands("topo", []command{
+	return subcommands(ctx, "topo", []command{
 		{"gen", "generate topologies: gen fat-tree", topoGen},
-	}, args, stdout, stderr, ctx)
+	}, args, stdout, stderr)
 }
 
 func topoGen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return subcommands("topo gen", []command{
+	return subcommands(ctx, "topo gen", []command{
 		{"fat-tree", "write an ibsim net file of a 2- or 3-level fat tree", topoGenFatTree},
-	}, args, stdout, stderr, ctx)
+	}, args, stdout, stderr)
 }
 
 func topoGenFatTree(ctx context.Context, args []string, stdout, stderr io.Writer) error {
