@@ -38,6 +38,8 @@ type Server struct {
 	opt         Options
 	mux         *http.ServeMux
 	badRequests *prometheus.CounterVec
+	layouts     layoutCache
+	hub         streamHub
 }
 
 // New builds the API handler.
@@ -71,6 +73,9 @@ func New(opt Options) *Server {
 	s.route("GET /api/v1/links/{link}/routes", s.linkRoutes)
 	s.route("GET /api/v1/routes", s.routePath)
 	s.route("GET /api/v1/events", s.events)
+	s.route("GET /api/v1/fabric/errors", s.portErrors)
+	s.mux.HandleFunc("GET /api/v1/fabric/layout", s.layout)
+	s.mux.HandleFunc("GET /api/v1/fabric/stream", s.stream)
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, &httpError{http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path)})
 	})

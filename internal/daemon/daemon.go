@@ -21,6 +21,7 @@ import (
 	"github.com/netloom/netloom/internal/api"
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
+	"github.com/netloom/netloom/web"
 )
 
 // Daemon is one running `netloom serve`.
@@ -94,7 +95,9 @@ func (d *Daemon) State() *api.FabricState { return d.state.Load() }
 
 // Handler returns the HTTP API handler.
 func (d *Daemon) Handler() *api.Server {
-	return api.New(api.Options{Store: d.st, State: d.State, Registry: d.reg, SweepInterval: d.cfg.SweepInterval, Log: d.log})
+	srv := api.New(api.Options{Store: d.st, State: d.State, Registry: d.reg, SweepInterval: d.cfg.SweepInterval, Log: d.log})
+	srv.Mux().Handle("GET /", api.UI(web.Dist()))
+	return srv
 }
 
 // Run serves until ctx is cancelled or an activity fails. ready, when not
