@@ -26,6 +26,7 @@ func commands() []command {
 		{"serve", "run the daemon: fabric monitoring, store, HTTP API and /metrics", runServe},
 		{"fabric", "one-shot fabric commands: discover, sweep, route", runFabric},
 		{"topo", "topology tools: gen fat-tree (ibsim net files)", runTopo},
+		{"loadgen", "simulate a whole system's MPI jobs sending agent datagrams to a daemon", runLoadgen},
 	}
 }
 

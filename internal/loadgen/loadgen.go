@@ -1,0 +1,449 @@
+// Package loadgen simulates the MPI side of a whole supercomputer: jobs of
+// many sizes and communication patterns whose ranks send real agent
+// datagrams (the wire format of proto/) over UDP at their interval, the
+// way libnetloom does. The fabric side of such a system is simulated by the
+// daemon itself (`netloom serve --fabric sim:SPEC`), since switch counters
+// are pulled, not pushed.
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/fabric/sim"
+	"github.com/netloom/netloom/internal/ingest/agentpb"
+)
+
+// Patterns a simulated job can follow.
+var Patterns = []string{"halo", "alltoall", "reduce", "idle"}
+
+// Config describes the simulated system and how hard to drive the target.
+type Config struct {
+	System       string        // a sim spec: "stampede", "10x-stampede", "fat-tree:hosts=N,…"
+	Target       string        // daemon agent address, host:port
+	Duration     time.Duration // how long to send
+	Interval     time.Duration // each rank's snapshot interval (default 45s, the paper's)
+	RanksPerNode int           // default 16 (Stampede's cores per node)
+	Patterns     []string      // default all but idle, plus idle for 10% of jobs
+	MaxJobNodes  int           // largest job (default 1024 nodes)
+	JobLifetime  time.Duration // mean job lifetime for churn (0: jobs run throughout)
+	PeerLimit    int           // send all peer rows for jobs up to this many ranks (default 256)
+	TopPeers     int           // else the top K peers (default 32)
+	Seed         uint64
+}
+
+func (c Config) withDefaults() Config {
+	if c.Interval <= 0 {
+		c.Interval = 45 * time.Second
+	}
+	if c.RanksPerNode <= 0 {
+		c.RanksPerNode = 16
+	}
+	if len(c.Patterns) == 0 {
+		c.Patterns = []string{"halo", "halo", "alltoall", "reduce", "halo", "reduce", "halo", "alltoall", "halo", "idle"}
+	}
+	if c.MaxJobNodes <= 0 {
+		c.MaxJobNodes = 1024
+	}
+	if c.PeerLimit <= 0 {
+		c.PeerLimit = 256
+	}
+	if c.TopPeers <= 0 {
+		c.TopPeers = 32
+	}
+	return c
+}
+
+// Report is what a run sent.
+type Report struct {
+	System            string  `json:"system"`
+	Hosts             int     `json:"hosts"`
+	Processes         int     `json:"processes"`
+	Jobs              int     `json:"jobs"`
+	JobsFinished      int     `json:"jobs_finished"`
+	DatagramsSent     uint64  `json:"datagrams_sent"`
+	BytesSent         uint64  `json:"bytes_sent"`
+	SendErrors        uint64  `json:"send_errors"`
+	Snapshots         uint64  `json:"snapshots"`
+	Seconds           float64 `json:"seconds"`
+	DatagramsPerSec   float64 `json:"datagrams_per_second"`
+	ProcessesPerInter float64 `json:"processes_per_interval"`
+	IntervalSeconds   float64 `json:"interval_seconds"`
+}
+
+// job is one simulated MPI job on a contiguous block of hosts.
+type job struct {
+	id      string
+	pattern string
+	nodes   []string // node names, one per host
+	ppn     int
+	start   time.Time
+	end     time.Time // zero: runs to the end
+	seq     []uint64  // per rank snapshot counter
+	final   bool
+}
+
+func (j *job) ranks() int { return len(j.nodes) * j.ppn }
+
+// maxDatagram keeps datagrams under 64 KiB with room for headers.
+const maxDatagram = 60 << 10
+
+// Run sends until ctx ends or the duration is over, printing progress
+// every 10 seconds to progress (when not nil).
+func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
+	cfg = cfg.withDefaults()
+	for _, p := range cfg.Patterns {
+		if !slices.Contains(Patterns, p) {
+			return Report{}, fmt.Errorf("loadgen: pattern %q: want one of %s", p, strings.Join(Patterns, ", "))
+		}
+	}
+	hosts, err := hostNames(ctx, cfg.System)
+	if err != nil {
+		return Report{}, err
+	}
+	conn, err := net.Dial("udp", cfg.Target)
+	if err != nil {
+		return Report{}, fmt.Errorf("loadgen: target %q: %w", cfg.Target, err)
+	}
+	defer conn.Close()
+
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6e6c))
+	start := time.Now()
+	g := &generator{cfg: cfg, rng: rng, hosts: hosts, conn: conn}
+	g.fill(start)
+	rep := Report{System: cfg.System, Hosts: len(hosts), IntervalSeconds: cfg.Interval.Seconds()}
+	for _, j := range g.jobs {
+		rep.Processes += j.ranks()
+	}
+
+	// Every rank sends once per interval; ranks are spread evenly over the
+	// interval, so the target sees a steady stream, as from a real system.
+	deadline := start.Add(cfg.Duration)
+	tick := 5 * time.Millisecond
+	lastProgress := start
+	cursor := 0.0 // fractional position in the rank sequence
+	for now := start; now.Before(deadline); now = time.Now() {
+		if ctx.Err() != nil {
+			break
+		}
+		total := 0
+		for _, j := range g.jobs {
+			total += j.ranks()
+		}
+		cursor += float64(total) * float64(tick) / float64(cfg.Interval)
+		for cursor >= 1 {
+			cursor--
+			g.sendNext(now, &rep)
+		}
+		g.churn(now, &rep)
+		if progress != nil && now.Sub(lastProgress) >= 10*time.Second {
+			lastProgress = now
+			fmt.Fprintf(progress, "loadgen: %.0fs: %d datagrams (%.0f/s), %d send errors, %d jobs running\n",
+				now.Sub(start).Seconds(), rep.DatagramsSent, float64(rep.DatagramsSent)/now.Sub(start).Seconds(), rep.SendErrors, len(g.jobs))
+		}
+		if sleep := time.Until(now.Add(tick)); sleep > 0 {
+			time.Sleep(sleep)
+		}
+	}
+	// Final reports of the jobs still running, as MPI_Finalize would send.
+	for _, j := range g.jobs {
+		g.finish(j, time.Now(), &rep)
+	}
+	rep.Jobs = g.started
+	rep.Seconds = time.Since(start).Seconds()
+	if rep.Seconds > 0 {
+		rep.DatagramsPerSec = float64(rep.DatagramsSent) / rep.Seconds
+		rep.ProcessesPerInter = float64(rep.Snapshots) / rep.Seconds * cfg.Interval.Seconds()
+	}
+	return rep, nil
+}
+
+// hostNames lists the simulated system's host names.
+func hostNames(ctx context.Context, system string) ([]string, error) {
+	sp, err := sim.ParseSpec(system)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: system %q: %w", system, err)
+	}
+	t, _, err := sim.Generate(ctx, sp)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: system %q: %w", system, err)
+	}
+	var hosts []string
+	for i := range t.Nodes {
+		if t.Nodes[i].Type != fabric.Switch {
+			hosts = append(hosts, t.Nodes[i].Name())
+		}
+	}
+	return hosts, nil
+}
+
+type generator struct {
+	cfg     Config
+	rng     *rand.Rand
+	hosts   []string
+	free    []string
+	conn    net.Conn
+	jobs    []*job
+	started int
+	// position of the rank sender
+	jobCursor, rankCursor int
+	buf                   []byte
+}
+
+// fill starts jobs on every free host: sizes are powers of two up to
+// MaxJobNodes, as on a busy production system.
+func (g *generator) fill(now time.Time) {
+	if g.free == nil && g.started == 0 {
+		g.free = append([]string(nil), g.hosts...)
+	}
+	for len(g.free) > 0 {
+		size := 1 << g.rng.IntN(bitsLen(g.cfg.MaxJobNodes))
+		size = min(size, len(g.free))
+		j := &job{id: fmt.Sprintf("lg-%d-%d", g.cfg.Seed, g.started+1), pattern: g.cfg.Patterns[g.started%len(g.cfg.Patterns)],
+			nodes: g.free[:size], ppn: g.cfg.RanksPerNode, start: now}
+		g.free = g.free[size:]
+		if g.cfg.JobLifetime > 0 {
+			life := time.Duration(g.rng.ExpFloat64() * float64(g.cfg.JobLifetime))
+			j.end = now.Add(max(life, g.cfg.Interval))
+		}
+		j.seq = make([]uint64, j.ranks())
+		g.jobs = append(g.jobs, j)
+		g.started++
+	}
+}
+
+func bitsLen(n int) int {
+	b := 0
+	for ; n > 0; n >>= 1 {
+		b++
+	}
+	return b
+}
+
+// churn ends jobs whose time is up and starts new ones on their hosts.
+func (g *generator) churn(now time.Time, rep *Report) {
+	kept := g.jobs[:0]
+	for _, j := range g.jobs {
+		if !j.end.IsZero() && now.After(j.end) {
+			g.finish(j, now, rep)
+			rep.JobsFinished++
+			g.free = append(g.free, j.nodes...)
+			continue
+		}
+		kept = append(kept, j)
+	}
+	g.jobs = kept
+	if len(g.free) > 0 {
+		g.fill(now)
+	}
+}
+
+func (g *generator) finish(j *job, now time.Time, rep *Report) {
+	if j.final {
+		return
+	}
+	j.final = true
+	for r := 0; r < j.ranks(); r++ {
+		g.send(j, r, now, true, rep)
+	}
+}
+
+// sendNext sends the snapshot of the next rank in round-robin order.
+func (g *generator) sendNext(now time.Time, rep *Report) {
+	if len(g.jobs) == 0 {
+		return
+	}
+	// Churn may have replaced jobs under the cursor: skip to a valid rank.
+	for g.jobCursor < len(g.jobs) && g.rankCursor >= g.jobs[g.jobCursor].ranks() {
+		g.jobCursor, g.rankCursor = g.jobCursor+1, 0
+	}
+	if g.jobCursor >= len(g.jobs) {
+		g.jobCursor, g.rankCursor = 0, 0
+	}
+	g.send(g.jobs[g.jobCursor], g.rankCursor, now, false, rep)
+	g.rankCursor++
+}
+
+// send encodes one rank's snapshot as one or more datagrams and sends them.
+func (g *generator) send(j *job, rank int, now time.Time, final bool, rep *Report) {
+	elapsed := now.Sub(j.start).Seconds()
+	d := snapshot(j, rank, elapsed, g.cfg)
+	d.Seq = j.seq[rank]
+	j.seq[rank]++
+	d.TimeUnixNs = now.UnixNano()
+	d.StartUnixNs = j.start.UnixNano()
+	d.Final = final
+	chunks := chunk(d)
+	for _, c := range chunks {
+		var err error
+		g.buf, err = proto.MarshalOptions{}.MarshalAppend(g.buf[:0], c)
+		if err != nil {
+			rep.SendErrors++
+			continue
+		}
+		if _, err := g.conn.Write(g.buf); err != nil {
+			rep.SendErrors++
+			continue
+		}
+		rep.DatagramsSent++
+		rep.BytesSent += uint64(len(g.buf))
+	}
+	rep.Snapshots++
+}
+
+// snapshot builds a rank's cumulative counters after elapsed seconds of
+// its job's pattern.
+func snapshot(j *job, rank int, elapsed float64, cfg Config) *agentpb.Datagram {
+	n := j.ranks()
+	node := j.nodes[rank/j.ppn]
+	d := &agentpb.Datagram{Version: 1, JobId: j.id, Rank: uint32(rank), WorldSize: uint32(n), Chunks: 1}
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s/%d", j.id, rank)
+	jitter := 0.8 + 0.4*float64(h.Sum32()%1000)/1000 // per-rank variation
+	peers := map[int]float64{}                       // peer -> bytes/s
+	coll := map[int]float64{}
+	switch j.pattern {
+	case "halo":
+		for _, off := range []int{1, -1, j.ppn, -j.ppn} {
+			if p := ((rank+off)%n + n) % n; p != rank {
+				peers[p] += 50e6 * jitter
+			}
+		}
+	case "alltoall":
+		per := 400e6 * jitter / float64(max(n-1, 1))
+		for p := 0; p < n; p++ {
+			if p != rank {
+				coll[p] = per
+			}
+		}
+	case "reduce":
+		if rank > 0 {
+			coll[(rank-1)/2] = 20e6 * jitter
+		}
+	}
+	var intra, inter agentpb.Traffic
+	byNode := map[string]*agentpb.NodeTraffic{}
+	add := func(p int, rate float64, isColl bool) {
+		bytes := uint64(rate * elapsed)
+		msgs := bytes / 65536
+		pn := j.nodes[p/j.ppn]
+		nt := byNode[pn]
+		if nt == nil {
+			nt = &agentpb.NodeTraffic{Node: pn, P2P: &agentpb.Traffic{}, Coll: &agentpb.Traffic{}, Rma: &agentpb.Traffic{}}
+			byNode[pn] = nt
+		}
+		t := nt.P2P
+		if isColl {
+			t = nt.Coll
+		}
+		t.Bytes += bytes
+		t.Msgs += msgs
+		side := &inter
+		if pn == node {
+			side = &intra
+		}
+		side.Bytes += bytes
+		side.Msgs += msgs
+	}
+	type peerRate struct {
+		p    int
+		rate float64
+		coll bool
+	}
+	var rows []peerRate
+	for p, r := range peers {
+		add(p, r, false)
+		rows = append(rows, peerRate{p, r, false})
+	}
+	for p, r := range coll {
+		add(p, r, true)
+		rows = append(rows, peerRate{p, r, true})
+	}
+	for _, nt := range byNode {
+		d.Nodes = append(d.Nodes, nt)
+	}
+	if n > cfg.PeerLimit && len(rows) > cfg.TopPeers {
+		// Top-K by bytes: in these patterns all rows of a rank are equal,
+		// so the first K (lowest ranks) stand for them.
+		rows = rows[:cfg.TopPeers]
+		d.PeersTruncated = true
+	}
+	for _, r := range rows {
+		bytes := uint64(r.rate * elapsed)
+		t := &agentpb.Traffic{Bytes: bytes, Msgs: bytes / 65536}
+		pt := &agentpb.PeerTraffic{Peer: uint32(r.p)}
+		if r.coll {
+			pt.Coll = t
+		} else {
+			pt.P2P = t
+			hist := make([]uint64, 18)
+			hist[17] = t.Msgs // 64 KiB messages
+			pt.SizeHistogram = hist
+		}
+		d.Peers = append(d.Peers, pt)
+	}
+	mpi := 0.1 * elapsed
+	d.Process = &agentpb.Process{Node: node, Host: node, Pid: uint32(10000 + rank%j.ppn), Cpu: int32(rank % j.ppn),
+		MpiLibrary: "loadgen", Program: j.pattern, User: "loadgen",
+		CpuUserSeconds: 0.85 * elapsed, CpuSystemSeconds: 0.05 * elapsed, WallSeconds: elapsed, MpiSeconds: mpi,
+		VmSize: 2 << 30, VmPeak: 2 << 30, VmRss: 1 << 30, VmHwm: 1 << 30,
+		IntraNode: &intra, InterNode: &inter}
+	calls := uint64(elapsed * 1000)
+	d.Functions = []*agentpb.FunctionStat{
+		{Name: "MPI_Isend", Calls: calls, TimeNs: uint64(mpi * 0.2e9), BytesSent: intra.Bytes + inter.Bytes},
+		{Name: "MPI_Irecv", Calls: calls, TimeNs: uint64(mpi * 0.1e9)},
+		{Name: "MPI_Waitall", Calls: calls / 2, TimeNs: uint64(mpi * 0.5e9)},
+		{Name: "MPI_Allreduce", Calls: calls / 10, TimeNs: uint64(mpi * 0.2e9)},
+	}
+	return d
+}
+
+// chunk splits a snapshot whose encoding would exceed maxDatagram: node
+// and peer rows are spread over chunks; process, functions and regions go
+// in chunk 0 only.
+func chunk(d *agentpb.Datagram) []*agentpb.Datagram {
+	if proto.Size(d) <= maxDatagram {
+		return []*agentpb.Datagram{d}
+	}
+	head := proto.Clone(d).(*agentpb.Datagram)
+	head.Nodes, head.Peers = nil, nil
+	out := []*agentpb.Datagram{head}
+	cur := head
+	room := maxDatagram - proto.Size(head)
+	next := func() {
+		cur = &agentpb.Datagram{Version: d.Version, JobId: d.JobId, Rank: d.Rank, WorldSize: d.WorldSize, Seq: d.Seq,
+			TimeUnixNs: d.TimeUnixNs, StartUnixNs: d.StartUnixNs, Final: d.Final, PeersTruncated: d.PeersTruncated}
+		out = append(out, cur)
+		room = maxDatagram - proto.Size(cur) - 16
+	}
+	for _, nt := range d.Nodes {
+		sz := proto.Size(nt) + 4
+		if sz > room {
+			next()
+		}
+		cur.Nodes = append(cur.Nodes, nt)
+		room -= sz
+	}
+	for _, pt := range d.Peers {
+		sz := proto.Size(pt) + 4
+		if sz > room {
+			next()
+		}
+		cur.Peers = append(cur.Peers, pt)
+		room -= sz
+	}
+	for i, c := range out {
+		c.Chunk, c.Chunks = uint32(i), uint32(len(out))
+	}
+	return out
+}
