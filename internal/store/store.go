@@ -43,6 +43,9 @@ type Store interface {
 	// at, no older than at-window.
 	LatestSamples(ctx context.Context, at time.Time, window time.Duration) ([]fabric.PortSample, error)
 
+	// JobStore keeps MPI jobs (jobs.go).
+	JobStore
+
 	// Prune deletes data older than the given times (zero time: keep all).
 	Prune(ctx context.Context, r Retention) error
 	// Stats reports storage use.
@@ -70,6 +73,9 @@ type EventQuery struct {
 // Retention is the oldest time kept per kind of data.
 type Retention struct {
 	Samples, Events, Topology time.Time
+	// Jobs: finished jobs that ended before it go, with their processes
+	// (their samples follow Samples).
+	Jobs time.Time
 }
 
 // Stats reports what a store holds.
@@ -78,6 +84,7 @@ type Stats struct {
 	PortSamples int64 `json:"port_samples"`
 	Versions    int64 `json:"topology_versions"`
 	Events      int64 `json:"events"`
+	Jobs        int64 `json:"jobs"`
 }
 
 // ErrNotFound is returned when nothing is stored for the asked time or key.

@@ -22,6 +22,16 @@ func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 			return err
 		}
 	}
+	if !r.Samples.IsZero() {
+		if err := s.pruneJobSamples(ctx, r.Samples); err != nil {
+			return err
+		}
+	}
+	if !r.Jobs.IsZero() {
+		if err := s.pruneJobs(ctx, r.Jobs); err != nil {
+			return err
+		}
+	}
 	if !r.Events.IsZero() {
 		if err := s.pruneChunks(ctx, "prune events before "+r.Events.Format(time.RFC3339), func(tx *sql.Tx) (int64, error) {
 			res, err := tx.ExecContext(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM events WHERE time_ns < ? LIMIT ?)`,
@@ -178,7 +188,8 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	err := s.r.QueryRowContext(ctx, `SELECT
 		(SELECT value FROM totals WHERE name = 'port_samples'),
 		(SELECT value FROM totals WHERE name = 'events'),
-		(SELECT COUNT(*) FROM topology_versions)`).Scan(&st.PortSamples, &st.Events, &st.Versions)
+		(SELECT COUNT(*) FROM topology_versions),
+		(SELECT COUNT(*) FROM jobs)`).Scan(&st.PortSamples, &st.Events, &st.Versions, &st.Jobs)
 	if err != nil {
 		return st, fmt.Errorf("stats of %s: %w", s.path, err)
 	}

@@ -68,6 +68,56 @@ var migrations = []migration{
 		`INSERT INTO totals(name, value) SELECT 'port_samples', COALESCE(SUM(ports), 0) FROM port_samples`,
 		`INSERT INTO totals(name, value) SELECT 'events', COUNT(*) FROM events`,
 	}},
+	{3, "MPI jobs, their processes and per-interval process samples", []string{
+		// One row per job: the summary as JSON, and its sortable metrics
+		// as columns (see jobSortColumn).
+		`CREATE TABLE jobs (
+			id               TEXT PRIMARY KEY,
+			state            TEXT NOT NULL,
+			start_ns         INTEGER NOT NULL,
+			end_ns           INTEGER,          -- NULL while running
+			updated_ns       INTEGER NOT NULL,
+			duration         REAL NOT NULL,
+			ranks            REAL NOT NULL,
+			nodes            REAL NOT NULL,
+			cpu              REAL NOT NULL,
+			cpu_seconds      REAL NOT NULL,
+			mpi              REAL NOT NULL,
+			mpi_seconds      REAL NOT NULL,
+			memory           REAL NOT NULL,
+			memory_peak      REAL NOT NULL,
+			io               REAL NOT NULL,
+			bytes            REAL NOT NULL,
+			msgs             REAL NOT NULL,
+			inter_node_bytes REAL NOT NULL,
+			intra_node_bytes REAL NOT NULL,
+			p2p_bytes        REAL NOT NULL,
+			coll_bytes       REAL NOT NULL,
+			rma_bytes        REAL NOT NULL,
+			p2p_msgs         REAL NOT NULL,
+			coll_msgs        REAL NOT NULL,
+			rma_msgs         REAL NOT NULL,
+			summary          BLOB NOT NULL     -- JSON of store.JobSummary
+		)`,
+		`CREATE INDEX jobs_state_start ON jobs(state, start_ns)`,
+		`CREATE INDEX jobs_end ON jobs(end_ns)`,
+		// Each rank's latest cumulative counters, deflated JSON of store.Process.
+		`CREATE TABLE job_processes (
+			job  TEXT NOT NULL,
+			rank INTEGER NOT NULL,
+			data BLOB NOT NULL,
+			PRIMARY KEY (job, rank)
+		) WITHOUT ROWID`,
+		// Per-interval samples of a rank (see encodeProcessSample).
+		`CREATE TABLE job_samples (
+			job     TEXT NOT NULL,
+			rank    INTEGER NOT NULL,
+			time_ns INTEGER NOT NULL,
+			data    BLOB NOT NULL,
+			PRIMARY KEY (job, rank, time_ns)
+		) WITHOUT ROWID`,
+		`CREATE INDEX job_samples_time ON job_samples(time_ns)`,
+	}},
 }
 
 // SchemaVersion is the version this code writes.

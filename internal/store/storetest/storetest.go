@@ -33,6 +33,10 @@ func Run(t *testing.T, open Opener) {
 		{"BadSamples", testBadSamples},
 		{"Prune", testPrune},
 		{"Empty", testEmpty},
+		{"Jobs", testJobs},
+		{"JobList", testJobList},
+		{"ProcessSamples", testProcessSamples},
+		{"PruneJobs", testPruneJobs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

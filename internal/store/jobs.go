@@ -1,0 +1,300 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// JobStore keeps MPI jobs as the agents reported them: a summary per job,
+// each rank's latest cumulative counters, and per-interval process samples.
+type JobStore interface {
+	// SaveJob inserts or replaces the job's summary and the processes in
+	// j.Processes; stored processes of the job that j does not carry are
+	// kept, so a caller may save only the ranks that changed.
+	SaveJob(ctx context.Context, j *Job) error
+	// AddProcessSamples stores per-interval samples of ranks.
+	AddProcessSamples(ctx context.Context, s []ProcessSample) error
+	// Jobs lists job summaries matching q and the number that match in all.
+	Jobs(ctx context.Context, q JobQuery) ([]JobSummary, int, error)
+	// Job returns a job with all its stored processes, by rank.
+	// ErrNotFound when unknown.
+	Job(ctx context.Context, id string) (*Job, error)
+	// ProcessSamples returns the samples of the job's ranks in [from, to],
+	// oldest first, per rank; nil ranks means all.
+	ProcessSamples(ctx context.Context, job string, ranks []int, from, to time.Time) (map[int][]ProcessSample, error)
+}
+
+// Job states.
+const (
+	JobRunning  = "running"
+	JobFinished = "finished"
+)
+
+// Why a job ended.
+const (
+	EndFinal   = "final"   // every rank sent its MPI_Finalize report
+	EndTimeout = "timeout" // no datagram for too long
+	EndRestart = "daemon_restart"
+)
+
+// Traffic is bytes and messages.
+type Traffic struct {
+	Bytes uint64 `json:"bytes"`
+	Msgs  uint64 `json:"msgs"`
+}
+
+// Add returns t + u.
+func (t Traffic) Add(u Traffic) Traffic { return Traffic{t.Bytes + u.Bytes, t.Msgs + u.Msgs} }
+
+// Classes is traffic split by class of MPI operation.
+type Classes struct {
+	P2P  Traffic `json:"p2p"`
+	Coll Traffic `json:"coll"`
+	RMA  Traffic `json:"rma"`
+}
+
+// Add returns c + d.
+func (c Classes) Add(d Classes) Classes {
+	return Classes{c.P2P.Add(d.P2P), c.Coll.Add(d.Coll), c.RMA.Add(d.RMA)}
+}
+
+// Total is the sum over classes.
+func (c Classes) Total() Traffic { return c.P2P.Add(c.Coll).Add(c.RMA) }
+
+// Class returns one class by name: p2p, coll or rma (anything else: the total).
+func (c Classes) Class(name string) Traffic {
+	switch name {
+	case "p2p":
+		return c.P2P
+	case "coll":
+		return c.Coll
+	case "rma":
+		return c.RMA
+	}
+	return c.Total()
+}
+
+// JobSummary is one job's identity and totals over its ranks.
+type JobSummary struct {
+	ID        string    `json:"id"`
+	State     string    `json:"state"`
+	EndReason string    `json:"end_reason,omitempty"`
+	Start     time.Time `json:"start"`
+	End       time.Time `json:"end,omitzero"`
+	Updated   time.Time `json:"updated"` // newest snapshot
+	Duration  float64   `json:"duration_seconds"`
+
+	Ranks      int    `json:"ranks"`     // MPI_COMM_WORLD size
+	Reporting  int    `json:"reporting"` // ranks heard from
+	Finalized  int    `json:"finalized"` // ranks that sent their final report
+	Nodes      int    `json:"nodes"`
+	User       string `json:"user,omitempty"`
+	Program    string `json:"program,omitempty"`
+	MPILibrary string `json:"mpi_library,omitempty"`
+
+	CPUSeconds  float64 `json:"cpu_seconds"` // user + system, all ranks
+	CPUPercent  float64 `json:"cpu_percent"` // mean over ranks of CPU time / wall time
+	MPISeconds  float64 `json:"mpi_seconds"`
+	MPIPercent  float64 `json:"mpi_percent"`       // mean over ranks of MPI time / wall time
+	Memory      uint64  `json:"memory_bytes"`      // sum of VmRSS
+	MemoryPeak  uint64  `json:"memory_peak_bytes"` // sum of VmHWM
+	IORead      uint64  `json:"io_read_bytes"`
+	IOWrite     uint64  `json:"io_write_bytes"`
+	MPIIORead   uint64  `json:"mpiio_read_bytes"`
+	MPIIOWrite  uint64  `json:"mpiio_write_bytes"`
+	Traffic     Classes `json:"traffic"` // sent, all ranks
+	Total       Traffic `json:"total"`
+	IntraNode   Traffic `json:"intra_node"`
+	InterNode   Traffic `json:"inter_node"`
+	AgentDrops  uint64  `json:"agent_datagrams_dropped"`
+	PeersCapped bool    `json:"peers_truncated"` // some rank sent only its top peers
+}
+
+// Process is one rank's state: counters cumulative since MPI_Init, as of
+// Time.
+type Process struct {
+	Rank       int       `json:"rank"`
+	Node       string    `json:"node"`
+	Host       string    `json:"host"`
+	PID        uint32    `json:"pid"`
+	CPU        int32     `json:"cpu"`
+	MPILibrary string    `json:"mpi_library,omitempty"`
+	Program    string    `json:"program,omitempty"`
+	User       string    `json:"user,omitempty"`
+	Start      time.Time `json:"start"`
+	Time       time.Time `json:"time"`
+	Seq        uint64    `json:"seq"`
+	Final      bool      `json:"final"`
+
+	CPUUser    float64 `json:"cpu_user_seconds"`
+	CPUSystem  float64 `json:"cpu_system_seconds"`
+	Wall       float64 `json:"wall_seconds"`
+	MPI        float64 `json:"mpi_seconds"`
+	VmSize     uint64  `json:"vm_size"`
+	VmPeak     uint64  `json:"vm_peak"`
+	VmRSS      uint64  `json:"vm_rss"`
+	VmHWM      uint64  `json:"vm_hwm"`
+	IORead     uint64  `json:"io_read_bytes"`
+	IOWrite    uint64  `json:"io_write_bytes"`
+	MPIIORead  uint64  `json:"mpiio_read_bytes"`
+	MPIIOWrite uint64  `json:"mpiio_write_bytes"`
+	IntraNode  Traffic `json:"intra_node"`
+	InterNode  Traffic `json:"inter_node"`
+	AgentDrops uint64  `json:"agent_datagrams_dropped"`
+
+	Functions      []Function    `json:"functions"`
+	Regions        []Region      `json:"regions"`
+	ToNodes        []NodeTraffic `json:"to_nodes"`
+	Peers          []PeerTraffic `json:"peers"`
+	PeersTruncated bool          `json:"peers_truncated"`
+}
+
+// Sent is what the rank sent, by class (summed over destination nodes,
+// which the agent always reports completely).
+func (p *Process) Sent() Classes {
+	var c Classes
+	for _, n := range p.ToNodes {
+		c = c.Add(n.Classes)
+	}
+	return c
+}
+
+// Function is the use of one MPI function by one rank.
+type Function struct {
+	Name          string `json:"name"`
+	Calls         uint64 `json:"calls"`
+	TimeNS        uint64 `json:"time_ns"`
+	BytesSent     uint64 `json:"bytes_sent"`
+	BytesReceived uint64 `json:"bytes_received"`
+}
+
+// Region is an application-marked phase of one rank.
+type Region struct {
+	Name      string `json:"name"`
+	Entries   uint64 `json:"entries"`
+	TimeNS    uint64 `json:"time_ns"`
+	MPITimeNS uint64 `json:"mpi_time_ns"`
+	Classes
+}
+
+// NodeTraffic is what a rank sent to all ranks of one node.
+type NodeTraffic struct {
+	Node string `json:"node"`
+	Classes
+}
+
+// PeerTraffic is what a rank sent to one peer rank.
+type PeerTraffic struct {
+	Peer int `json:"peer"`
+	Classes
+	// Histogram counts point-to-point messages by size: bin i holds sizes
+	// s with 2^(i-1) <= s < 2^i, bin 0 empty messages.
+	Histogram []uint64 `json:"size_histogram,omitempty"`
+	// Monitored is Open MPI's monitoring components' count, when enabled.
+	Monitored *Classes `json:"monitored,omitempty"`
+}
+
+// Job is a summary with its processes, ordered by rank.
+type Job struct {
+	JobSummary
+	Processes []Process `json:"processes"`
+}
+
+// ProcessSample is what one rank did over one interval.
+type ProcessSample struct {
+	Job        string        `json:"-"`
+	Rank       int           `json:"rank"`
+	Time       time.Time     `json:"time"` // end of the interval
+	Span       time.Duration `json:"span"`
+	CPUUser    float64       `json:"cpu_user_seconds"`
+	CPUSystem  float64       `json:"cpu_system_seconds"`
+	MPI        float64       `json:"mpi_seconds"`
+	VmRSS      uint64        `json:"vm_rss"`  // at the end
+	VmSize     uint64        `json:"vm_size"` // at the end
+	IORead     uint64        `json:"io_read_bytes"`
+	IOWrite    uint64        `json:"io_write_bytes"`
+	MPIIORead  uint64        `json:"mpiio_read_bytes"`
+	MPIIOWrite uint64        `json:"mpiio_write_bytes"`
+	Traffic    Classes       `json:"traffic"`
+	IntraNode  Traffic       `json:"intra_node"`
+	InterNode  Traffic       `json:"inter_node"`
+}
+
+// JobQuery selects and orders job summaries.
+type JobQuery struct {
+	State   string   // JobRunning, JobFinished or "" for all
+	Sort    string   // one of JobSortKeys; default "start"
+	Asc     bool     // default newest/largest first
+	Limit   int      // 0: no limit
+	Offset  int      //
+	Exclude []string // job ids to leave out (those the caller has live)
+}
+
+// JobSortKeys are the metrics a job list can be ordered by.
+var JobSortKeys = []string{"start", "end", "updated", "duration", "ranks", "nodes", "cpu", "cpu_seconds", "mpi", "mpi_seconds",
+	"memory", "memory_peak", "io", "bytes", "msgs", "inter_node_bytes", "intra_node_bytes", "p2p_bytes", "coll_bytes", "rma_bytes",
+	"p2p_msgs", "coll_msgs", "rma_msgs", "id"}
+
+// JobSortValue returns the value of a sort key for a summary, so that
+// engines and in-memory lists order the same way. Unknown keys give 0.
+func JobSortValue(j *JobSummary, key string) float64 {
+	switch key {
+	case "start":
+		return float64(j.Start.UnixNano())
+	case "end":
+		return float64(j.End.UnixNano())
+	case "updated":
+		return float64(j.Updated.UnixNano())
+	case "duration":
+		return j.Duration
+	case "ranks":
+		return float64(j.Ranks)
+	case "nodes":
+		return float64(j.Nodes)
+	case "cpu":
+		return j.CPUPercent
+	case "cpu_seconds":
+		return j.CPUSeconds
+	case "mpi":
+		return j.MPIPercent
+	case "mpi_seconds":
+		return j.MPISeconds
+	case "memory":
+		return float64(j.Memory)
+	case "memory_peak":
+		return float64(j.MemoryPeak)
+	case "io":
+		return float64(j.IORead + j.IOWrite + j.MPIIORead + j.MPIIOWrite)
+	case "bytes":
+		return float64(j.Total.Bytes)
+	case "msgs":
+		return float64(j.Total.Msgs)
+	case "inter_node_bytes":
+		return float64(j.InterNode.Bytes)
+	case "intra_node_bytes":
+		return float64(j.IntraNode.Bytes)
+	case "p2p_bytes":
+		return float64(j.Traffic.P2P.Bytes)
+	case "coll_bytes":
+		return float64(j.Traffic.Coll.Bytes)
+	case "rma_bytes":
+		return float64(j.Traffic.RMA.Bytes)
+	case "p2p_msgs":
+		return float64(j.Traffic.P2P.Msgs)
+	case "coll_msgs":
+		return float64(j.Traffic.Coll.Msgs)
+	case "rma_msgs":
+		return float64(j.Traffic.RMA.Msgs)
+	}
+	return 0
+}
+
+// ValidJobSort reports whether key is one of JobSortKeys.
+func ValidJobSort(key string) bool {
+	for _, k := range JobSortKeys {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
