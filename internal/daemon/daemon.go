@@ -96,7 +96,7 @@ func (d *Daemon) State() *api.FabricState { return d.state.Load() }
 // Handler returns the HTTP API handler.
 func (d *Daemon) Handler() *api.Server {
 	srv := api.New(api.Options{Store: d.st, State: d.State, Registry: d.reg, SweepInterval: d.cfg.SweepInterval, Log: d.log})
-	srv.Mux().Handle("GET /", api.UI(web.Dist()))
+	srv.Mux().Handle("/", api.UI(web.Dist()))
 	return srv
 }
 
