@@ -74,6 +74,7 @@ func New(opt Options) *Server {
 	s.route("GET /api/v1/routes", s.routePath)
 	s.route("GET /api/v1/events", s.events)
 	s.route("GET /api/v1/fabric/errors", s.portErrors)
+	s.route("GET /api/v1/fabric/utilization", s.utilization)
 	s.mux.HandleFunc("GET /api/v1/fabric/layout", s.layout)
 	s.mux.HandleFunc("GET /api/v1/fabric/stream", s.stream)
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {

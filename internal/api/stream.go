@@ -209,3 +209,27 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// utilization serves GET /api/v1/fabric/utilization?at=: the stream's
+// "sweep" message for one moment, live or past, so the map can be drawn as
+// it was at any time.
+func (s *Server) utilization(r *http.Request) (any, error) {
+	v, err := s.viewAt(r)
+	if err != nil {
+		return nil, err
+	}
+	if v.live != nil {
+		return json.RawMessage(s.hub.message(v.live).data), nil
+	}
+	latest, err := s.latest(r.Context(), v)
+	if err != nil {
+		return nil, err
+	}
+	st := &FabricState{Topology: v.topo, Version: v.version, Samples: latest}
+	for _, smp := range latest {
+		if smp.Time.After(st.Sweep.Time) {
+			st.Sweep.Time = smp.Time
+		}
+	}
+	return SweepMessage(st, nil), nil
+}
