@@ -16,6 +16,9 @@ packages=(
   chromium
   # SQLite's CLI, for looking into the embedded store.
   sqlite3
+  # Slurm on one host (slurmctld + several slurmd -N) with MUNGE, for the
+  # scheduler adapter's tests.
+  slurmctld slurmd slurm-client munge
   gcc make pkg-config
 )
 
