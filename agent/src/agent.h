@@ -1,0 +1,82 @@
+/* Netloom agent: state outside the hot path, shared by core.c and report.c. */
+#ifndef NL_AGENT_H
+#define NL_AGENT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "nl.h"
+
+#define NL_NAME_MAX 64
+#define NL_MAX_REGIONS 64
+
+struct nl_region {
+	char name[NL_NAME_MAX];
+	int depth;             /* nesting of begin/end with this name */
+	uint64_t entries;
+	uint64_t time_ns, mpi_ticks;
+	uint64_t bytes[NL_NCLASS], msgs[NL_NCLASS];
+	/* values when the outermost begin happened */
+	uint64_t t0_ns, mpi_t0;
+	uint64_t bytes0[NL_NCLASS], msgs0[NL_NCLASS];
+};
+
+/* Open MPI monitoring pvars, read per peer through MPI_T. */
+struct nl_monitored {
+	uint64_t bytes[NL_NCLASS], msgs[NL_NCLASS];
+};
+
+struct nl_agent {
+	int started, stopped;
+	char job_id[128];
+	char node[NL_NAME_MAX];
+	char host[NL_NAME_MAX];
+	char mpi_library[128];
+	char program[256];
+	char user[64];
+	int64_t start_unix_ns;
+	uint64_t start_mono_ns, start_tsc;
+
+	/* nodes: names of all nodes of the job, and the node of each world rank */
+	int nnodes;
+	char (*node_names)[NL_NAME_MAX];
+	int *peer_node;
+
+	/* configuration */
+	double interval_s;
+	int peer_limit, top_peers;
+	char output_dir[1024];
+
+	/* monitoring pvars: written by the rank's thread in nl_poll, read by the helper */
+	int mpit_on;
+	struct nl_monitored *monitored; /* world_size entries when mpit_on */
+
+	/* regions */
+	pthread_mutex_t region_lock;
+	int nregions;
+	struct nl_region regions[NL_MAX_REGIONS];
+	int pcontrol_region; /* index of the region opened by MPI_Pcontrol, or -1 */
+
+	/* helper thread */
+	pthread_t helper;
+	int helper_running;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	int quit;
+	uint64_t seq;
+	uint64_t datagrams_dropped;
+};
+
+extern struct nl_agent nl_agent;
+
+uint64_t nl_mono_ns(void);
+int64_t nl_unix_ns(void);
+double nl_ns_per_tick(void);
+void nl_totals(uint64_t bytes[NL_NCLASS], uint64_t msgs[NL_NCLASS], uint64_t *mpi_ticks);
+
+/* report.c */
+void nl_report_start(void);  /* starts the helper thread */
+void nl_report_final(void);  /* stops it, sends the final report, writes the profile */
+void nl_regions_copy(struct nl_region *out, int *n);
+
+#endif

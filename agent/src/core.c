@@ -1,0 +1,1023 @@
+/* Netloom agent core: start and stop, rank translation caches, collective,
+ * one-sided and MPI-IO accounting, regions, Open MPI monitoring pvars. */
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+
+struct nl_fn nl_fns[NL_NFUNCS];
+struct nl_peer *nl_peers;
+int nl_world_size, nl_world_rank_self;
+int nl_mt;
+volatile int nl_poll_due;
+struct nl_agent nl_agent = {
+	.region_lock = PTHREAD_MUTEX_INITIALIZER,
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.pcontrol_region = -1,
+};
+
+uint64_t nl_io_bytes[2]; /* MPI-IO bytes read [0] and written [1] */
+
+/* ---------------------------------------------------------------- time */
+
+uint64_t nl_mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int64_t nl_unix_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The TSC rate, measured against CLOCK_MONOTONIC over the whole run so far. */
+double nl_ns_per_tick(void)
+{
+#ifdef NL_HAVE_TSC
+	static uint64_t last_bits; /* the last rate measured, as the bits of a double */
+	uint64_t t = nl_ticks(), m = nl_mono_ns();
+	if (t > nl_agent.start_tsc && m - nl_agent.start_mono_ns > 1000000) {
+		double r = (double)(m - nl_agent.start_mono_ns) / (double)(t - nl_agent.start_tsc);
+		uint64_t bits;
+		memcpy(&bits, &r, sizeof bits);
+		__atomic_store_n(&last_bits, bits, __ATOMIC_RELAXED);
+		return r;
+	}
+	uint64_t bits = __atomic_load_n(&last_bits, __ATOMIC_RELAXED);
+	if (bits) {
+		double r;
+		memcpy(&r, &bits, sizeof r);
+		return r;
+	}
+	/* under a millisecond since start: measure for one */
+	uint64_t t0 = nl_ticks(), m0 = nl_mono_ns();
+	while (nl_mono_ns() - m0 < 1000000)
+		;
+	return (double)(nl_mono_ns() - m0) / (double)(nl_ticks() - t0);
+#else
+	return 1.0;
+#endif
+}
+
+/* ------------------------------------------------- handle caches
+ * Open addressing, keys stored inline. A slot's key is EMPTY, BUSY (being
+ * written), TOMB (freed) or a tagged handle; the fields are written before the
+ * key is published with a release store, so lookups take no lock. */
+
+#define KEY_EMPTY 0ull
+#define KEY_BUSY 1ull
+#define KEY_TOMB 2ull
+#define TAG_COMM (1ull << 60)
+#define TAG_WIN (2ull << 60)
+#define TAG_REQ (3ull << 60)
+#define HANDLE_MASK ((1ull << 60) - 1)
+
+struct nl_comm {
+	uint64_t key;
+	int size, rank, inter;
+	int *world; /* world rank of each rank (remote group for intercommunicators) */
+};
+
+#define CTAB_BITS 10
+#define RTAB_BITS 12
+static struct nl_comm ctab[1u << CTAB_BITS];
+
+struct nl_preq {
+	uint64_t key;
+	int world;
+	uint64_t bytes;
+};
+static struct nl_preq rtab[1u << RTAB_BITS];
+
+uint64_t nl_untracked; /* handles that did not fit in a cache */
+
+static inline unsigned hash(uint64_t k, unsigned bits)
+{
+	return (unsigned)((k * 0x9E3779B97F4A7C15ull) >> (64 - bits));
+}
+
+/* slot_find returns the index of key in a table of n slots of size sz, or -1;
+ * with claim, a free slot is claimed (its key set to BUSY) and its index
+ * returned with *claimed set. */
+static long slot_find(void *tab, size_t sz, unsigned bits, uint64_t key, int claim, int *claimed)
+{
+	unsigned n = 1u << bits, h = hash(key, bits);
+	long tomb = -1;
+	for (unsigned i = 0; i < n; i++) {
+		unsigned s = (h + i) & (n - 1);
+		uint64_t *kp = (uint64_t *)((char *)tab + s * sz);
+		uint64_t k = __atomic_load_n(kp, __ATOMIC_ACQUIRE);
+		if (k == key)
+			return s;
+		if (k == KEY_TOMB && tomb < 0)
+			tomb = s;
+		if (k == KEY_EMPTY)
+			break;
+	}
+	if (!claim)
+		return -1;
+	for (int pass = 0; pass < 2; pass++) {
+		for (unsigned i = 0; i < n; i++) {
+			unsigned s = (h + i) & (n - 1);
+			if (pass == 0 && tomb >= 0)
+				s = (unsigned)tomb;
+			uint64_t *kp = (uint64_t *)((char *)tab + s * sz);
+			uint64_t k = __atomic_load_n(kp, __ATOMIC_ACQUIRE);
+			if ((k == KEY_EMPTY || k == KEY_TOMB) &&
+			    __atomic_compare_exchange_n(kp, &k, KEY_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+				*claimed = 1;
+				return s;
+			}
+			if (pass == 0)
+				break;
+		}
+	}
+	return -1;
+}
+
+static struct nl_comm world_entry;
+
+/* build fills e from a group (the communicator's, or its remote group). */
+static int build(struct nl_comm *e, MPI_Group g, int rank, int inter)
+{
+	MPI_Group wg;
+	int n;
+	PMPI_Group_size(g, &n);
+	int *in = malloc(sizeof(int) * (size_t)n), *out = malloc(sizeof(int) * (size_t)n);
+	if (!in || !out) {
+		free(in);
+		free(out);
+		return -1;
+	}
+	for (int i = 0; i < n; i++)
+		in[i] = i;
+	PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+	PMPI_Group_translate_ranks(g, n, in, wg, out);
+	PMPI_Group_free(&wg);
+	free(in);
+	e->size = n;
+	e->rank = rank;
+	e->inter = inter;
+	e->world = out;
+	return 0;
+}
+
+static struct nl_comm *comm_entry(MPI_Comm comm)
+{
+	if (comm == MPI_COMM_WORLD)
+		return &world_entry;
+	if (comm == MPI_COMM_NULL)
+		return NULL;
+	uint64_t key = ((uint64_t)(uintptr_t)comm & HANDLE_MASK) | TAG_COMM;
+	long s = slot_find(ctab, sizeof ctab[0], CTAB_BITS, key, 0, NULL);
+	if (s >= 0)
+		return &ctab[s];
+	int claimed = 0;
+	s = slot_find(ctab, sizeof ctab[0], CTAB_BITS, key, 1, &claimed);
+	if (s < 0) {
+		__atomic_fetch_add(&nl_untracked, 1, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	struct nl_comm *e = &ctab[s];
+	int inter = 0, rank = -1;
+	MPI_Group g;
+	PMPI_Comm_test_inter(comm, &inter);
+	PMPI_Comm_rank(comm, &rank);
+	if (inter)
+		PMPI_Comm_remote_group(comm, &g);
+	else
+		PMPI_Comm_group(comm, &g);
+	int err = build(e, g, rank, inter);
+	PMPI_Group_free(&g);
+	__atomic_store_n(&e->key, err ? KEY_TOMB : key, __ATOMIC_RELEASE);
+	return err ? NULL : e;
+}
+
+static struct nl_comm *win_entry(MPI_Win win)
+{
+	uint64_t key = ((uint64_t)(uintptr_t)win & HANDLE_MASK) | TAG_WIN;
+	long s = slot_find(ctab, sizeof ctab[0], CTAB_BITS, key, 0, NULL);
+	if (s >= 0)
+		return &ctab[s];
+	int claimed = 0;
+	s = slot_find(ctab, sizeof ctab[0], CTAB_BITS, key, 1, &claimed);
+	if (s < 0) {
+		__atomic_fetch_add(&nl_untracked, 1, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	struct nl_comm *e = &ctab[s];
+	MPI_Group g;
+	PMPI_Win_get_group(win, &g);
+	int rank = -1;
+	PMPI_Group_rank(g, &rank);
+	int err = build(e, g, rank, 0);
+	PMPI_Group_free(&g);
+	__atomic_store_n(&e->key, err ? KEY_TOMB : key, __ATOMIC_RELEASE);
+	return err ? NULL : e;
+}
+
+static void forget(uint64_t key)
+{
+	long s = slot_find(ctab, sizeof ctab[0], CTAB_BITS, key, 0, NULL);
+	if (s < 0)
+		return;
+	uint64_t k = key;
+	if (!__atomic_compare_exchange_n(&ctab[s].key, &k, KEY_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return;
+	free(ctab[s].world);
+	ctab[s].world = NULL;
+	__atomic_store_n(&ctab[s].key, KEY_TOMB, __ATOMIC_RELEASE);
+}
+
+void nl_forget_comm(MPI_Comm comm)
+{
+	if (comm != MPI_COMM_WORLD && comm != MPI_COMM_NULL)
+		forget(((uint64_t)(uintptr_t)comm & HANDLE_MASK) | TAG_COMM);
+}
+
+void nl_forget_win(MPI_Win win)
+{
+	forget(((uint64_t)(uintptr_t)win & HANDLE_MASK) | TAG_WIN);
+}
+
+static inline int wrank(const struct nl_comm *e, int i)
+{
+	return e->world ? e->world[i] : i;
+}
+
+int nl_world_of(MPI_Comm comm, int rank)
+{
+	struct nl_comm *e = comm_entry(comm);
+	if (!e || rank < 0 || rank >= e->size)
+		return -1;
+	return wrank(e, rank);
+}
+
+uint64_t *nl_hist_alloc(struct nl_peer *p)
+{
+	uint64_t *h = calloc(NL_NBINS, sizeof(uint64_t)), *old = NULL;
+	if (!h)
+		return NULL;
+	if (!__atomic_compare_exchange_n(&p->hist, &old, h, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		free(h);
+		return old;
+	}
+	return h;
+}
+
+/* ------------------------------------------------- persistent requests */
+
+void nl_persist(MPI_Request req, int count, MPI_Datatype t, int dest, MPI_Comm comm)
+{
+	if (dest < 0 || count < 0)
+		return;
+	uint64_t key = ((uint64_t)(uintptr_t)req & HANDLE_MASK) | TAG_REQ;
+	int claimed = 0;
+	long s = slot_find(rtab, sizeof rtab[0], RTAB_BITS, key, 1, &claimed);
+	if (s < 0) {
+		__atomic_fetch_add(&nl_untracked, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	if (!claimed) { /* a handle reused without MPI_Request_free: take it over */
+		uint64_t k = key;
+		if (!__atomic_compare_exchange_n(&rtab[s].key, &k, KEY_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return;
+	}
+	rtab[s].world = nl_world_rank(comm, dest);
+	rtab[s].bytes = (uint64_t)count * nl_type_size(t);
+	__atomic_store_n(&rtab[s].key, key, __ATOMIC_RELEASE);
+}
+
+void nl_start(int f, MPI_Request req)
+{
+	uint64_t key = ((uint64_t)(uintptr_t)req & HANDLE_MASK) | TAG_REQ;
+	long s = slot_find(rtab, sizeof rtab[0], RTAB_BITS, key, 0, NULL);
+	if (s < 0)
+		return; /* a receive, or a request we do not know */
+	nl_add(&nl_fns[f].sent, rtab[s].bytes);
+	nl_peer_add(rtab[s].world, NL_P2P, rtab[s].bytes);
+}
+
+void nl_startall(int f, int n, const MPI_Request *reqs)
+{
+	for (int i = 0; i < n; i++)
+		nl_start(f, reqs[i]);
+}
+
+void nl_startall_f(int f, int n, const MPI_Fint *reqs)
+{
+	for (int i = 0; i < n; i++)
+		nl_start(f, PMPI_Request_f2c(reqs[i]));
+}
+
+void nl_forget_request(MPI_Request req)
+{
+	uint64_t key = ((uint64_t)(uintptr_t)req & HANDLE_MASK) | TAG_REQ;
+	long s = slot_find(rtab, sizeof rtab[0], RTAB_BITS, key, 0, NULL);
+	if (s >= 0) {
+		uint64_t k = key;
+		__atomic_compare_exchange_n(&rtab[s].key, &k, KEY_TOMB, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+	}
+}
+
+/* ------------------------------------------------- collectives */
+
+static inline void coll_send(int f, const struct nl_comm *e, int i, uint64_t b)
+{
+	if (i == e->rank)
+		return;
+	nl_add(&nl_fns[f].sent, b);
+	nl_peer_add(wrank(e, i), NL_COLL, b);
+}
+
+static inline void coll_recv(int f, uint64_t b)
+{
+	nl_add(&nl_fns[f].recvd, b);
+}
+
+/* intra returns the communicator's entry if its collectives are accounted:
+ * intercommunicator collectives are counted (calls, time) but not per peer. */
+static struct nl_comm *intra(MPI_Comm comm)
+{
+	if (!nl_peers)
+		return NULL;
+	struct nl_comm *e = comm_entry(comm);
+	return e && !e->inter && e->rank >= 0 ? e : NULL;
+}
+
+void nl_bcast(int f, int count, MPI_Datatype t, int root, MPI_Comm comm)
+{
+	struct nl_comm *e = intra(comm);
+	if (!e || count <= 0)
+		return;
+	uint64_t b = (uint64_t)count * nl_type_size(t);
+	if (e->rank == root) {
+		for (int i = 0; i < e->size; i++)
+			coll_send(f, e, i, b);
+	} else {
+		coll_recv(f, b);
+	}
+}
+
+void nl_reduce(int f, int count, MPI_Datatype t, int root, MPI_Comm comm)
+{
+	struct nl_comm *e = intra(comm);
+	if (!e || count <= 0)
+		return;
+	uint64_t b = (uint64_t)count * nl_type_size(t);
+	if (e->rank != root)
+		coll_send(f, e, root, b);
+	else
+		coll_recv(f, b * (uint64_t)(e->size - 1));
+}
+
+void nl_allreduce(int f, int count, MPI_Datatype t, MPI_Comm comm)
+{
+	struct nl_comm *e = intra(comm);
+	if (!e || count <= 0)
+		return;
+	uint64_t b = (uint64_t)count * nl_type_size(t);
+	for (int i = 0; i < e->size; i++)
+		coll_send(f, e, i, b);
+	coll_recv(f, b * (uint64_t)(e->size - 1));
+}
+
+void nl_gather(int f, const void *sbuf, int scount, MPI_Datatype st, int rcount, MPI_Datatype rt, int root, MPI_Comm comm)
+{
+	struct nl_comm *e = intra(comm);
+	if (!e)
+		return;
+	if (e->rank != root) {
+		if (sbuf != MPI_IN_PLACE && scount > 0)
+			coll_send(f, e, root, (uint64_t)scount * nl_type_size(st));
+	} else if (rcount > 0) {
+		coll_recv(f, (uint64_t)rcount * nl_type_size(rt) * (uint64_t)(e->size - 1));
+	}
+}
+
+void nl_gatherv(int f, const void *sbuf, int scount, MPI_Datatype st, const int *rcounts, MPI_Datatype rt, int root, MPI_Comm comm)
+{
+	struct nl_comm *e = intra(comm);
+	if (!e)
+		return;
+	if (e->rank != root) {
+		if (sbuf != MPI_IN_PLACE && scount > 0)
+			coll_send(f, e, root, (uint64_t)scount * nl_type_size(st));
+		return;
+	}
+	uint64_t sz = nl_type_size(rt), sum = 0;
+	for (int i = 0; i < e->size; i++)
+		if (i != e->rank && rcounts[i] > 0)
+			sum += (uint64_t)rcounts[i] * sz;
+	coll_recv(f, sum);
+}
+
+void nl_scatter(int f, int scount, MPI_Datatype st, const void *rbuf, int rcount, MPI_Datatype rt, int root, MPI_Comm comm)
+{
+	struct nl_comm *e = intra(comm);
+	if (!e)
+		return;
+	if (e->rank == root) {
+		if (scount <= 0)
+			return;
+		uint64_t b = (uint64_t)scount * nl_type_size(st);
+		for (int i = 0; i < e->size; i++)
+			coll_send(f, e, i, b);
+	} else if (rbuf != MPI_IN_PLACE && rcount > 0) {
+		coll_recv(f, (uint64_t)rcount * nl_type_size(rt));
+	}
+}
+
+void nl_scatterv(int f, const int *scounts, MPI_Datatype st, const void *rbuf, int rcount, MPI_Datatype rt, int root, MPI_Comm comm)
+{
+	struct nl_comm *e = intra(comm);
+	if (!e)
+		return;
+	if (e->rank == root) {
+		uint64_t sz = nl_type_size(st);
+		for (int i = 0; i < e->size; i++)
+			if (scounts[i] > 0)
+				coll_send(f, e, i, (uint64_t)scounts[i] * sz);
+	} else if (rbuf != MPI_IN_PLACE && rcount > 0) {
+		coll_recv(f, (uint64_t)rcount * nl_type_size(rt));
+	}
+}
+
+void nl_allgather(int f, const void *sbuf, int scount, MPI_Datatype st, int rcount, MPI_Datatype rt, MPI_Comm comm)
+{
+	struct nl_comm *e = intra(comm);
+	if (!e)
+		return;
+	uint64_t rb = rcount > 0 ? (uint64_t)rcount * nl_type_size(rt) : 0;
+	uint64_t b = sbuf == MPI_IN_PLACE ? rb : scount > 0 ? (uint64_t)scount * nl_type_size(st) : 0;
+	for (int i = 0; i < e->size; i++)
+		coll_send(f, e, i, b);
+	coll_recv(f, rb * (uint64_t)(e->size - 1));
+}
+
+void nl_allgatherv(int f, const void *sbuf, int scount, MPI_Datatype st, const int *rcounts, MPI_Datatype rt, MPI_Comm comm)
+{
+	struct nl_comm *e = intra(comm);
+	if (!e)
+		return;
+	uint64_t rsz = nl_type_size(rt), sum = 0;
+	uint64_t b = sbuf == MPI_IN_PLACE ? (uint64_t)(rcounts[e->rank] > 0 ? rcounts[e->rank] : 0) * rsz
+	                                  : scount > 0 ? (uint64_t)scount * nl_type_size(st) : 0;
+	for (int i = 0; i < e->size; i++) {
+		coll_send(f, e, i, b);
+		if (i != e->rank && rcounts[i] > 0)
+			sum += (uint64_t)rcounts[i] * rsz;
+	}
+	coll_recv(f, sum);
+}
+
+void nl_alltoall(int f, const void *sbuf, int scount, MPI_Datatype st, int rcount, MPI_Datatype rt, MPI_Comm comm)
+{
+	nl_allgather(f, sbuf, scount, st, rcount, rt, comm); /* same bytes: one block to each other rank */
+}
+
+void nl_alltoallv(int f, const void *sbuf, const int *scounts, MPI_Datatype st, const int *rcounts, MPI_Datatype rt, MPI_Comm comm)
+{
+	struct nl_comm *e = intra(comm);
+	if (!e)
+		return;
+	int inplace = sbuf == MPI_IN_PLACE;
+	uint64_t ssz = inplace ? 0 : nl_type_size(st), rsz = nl_type_size(rt), sum = 0;
+	for (int i = 0; i < e->size; i++) {
+		if (i == e->rank)
+			continue;
+		int c = inplace ? rcounts[i] : scounts[i];
+		if (c > 0)
+			coll_send(f, e, i, (uint64_t)c * (inplace ? rsz : ssz));
+		if (rcounts[i] > 0)
+			sum += (uint64_t)rcounts[i] * rsz;
+	}
+	coll_recv(f, sum);
+}
+
+void nl_alltoallw(int f, const void *sbuf, const int *scounts, const MPI_Datatype *st, const int *rcounts, const MPI_Datatype *rt, MPI_Comm comm)
+{
+	struct nl_comm *e = intra(comm);
+	if (!e)
+		return;
+	int inplace = sbuf == MPI_IN_PLACE;
+	uint64_t sum = 0;
+	for (int i = 0; i < e->size; i++) {
+		if (i == e->rank)
+			continue;
+		int c = inplace ? rcounts[i] : scounts[i];
+		if (c > 0)
+			coll_send(f, e, i, (uint64_t)c * nl_type_size(inplace ? rt[i] : st[i]));
+		if (rcounts[i] > 0)
+			sum += (uint64_t)rcounts[i] * nl_type_size(rt[i]);
+	}
+	coll_recv(f, sum);
+}
+
+void nl_alltoallw_f(int f, const void *sbuf, const int *scounts, const MPI_Fint *st, const int *rcounts, const MPI_Fint *rt, MPI_Comm comm)
+{
+	struct nl_comm *e = intra(comm);
+	if (!e)
+		return;
+	int inplace = sbuf == MPI_IN_PLACE;
+	uint64_t sum = 0;
+	for (int i = 0; i < e->size; i++) {
+		if (i == e->rank)
+			continue;
+		int c = inplace ? rcounts[i] : scounts[i];
+		if (c > 0)
+			coll_send(f, e, i, (uint64_t)c * nl_type_size(PMPI_Type_f2c(inplace ? rt[i] : st[i])));
+		if (rcounts[i] > 0)
+			sum += (uint64_t)rcounts[i] * nl_type_size(PMPI_Type_f2c(rt[i]));
+	}
+	coll_recv(f, sum);
+}
+
+void nl_reduce_scatter(int f, const int *rcounts, MPI_Datatype t, MPI_Comm comm)
+{
+	struct nl_comm *e = intra(comm);
+	if (!e)
+		return;
+	uint64_t sz = nl_type_size(t);
+	for (int i = 0; i < e->size; i++)
+		if (rcounts[i] > 0)
+			coll_send(f, e, i, (uint64_t)rcounts[i] * sz);
+	if (rcounts[e->rank] > 0)
+		coll_recv(f, (uint64_t)rcounts[e->rank] * sz * (uint64_t)(e->size - 1));
+}
+
+void nl_reduce_scatter_block(int f, int rcount, MPI_Datatype t, MPI_Comm comm)
+{
+	struct nl_comm *e = intra(comm);
+	if (!e || rcount <= 0)
+		return;
+	uint64_t b = (uint64_t)rcount * nl_type_size(t);
+	for (int i = 0; i < e->size; i++)
+		coll_send(f, e, i, b);
+	coll_recv(f, b * (uint64_t)(e->size - 1));
+}
+
+void nl_scan(int f, int count, MPI_Datatype t, MPI_Comm comm, int exclusive)
+{
+	(void)exclusive; /* an exclusive scan moves the same contributions */
+	struct nl_comm *e = intra(comm);
+	if (!e || count <= 0)
+		return;
+	uint64_t b = (uint64_t)count * nl_type_size(t);
+	for (int i = e->rank + 1; i < e->size; i++)
+		coll_send(f, e, i, b);
+	coll_recv(f, b * (uint64_t)e->rank);
+}
+
+/* ------------------------------------------------- one-sided, MPI-IO */
+
+void nl_rma(int f, int count, MPI_Datatype t, int target, MPI_Win win)
+{
+	if (target < 0 || count <= 0 || !nl_peers)
+		return;
+	struct nl_comm *e = win_entry(win);
+	if (!e || target >= e->size)
+		return;
+	uint64_t b = (uint64_t)count * nl_type_size(t);
+	if (f == NL_FN_MPI_Get || f == NL_FN_MPI_Rget)
+		nl_add(&nl_fns[f].recvd, b);
+	else
+		nl_add(&nl_fns[f].sent, b);
+	nl_peer_add(wrank(e, target), NL_RMA, b);
+}
+
+void nl_io(int f, int count, MPI_Datatype t, int write)
+{
+	if (count <= 0)
+		return;
+	uint64_t b = (uint64_t)count * nl_type_size(t);
+	nl_add(write ? &nl_fns[f].sent : &nl_fns[f].recvd, b);
+	nl_add(&nl_io_bytes[write ? 1 : 0], b);
+}
+
+/* ------------------------------------------------- Fortran support */
+
+void *nl_fsym(void **cache, const char *name)
+{
+	void *p = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(p != NULL, 1))
+		return p;
+	p = dlsym(RTLD_NEXT, name);
+	if (!p) {
+		fprintf(stderr, "netloom: %s not found in the MPI library: %s\n", name, dlerror());
+		abort();
+	}
+	__atomic_store_n(cache, p, __ATOMIC_RELEASE);
+	return p;
+}
+
+static const void *f_in_place[4];
+
+const void *nl_fbuf(const void *b)
+{
+	for (int i = 0; i < 4; i++)
+		if (b && b == f_in_place[i])
+			return MPI_IN_PLACE;
+	return b;
+}
+
+/* ------------------------------------------------- Open MPI monitoring pvars */
+
+static const char *const pvar_names[2 * NL_NCLASS] = {
+	"pml_monitoring_messages_count", "pml_monitoring_messages_size",
+	"coll_monitoring_messages_count", "coll_monitoring_messages_size",
+	"osc_monitoring_messages_sent_count", "osc_monitoring_messages_sent_size",
+};
+static MPI_T_pvar_session pvar_session;
+static MPI_T_pvar_handle pvar_handle[2 * NL_NCLASS];
+static int pvar_ok[2 * NL_NCLASS];
+static unsigned long long *pvar_buf;
+static int polling;
+
+static void mpit_start(void)
+{
+	const char *e = getenv("NETLOOM_MPIT");
+	const char *mon = getenv("OMPI_MCA_pml_monitoring_enable");
+	int want = e ? atoi(e) != 0 : (mon && atoi(mon) != 0);
+	if (!want)
+		return;
+	int prov;
+	if (PMPI_T_init_thread(MPI_THREAD_MULTIPLE, &prov) != MPI_SUCCESS)
+		return;
+	if (PMPI_T_pvar_session_create(&pvar_session) != MPI_SUCCESS) {
+		PMPI_T_finalize();
+		return;
+	}
+	int any = 0;
+	MPI_Comm world = MPI_COMM_WORLD;
+	for (int i = 0; i < 2 * NL_NCLASS; i++) {
+		int idx, count = 0;
+		if (PMPI_T_pvar_get_index(pvar_names[i], MPI_T_PVAR_CLASS_SIZE, &idx) != MPI_SUCCESS)
+			continue;
+		if (PMPI_T_pvar_handle_alloc(pvar_session, idx, &world, &pvar_handle[i], &count) != MPI_SUCCESS)
+			continue;
+		if (count != nl_world_size) {
+			PMPI_T_pvar_handle_free(pvar_session, &pvar_handle[i]);
+			continue;
+		}
+		PMPI_T_pvar_start(pvar_session, pvar_handle[i]); /* continuous pvars refuse: fine */
+		pvar_ok[i] = 1;
+		any = 1;
+	}
+	pvar_buf = calloc((size_t)nl_world_size, sizeof *pvar_buf);
+	nl_agent.monitored = calloc((size_t)nl_world_size, sizeof *nl_agent.monitored);
+	if (!any || !pvar_buf || !nl_agent.monitored) {
+		PMPI_T_pvar_session_free(&pvar_session);
+		PMPI_T_finalize();
+		return;
+	}
+	nl_agent.mpit_on = 1;
+}
+
+/* nl_poll reads the pvars. It runs on the rank's own thread, from a wrapper,
+ * at most once per interval (when the helper thread asked for it). */
+void nl_poll(void)
+{
+	if (!__atomic_exchange_n(&nl_poll_due, 0, __ATOMIC_RELAXED))
+		return;
+	if (!nl_agent.mpit_on || __atomic_exchange_n(&polling, 1, __ATOMIC_ACQUIRE))
+		return;
+	for (int i = 0; i < 2 * NL_NCLASS; i++) {
+		if (!pvar_ok[i] || PMPI_T_pvar_read(pvar_session, pvar_handle[i], pvar_buf) != MPI_SUCCESS)
+			continue;
+		for (int p = 0; p < nl_world_size; p++) {
+			uint64_t *dst = (i & 1) ? &nl_agent.monitored[p].bytes[i / 2] : &nl_agent.monitored[p].msgs[i / 2];
+			__atomic_store_n(dst, (uint64_t)pvar_buf[p], __ATOMIC_RELAXED);
+		}
+	}
+	__atomic_store_n(&polling, 0, __ATOMIC_RELEASE);
+}
+
+static void mpit_stop(void)
+{
+	if (!nl_agent.mpit_on)
+		return;
+	for (int i = 0; i < 2 * NL_NCLASS; i++)
+		if (pvar_ok[i]) {
+			PMPI_T_pvar_stop(pvar_session, pvar_handle[i]);
+			PMPI_T_pvar_handle_free(pvar_session, &pvar_handle[i]);
+			pvar_ok[i] = 0;
+		}
+	PMPI_T_pvar_session_free(&pvar_session);
+	PMPI_T_finalize();
+	nl_agent.mpit_on = 0; /* nl_agent.monitored keeps the last values for the final report */
+}
+
+/* ------------------------------------------------- regions */
+
+void nl_totals(uint64_t bytes[NL_NCLASS], uint64_t msgs[NL_NCLASS], uint64_t *mpi_ticks)
+{
+	for (int c = 0; c < NL_NCLASS; c++)
+		bytes[c] = msgs[c] = 0;
+	for (int i = 0; nl_peers && i < nl_world_size; i++)
+		for (int c = 0; c < NL_NCLASS; c++) {
+			bytes[c] += __atomic_load_n(&nl_peers[i].bytes[c], __ATOMIC_RELAXED);
+			msgs[c] += __atomic_load_n(&nl_peers[i].msgs[c], __ATOMIC_RELAXED);
+		}
+	uint64_t t = 0;
+	for (int f = 0; f < NL_NFUNCS; f++)
+		t += __atomic_load_n(&nl_fns[f].ticks, __ATOMIC_RELAXED);
+	*mpi_ticks = t;
+}
+
+static int region_index(const char *name)
+{
+	for (int i = 0; i < nl_agent.nregions; i++)
+		if (strncmp(nl_agent.regions[i].name, name, NL_NAME_MAX - 1) == 0)
+			return i;
+	if (nl_agent.nregions == NL_MAX_REGIONS)
+		return -1;
+	struct nl_region *r = &nl_agent.regions[nl_agent.nregions];
+	memset(r, 0, sizeof *r);
+	snprintf(r->name, sizeof r->name, "%s", name);
+	return nl_agent.nregions++;
+}
+
+static void region_begin(int i)
+{
+	struct nl_region *r = &nl_agent.regions[i];
+	if (r->depth++ > 0)
+		return;
+	r->entries++;
+	r->t0_ns = nl_mono_ns();
+	nl_totals(r->bytes0, r->msgs0, &r->mpi_t0);
+}
+
+static void region_end(int i)
+{
+	struct nl_region *r = &nl_agent.regions[i];
+	if (r->depth == 0 || --r->depth > 0)
+		return;
+	uint64_t b[NL_NCLASS], m[NL_NCLASS], t;
+	nl_totals(b, m, &t);
+	r->time_ns += nl_mono_ns() - r->t0_ns;
+	r->mpi_ticks += t - r->mpi_t0;
+	for (int c = 0; c < NL_NCLASS; c++) {
+		r->bytes[c] += b[c] - r->bytes0[c];
+		r->msgs[c] += m[c] - r->msgs0[c];
+	}
+}
+
+void netloom_region_begin(const char *name)
+{
+	if (!name)
+		return;
+	pthread_mutex_lock(&nl_agent.region_lock);
+	int i = region_index(name);
+	if (i >= 0)
+		region_begin(i);
+	pthread_mutex_unlock(&nl_agent.region_lock);
+}
+
+void netloom_region_end(const char *name)
+{
+	if (!name)
+		return;
+	pthread_mutex_lock(&nl_agent.region_lock);
+	for (int i = 0; i < nl_agent.nregions; i++)
+		if (strncmp(nl_agent.regions[i].name, name, NL_NAME_MAX - 1) == 0)
+			region_end(i);
+	pthread_mutex_unlock(&nl_agent.region_lock);
+}
+
+/* MPI_Pcontrol(level): level > 0 starts region "pcontrol-<level>" (ending the
+ * one a previous MPI_Pcontrol started), level 0 ends it. */
+void nl_pcontrol(int level)
+{
+	pthread_mutex_lock(&nl_agent.region_lock);
+	if (nl_agent.pcontrol_region >= 0) {
+		region_end(nl_agent.pcontrol_region);
+		nl_agent.pcontrol_region = -1;
+	}
+	if (level > 0) {
+		char name[32];
+		snprintf(name, sizeof name, "pcontrol-%d", level);
+		int i = region_index(name);
+		if (i >= 0) {
+			region_begin(i);
+			nl_agent.pcontrol_region = i;
+		}
+	}
+	pthread_mutex_unlock(&nl_agent.region_lock);
+}
+
+void nl_regions_copy(struct nl_region *out, int *n)
+{
+	pthread_mutex_lock(&nl_agent.region_lock);
+	*n = nl_agent.nregions;
+	memcpy(out, nl_agent.regions, sizeof(struct nl_region) * (size_t)*n);
+	pthread_mutex_unlock(&nl_agent.region_lock);
+}
+
+/* ------------------------------------------------- start and stop */
+
+static void copy_env(char *dst, size_t n, const char *a, const char *b)
+{
+	const char *v = getenv(a);
+	if ((!v || !*v) && b)
+		v = getenv(b);
+	snprintf(dst, n, "%s", v && *v ? v : "");
+}
+
+static void library_version(void)
+{
+	char v[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+	int len = 0, a = 0, b = 0, c = 0;
+	PMPI_Get_library_version(v, &len);
+	const char *p;
+	if ((p = strstr(v, "Open MPI v")) && sscanf(p, "Open MPI v%d.%d.%d", &a, &b, &c) == 3)
+		snprintf(nl_agent.mpi_library, sizeof nl_agent.mpi_library, "Open MPI %d.%d.%d", a, b, c);
+	else if ((p = strstr(v, "MPICH Version:"))) {
+		char ver[32] = "";
+		sscanf(p + strlen("MPICH Version:"), "%31s", ver);
+		snprintf(nl_agent.mpi_library, sizeof nl_agent.mpi_library, "MPICH %s", ver);
+	} else {
+		v[strcspn(v, "\n,")] = 0;
+		snprintf(nl_agent.mpi_library, sizeof nl_agent.mpi_library, "%s", v);
+	}
+}
+
+static void job_id(char *out, size_t n)
+{
+	copy_env(out, n, "SLURM_JOB_ID", "PBS_JOBID");
+	if (!*out)
+		copy_env(out, n, "NETLOOM_JOB_ID", NULL);
+	if (!*out) {
+		/* one per launch: rank 0 makes it, MPI_Init broadcasts it */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		char host[NL_NAME_MAX];
+		gethostname(host, sizeof host);
+		host[sizeof host - 1] = 0;
+		host[strcspn(host, ".")] = 0;
+		snprintf(out, n, "%s-%lld-%d", host, (long long)ts.tv_sec, (int)getpid());
+	}
+	for (char *p = out; *p; p++) /* it names a directory */
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '-' || *p == '_'))
+			*p = '_';
+}
+
+static void exchange_nodes(void)
+{
+	int n = nl_world_size;
+	char(*all)[NL_NAME_MAX] = calloc((size_t)n, NL_NAME_MAX);
+	nl_agent.node_names = calloc((size_t)n, NL_NAME_MAX);
+	nl_agent.peer_node = calloc((size_t)n, sizeof(int));
+	if (!all || !nl_agent.node_names || !nl_agent.peer_node) {
+		fprintf(stderr, "netloom: out of memory\n");
+		abort();
+	}
+	PMPI_Allgather(nl_agent.node, NL_NAME_MAX, MPI_CHAR, all, NL_NAME_MAX, MPI_CHAR, MPI_COMM_WORLD);
+	for (int r = 0; r < n; r++) {
+		all[r][NL_NAME_MAX - 1] = 0;
+		int k;
+		for (k = 0; k < nl_agent.nnodes; k++)
+			if (strcmp(nl_agent.node_names[k], all[r]) == 0)
+				break;
+		if (k == nl_agent.nnodes)
+			memcpy(nl_agent.node_names[nl_agent.nnodes++], all[r], NL_NAME_MAX);
+		nl_agent.peer_node[r] = k;
+	}
+	free(all);
+}
+
+static double env_double(const char *name, double def)
+{
+	const char *v = getenv(name);
+	char *end;
+	if (!v || !*v)
+		return def;
+	double d = strtod(v, &end);
+	return end != v && d > 0 ? d : def;
+}
+
+void nl_start_agent(void)
+{
+	if (nl_agent.started)
+		return;
+	nl_agent.started = 1;
+	nl_agent.start_mono_ns = nl_mono_ns();
+	nl_agent.start_tsc = nl_ticks();
+	nl_agent.start_unix_ns = nl_unix_ns();
+
+	int provided = MPI_THREAD_SINGLE;
+	PMPI_Query_thread(&provided);
+	nl_mt = provided == MPI_THREAD_MULTIPLE;
+	PMPI_Comm_rank(MPI_COMM_WORLD, &nl_world_rank_self);
+	PMPI_Comm_size(MPI_COMM_WORLD, &nl_world_size);
+	world_entry.size = nl_world_size;
+	world_entry.rank = nl_world_rank_self;
+
+	nl_agent.interval_s = env_double("NETLOOM_INTERVAL", 5.0);
+	nl_agent.peer_limit = (int)env_double("NETLOOM_PEER_LIMIT", 256);
+	nl_agent.top_peers = (int)env_double("NETLOOM_TOP_PEERS", 32);
+	copy_env(nl_agent.output_dir, sizeof nl_agent.output_dir, "NETLOOM_OUTPUT", NULL);
+
+	gethostname(nl_agent.host, sizeof nl_agent.host);
+	nl_agent.host[sizeof nl_agent.host - 1] = 0;
+	copy_env(nl_agent.node, sizeof nl_agent.node, "NETLOOM_NODE", "SLURMD_NODENAME");
+	if (!*nl_agent.node)
+		memcpy(nl_agent.node, nl_agent.host, sizeof nl_agent.node);
+	exchange_nodes();
+
+	if (nl_world_rank_self == 0)
+		job_id(nl_agent.job_id, sizeof nl_agent.job_id);
+	PMPI_Bcast(nl_agent.job_id, sizeof nl_agent.job_id, MPI_CHAR, 0, MPI_COMM_WORLD);
+	nl_agent.job_id[sizeof nl_agent.job_id - 1] = 0;
+
+	library_version();
+	char exe[256];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	exe[len > 0 ? len : 0] = 0;
+	const char *base = strrchr(exe, '/');
+	snprintf(nl_agent.program, sizeof nl_agent.program, "%s", base ? base + 1 : exe);
+	struct passwd *pw = getpwuid(getuid());
+	snprintf(nl_agent.user, sizeof nl_agent.user, "%s", pw ? pw->pw_name : "");
+
+	static const char *const inplace[4] = {"mpi_fortran_in_place_", "mpi_fortran_in_place__", "mpi_fortran_in_place", "MPI_FORTRAN_IN_PLACE"};
+	for (int i = 0; i < 4; i++)
+		f_in_place[i] = dlsym(RTLD_DEFAULT, inplace[i]);
+
+	struct nl_peer *peers = NULL;
+	if (posix_memalign((void **)&peers, 64, sizeof(struct nl_peer) * (size_t)nl_world_size) != 0) {
+		fprintf(stderr, "netloom: out of memory for %d peers\n", nl_world_size);
+		abort();
+	}
+	memset(peers, 0, sizeof(struct nl_peer) * (size_t)nl_world_size);
+	mpit_start();
+	__atomic_store_n(&nl_peers, peers, __ATOMIC_RELEASE);
+	nl_report_start();
+}
+
+void nl_stop_agent(void)
+{
+	if (!nl_agent.started || nl_agent.stopped)
+		return;
+	nl_agent.stopped = 1;
+	nl_poll_due = 1;
+	nl_poll();
+	mpit_stop();
+	pthread_mutex_lock(&nl_agent.region_lock);
+	for (int i = 0; i < nl_agent.nregions; i++) /* close regions left open */
+		while (nl_agent.regions[i].depth > 0)
+			region_end(i);
+	nl_agent.pcontrol_region = -1;
+	pthread_mutex_unlock(&nl_agent.region_lock);
+	nl_report_final();
+}
+
+/* ------------------------------------------------- hand-written wrappers */
+
+int MPI_Init(int *argc, char ***argv)
+{
+	const uint64_t t0 = nl_ticks();
+	int rc = PMPI_Init(argc, argv);
+	if (rc == MPI_SUCCESS)
+		nl_start_agent();
+	nl_fn_done(NL_FN_MPI_Init, t0);
+	return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+	const uint64_t t0 = nl_ticks();
+	int rc = PMPI_Init_thread(argc, argv, required, provided);
+	if (rc == MPI_SUCCESS)
+		nl_start_agent();
+	nl_fn_done(NL_FN_MPI_Init_thread, t0);
+	return rc;
+}
+
+int MPI_Finalize(void)
+{
+	const uint64_t t0 = nl_ticks();
+	nl_fn_done(NL_FN_MPI_Finalize, t0);
+	nl_stop_agent();
+	return PMPI_Finalize();
+}
+
+int MPI_Pcontrol(const int level, ...)
+{
+	const uint64_t t0 = nl_ticks();
+	nl_pcontrol(level);
+	int rc = PMPI_Pcontrol(level);
+	nl_fn_done(NL_FN_MPI_Pcontrol, t0);
+	return rc;
+}

@@ -1,0 +1,614 @@
+/* Netloom agent reporting: the helper thread that snapshots the counters every
+ * interval and sends them as UDP datagrams, the final report at MPI_Finalize
+ * and the offline profile file. Nothing here calls MPI. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "netloom/agent/v1/agent.pb-c.h"
+
+#define DGRAM_LIMIT (63 * 1024) /* chunks stay under 64 KiB */
+#define WIRE_VERSION 1
+
+typedef Netloom__Agent__V1__Datagram Datagram;
+typedef Netloom__Agent__V1__Traffic Traffic;
+typedef Netloom__Agent__V1__Process Process;
+typedef Netloom__Agent__V1__NodeTraffic NodeTraffic;
+typedef Netloom__Agent__V1__PeerTraffic PeerTraffic;
+typedef Netloom__Agent__V1__FunctionStat FunctionStat;
+typedef Netloom__Agent__V1__Region Region;
+
+extern uint64_t nl_io_bytes[2];
+extern uint64_t nl_untracked;
+
+/* ------------------------------------------------- /proc */
+
+static void read_proc(Process *p)
+{
+	char buf[4096];
+	FILE *f;
+	if ((f = fopen("/proc/self/stat", "r"))) {
+		size_t n = fread(buf, 1, sizeof buf - 1, f);
+		buf[n] = 0;
+		fclose(f);
+		char *s = strrchr(buf, ')');
+		if (s) {
+			/* fields after the command: 3 state ... 14 utime 15 stime ... 39 processor */
+			unsigned long long v[40] = {0};
+			int field = 3;
+			for (char *tok = strtok(s + 2, " "); tok && field < 40; tok = strtok(NULL, " "), field++)
+				v[field] = strtoull(tok, NULL, 10);
+			double hz = (double)sysconf(_SC_CLK_TCK);
+			p->cpu_user_seconds = (double)v[14] / hz;
+			p->cpu_system_seconds = (double)v[15] / hz;
+			p->cpu = (int32_t)v[39];
+		}
+	}
+	if ((f = fopen("/proc/self/status", "r"))) {
+		unsigned long long kb;
+		while (fgets(buf, sizeof buf, f)) {
+			if (sscanf(buf, "VmPeak: %llu", &kb) == 1)
+				p->vm_peak = kb * 1024;
+			else if (sscanf(buf, "VmSize: %llu", &kb) == 1)
+				p->vm_size = kb * 1024;
+			else if (sscanf(buf, "VmHWM: %llu", &kb) == 1)
+				p->vm_hwm = kb * 1024;
+			else if (sscanf(buf, "VmRSS: %llu", &kb) == 1)
+				p->vm_rss = kb * 1024;
+		}
+		fclose(f);
+	}
+	if ((f = fopen("/proc/self/io", "r"))) {
+		unsigned long long v;
+		while (fgets(buf, sizeof buf, f)) {
+			if (sscanf(buf, "read_bytes: %llu", &v) == 1)
+				p->io_read_bytes = v;
+			else if (sscanf(buf, "write_bytes: %llu", &v) == 1)
+				p->io_write_bytes = v;
+		}
+		fclose(f);
+	}
+}
+
+/* ------------------------------------------------- snapshot */
+
+struct snapshot {
+	Datagram head;
+	Process proc;
+	Traffic intra, inter;
+	size_t nfns, nregions, nnodes, npeers;
+	FunctionStat *fns;
+	FunctionStat **fnp;
+	Region *regions;
+	Region **regionp;
+	Traffic *rtraffic; /* 3 per region */
+	NodeTraffic *nodes;
+	NodeTraffic **nodep;
+	Traffic *ntraffic; /* 3 per node */
+	PeerTraffic *peers;
+	PeerTraffic **peerp;
+	Traffic *ptraffic; /* 6 per peer */
+	uint64_t *hist;    /* NL_NBINS per peer */
+	int truncated;
+};
+
+static uint64_t ld(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static Traffic *traffic(Traffic *t, uint64_t bytes, uint64_t msgs)
+{
+	if (!bytes && !msgs)
+		return NULL;
+	netloom__agent__v1__traffic__init(t);
+	t->bytes = bytes;
+	t->msgs = msgs;
+	return t;
+}
+
+static const uint64_t *sort_bytes; /* only the helper or finalize sorts, never both at once */
+
+static int by_bytes_desc(const void *a, const void *b)
+{
+	uint64_t x = sort_bytes[*(const int *)a], y = sort_bytes[*(const int *)b];
+	return x < y ? 1 : x > y ? -1 : *(const int *)a - *(const int *)b;
+}
+
+static void snapshot_free(struct snapshot *s)
+{
+	free(s->fns);
+	free(s->fnp);
+	free(s->regions);
+	free(s->regionp);
+	free(s->rtraffic);
+	free(s->nodes);
+	free(s->nodep);
+	free(s->ntraffic);
+	free(s->peers);
+	free(s->peerp);
+	free(s->ptraffic);
+	free(s->hist);
+	memset(s, 0, sizeof *s);
+}
+
+/* take builds a snapshot of the counters; with all_peers, every peer with
+ * traffic is included whatever the job size. */
+static int take(struct snapshot *s, int final, int all_peers)
+{
+	memset(s, 0, sizeof *s);
+	int n = nl_world_size, nn = nl_agent.nnodes;
+	double npt = nl_ns_per_tick();
+
+	/* per-peer counters, read once */
+	uint64_t *pb = calloc((size_t)n * 2 * NL_NCLASS, sizeof(uint64_t));
+	uint64_t *tot = calloc((size_t)n, sizeof(uint64_t));
+	int *order = calloc((size_t)n, sizeof(int));
+	s->fns = calloc(NL_NFUNCS, sizeof *s->fns);
+	s->fnp = calloc(NL_NFUNCS, sizeof *s->fnp);
+	s->regions = calloc(NL_MAX_REGIONS, sizeof *s->regions);
+	s->regionp = calloc(NL_MAX_REGIONS, sizeof *s->regionp);
+	s->rtraffic = calloc(NL_MAX_REGIONS * 3, sizeof(Traffic));
+	s->nodes = calloc((size_t)nn, sizeof *s->nodes);
+	s->nodep = calloc((size_t)nn, sizeof *s->nodep);
+	s->ntraffic = calloc((size_t)nn * 3, sizeof(Traffic));
+	s->peers = calloc((size_t)n, sizeof *s->peers);
+	s->peerp = calloc((size_t)n, sizeof *s->peerp);
+	s->ptraffic = calloc((size_t)n * 6, sizeof(Traffic));
+	s->hist = calloc((size_t)n * NL_NBINS, sizeof(uint64_t));
+	uint64_t *nodesum = calloc((size_t)nn * 2 * NL_NCLASS, sizeof(uint64_t));
+	struct nl_region *regs = calloc(NL_MAX_REGIONS, sizeof *regs);
+	if (!pb || !tot || !order || !s->fns || !s->fnp || !s->regions || !s->regionp || !s->rtraffic ||
+	    !s->nodes || !s->nodep || !s->ntraffic || !s->peers || !s->peerp || !s->ptraffic || !s->hist || !nodesum || !regs) {
+		free(pb);
+		free(tot);
+		free(order);
+		free(nodesum);
+		free(regs);
+		snapshot_free(s);
+		return -1;
+	}
+
+	Datagram *d = &s->head;
+	netloom__agent__v1__datagram__init(d);
+	d->version = WIRE_VERSION;
+	d->job_id = nl_agent.job_id;
+	d->rank = (uint32_t)nl_world_rank_self;
+	d->world_size = (uint32_t)n;
+	d->seq = nl_agent.seq++;
+	d->time_unix_ns = nl_unix_ns();
+	d->final = final;
+	d->start_unix_ns = nl_agent.start_unix_ns;
+
+	uint64_t intra[2] = {0, 0}, inter[2] = {0, 0};
+	int self_node = nl_agent.peer_node[nl_world_rank_self];
+	for (int i = 0; i < n; i++) {
+		uint64_t *row = &pb[(size_t)i * 2 * NL_NCLASS];
+		for (int c = 0; c < NL_NCLASS; c++) {
+			row[c] = ld(&nl_peers[i].bytes[c]);
+			row[NL_NCLASS + c] = ld(&nl_peers[i].msgs[c]);
+			tot[i] += row[c];
+			uint64_t *ns = &nodesum[(size_t)nl_agent.peer_node[i] * 2 * NL_NCLASS];
+			ns[c] += row[c];
+			ns[NL_NCLASS + c] += row[NL_NCLASS + c];
+			uint64_t *side = nl_agent.peer_node[i] == self_node ? intra : inter;
+			side[0] += row[c];
+			side[1] += row[NL_NCLASS + c];
+		}
+		order[i] = i;
+	}
+
+	/* process */
+	Process *p = &s->proc;
+	netloom__agent__v1__process__init(p);
+	p->node = nl_agent.node;
+	p->host = nl_agent.host;
+	p->pid = (uint32_t)getpid();
+	p->mpi_library = nl_agent.mpi_library;
+	p->program = nl_agent.program;
+	p->user = nl_agent.user;
+	read_proc(p);
+	p->wall_seconds = (double)(nl_mono_ns() - nl_agent.start_mono_ns) / 1e9;
+	p->mpiio_read_bytes = ld(&nl_io_bytes[0]);
+	p->mpiio_write_bytes = ld(&nl_io_bytes[1]);
+	p->intra_node = traffic(&s->intra, intra[0], intra[1]);
+	p->inter_node = traffic(&s->inter, inter[0], inter[1]);
+	p->datagrams_dropped = nl_agent.datagrams_dropped;
+	d->process = p;
+
+	/* functions */
+	uint64_t mpi_ticks = 0;
+	for (int f = 0; f < NL_NFUNCS; f++) {
+		uint64_t calls = ld(&nl_fns[f].calls);
+		uint64_t ticks = ld(&nl_fns[f].ticks);
+		mpi_ticks += ticks;
+		if (!calls)
+			continue;
+		FunctionStat *fs = &s->fns[s->nfns];
+		netloom__agent__v1__function_stat__init(fs);
+		fs->name = (char *)nl_fn_names[f];
+		fs->calls = calls;
+		fs->time_ns = (uint64_t)((double)ticks * npt);
+		fs->bytes_sent = ld(&nl_fns[f].sent);
+		fs->bytes_received = ld(&nl_fns[f].recvd);
+		s->fnp[s->nfns++] = fs;
+	}
+	p->mpi_seconds = (double)mpi_ticks * npt / 1e9;
+	d->n_functions = s->nfns;
+	d->functions = s->fnp;
+
+	/* regions */
+	int nr = 0;
+	nl_regions_copy(regs, &nr);
+	for (int i = 0; i < nr; i++) {
+		Region *r = &s->regions[i];
+		netloom__agent__v1__region__init(r);
+		r->name = regs[i].name;
+		r->entries = regs[i].entries;
+		r->time_ns = regs[i].time_ns;
+		r->mpi_time_ns = (uint64_t)((double)regs[i].mpi_ticks * npt);
+		r->p2p = traffic(&s->rtraffic[3 * i], regs[i].bytes[NL_P2P], regs[i].msgs[NL_P2P]);
+		r->coll = traffic(&s->rtraffic[3 * i + 1], regs[i].bytes[NL_COLL], regs[i].msgs[NL_COLL]);
+		r->rma = traffic(&s->rtraffic[3 * i + 2], regs[i].bytes[NL_RMA], regs[i].msgs[NL_RMA]);
+		s->regionp[s->nregions++] = r;
+	}
+	d->n_regions = s->nregions;
+	d->regions = s->regionp;
+
+	/* nodes: all of them, always */
+	for (int k = 0; k < nn; k++) {
+		NodeTraffic *t = &s->nodes[k];
+		uint64_t *ns = &nodesum[(size_t)k * 2 * NL_NCLASS];
+		netloom__agent__v1__node_traffic__init(t);
+		t->node = nl_agent.node_names[k];
+		t->p2p = traffic(&s->ntraffic[3 * k], ns[NL_P2P], ns[NL_NCLASS + NL_P2P]);
+		t->coll = traffic(&s->ntraffic[3 * k + 1], ns[NL_COLL], ns[NL_NCLASS + NL_COLL]);
+		t->rma = traffic(&s->ntraffic[3 * k + 2], ns[NL_RMA], ns[NL_NCLASS + NL_RMA]);
+		s->nodep[s->nnodes++] = t;
+	}
+	d->n_nodes = s->nnodes;
+	d->nodes = s->nodep;
+
+	/* peers: all for small jobs, else the top K by bytes */
+	int limit = n;
+	if (!all_peers && n > nl_agent.peer_limit) {
+		sort_bytes = tot;
+		qsort(order, (size_t)n, sizeof(int), by_bytes_desc);
+		limit = nl_agent.top_peers < n ? nl_agent.top_peers : n;
+		s->truncated = 1;
+	}
+	const struct nl_monitored *mon = __atomic_load_n(&nl_agent.monitored, __ATOMIC_ACQUIRE);
+	for (int j = 0; j < limit; j++) {
+		int i = order[j];
+		uint64_t *row = &pb[(size_t)i * 2 * NL_NCLASS];
+		struct nl_monitored m = {{0}, {0}};
+		if (mon)
+			for (int c = 0; c < NL_NCLASS; c++) {
+				m.bytes[c] = ld(&mon[i].bytes[c]);
+				m.msgs[c] = ld(&mon[i].msgs[c]);
+			}
+		int any = 0;
+		for (int c = 0; c < NL_NCLASS; c++)
+			any |= row[c] || row[NL_NCLASS + c] || m.bytes[c] || m.msgs[c];
+		if (!any)
+			continue;
+		PeerTraffic *pt = &s->peers[s->npeers];
+		Traffic *tr = &s->ptraffic[(size_t)6 * s->npeers];
+		netloom__agent__v1__peer_traffic__init(pt);
+		pt->peer = (uint32_t)i;
+		pt->p2p = traffic(&tr[0], row[NL_P2P], row[NL_NCLASS + NL_P2P]);
+		pt->coll = traffic(&tr[1], row[NL_COLL], row[NL_NCLASS + NL_COLL]);
+		pt->rma = traffic(&tr[2], row[NL_RMA], row[NL_NCLASS + NL_RMA]);
+		pt->monitored_p2p = traffic(&tr[3], m.bytes[NL_P2P], m.msgs[NL_P2P]);
+		pt->monitored_coll = traffic(&tr[4], m.bytes[NL_COLL], m.msgs[NL_COLL]);
+		pt->monitored_rma = traffic(&tr[5], m.bytes[NL_RMA], m.msgs[NL_RMA]);
+		const uint64_t *h = __atomic_load_n(&nl_peers[i].hist, __ATOMIC_ACQUIRE);
+		if (h) {
+			uint64_t *dst = &s->hist[(size_t)NL_NBINS * s->npeers];
+			size_t top = 0;
+			for (size_t b = 0; b < NL_NBINS; b++)
+				if ((dst[b] = ld(&h[b])))
+					top = b + 1;
+			pt->n_size_histogram = top;
+			pt->size_histogram = dst;
+		}
+		s->peerp[s->npeers++] = pt;
+	}
+	d->n_peers = s->npeers;
+	d->peers = s->peerp;
+	d->peers_truncated = s->truncated;
+
+	free(pb);
+	free(tot);
+	free(order);
+	free(nodesum);
+	/* region names live in regs; copy them into the snapshot's own storage */
+	for (size_t i = 0; i < s->nregions; i++)
+		s->regions[i].name = strdup(regs[i].name);
+	free(regs);
+	return 0;
+}
+
+static void take_free(struct snapshot *s)
+{
+	for (size_t i = 0; i < s->nregions; i++)
+		free(s->regions[i].name);
+	snapshot_free(s);
+}
+
+/* ------------------------------------------------- sending */
+
+static int sock = -1, sock_family = -1;
+static struct sockaddr_storage daemon_addr;
+static socklen_t daemon_addrlen;
+static char daemon_spec[512]; /* the host:port daemon_addr was resolved from */
+
+/* resolve finds the daemon's address: NETLOOM_DAEMON, else the first line of
+ * NETLOOM_DAEMON_FILE, $XDG_RUNTIME_DIR/netloom/agent-address or
+ * /run/netloom/agent-address (read again each time: the daemon may start late). */
+static int resolve(void)
+{
+	char spec[512] = "";
+	const char *env = getenv("NETLOOM_DAEMON");
+	if (env && *env) {
+		snprintf(spec, sizeof spec, "%s", env);
+	} else {
+		char path[1024];
+		const char *files[3] = {getenv("NETLOOM_DAEMON_FILE"), NULL, "/run/netloom/agent-address"};
+		const char *xdg = getenv("XDG_RUNTIME_DIR");
+		if (xdg && *xdg) {
+			snprintf(path, sizeof path, "%s/netloom/agent-address", xdg);
+			files[1] = path;
+		}
+		for (int i = 0; i < 3 && !*spec; i++) {
+			if (!files[i] || !*files[i])
+				continue;
+			FILE *f = fopen(files[i], "r");
+			if (!f)
+				continue;
+			if (!fgets(spec, sizeof spec, f))
+				spec[0] = 0;
+			fclose(f);
+			spec[strcspn(spec, " \t\r\n")] = 0;
+		}
+	}
+	if (!*spec)
+		return -1;
+	if (daemon_addrlen && strcmp(spec, daemon_spec) == 0)
+		return 0;
+	char host[512];
+	snprintf(host, sizeof host, "%s", spec);
+	char *port = strrchr(host, ':');
+	if (!port)
+		return -1;
+	*port++ = 0;
+	char *h = host;
+	if (*h == '[') { /* [v6]:port */
+		h++;
+		h[strcspn(h, "]")] = 0;
+	}
+	struct addrinfo hints = {.ai_socktype = SOCK_DGRAM}, *res = NULL;
+	if (getaddrinfo(*h ? h : "127.0.0.1", port, &hints, &res) != 0 || !res)
+		return -1;
+	memcpy(&daemon_addr, res->ai_addr, res->ai_addrlen);
+	daemon_addrlen = res->ai_addrlen;
+	int family = res->ai_family;
+	freeaddrinfo(res);
+	snprintf(daemon_spec, sizeof daemon_spec, "%s", spec);
+	if (sock >= 0 && sock_family != family) {
+		close(sock);
+		sock = -1;
+	}
+	if (sock < 0) {
+		sock = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		sock_family = family;
+	}
+	return sock >= 0 ? 0 : -1;
+}
+
+/* packed size of a length-delimited field holding a message of size n */
+static size_t field_size(size_t n)
+{
+	size_t v = 1;
+	while (n >= 128) {
+		n >>= 7;
+		v++;
+	}
+	return 1 + v + n;
+}
+
+/* send_snapshot sends s in chunks under DGRAM_LIMIT. A chunk that cannot be
+ * sent is dropped and counted; this never blocks. */
+static void send_snapshot(struct snapshot *s)
+{
+	Datagram *d = &s->head;
+	int have = resolve() == 0;
+	/* plan: chunk 0 carries process, functions, regions; nodes then peers fill chunks */
+	size_t nitems = s->nnodes + s->npeers;
+	size_t *cut = calloc(nitems + 2, sizeof(size_t)); /* item index where each chunk starts */
+	if (!cut)
+		return;
+	Datagram base = *d;
+	base.n_nodes = base.n_peers = 0;
+	base.chunk = base.chunks = 0xffffffffu; /* room for the largest values */
+	base.peers_truncated = 1;
+	size_t head0 = netloom__agent__v1__datagram__get_packed_size(&base);
+	base.process = NULL;
+	base.n_functions = base.n_regions = 0;
+	size_t headn = netloom__agent__v1__datagram__get_packed_size(&base);
+	size_t nchunks = 1, cur = head0;
+	cut[0] = 0;
+	for (size_t i = 0; i < nitems; i++) {
+		size_t sz = i < s->nnodes ? field_size(netloom__agent__v1__node_traffic__get_packed_size(s->nodep[i]))
+		                          : field_size(netloom__agent__v1__peer_traffic__get_packed_size(s->peerp[i - s->nnodes]));
+		if (cur + sz > DGRAM_LIMIT && cur > (nchunks == 1 ? head0 : headn)) {
+			cut[nchunks++] = i;
+			cur = headn;
+		}
+		cur += sz;
+	}
+	cut[nchunks] = nitems;
+	uint8_t *buf = malloc(DGRAM_LIMIT + 1024);
+	for (size_t c = 0; buf && c < nchunks; c++) {
+		Datagram k = *d;
+		k.chunk = (uint32_t)c;
+		k.chunks = (uint32_t)nchunks;
+		if (c > 0) {
+			k.process = NULL;
+			k.n_functions = k.n_regions = 0;
+		}
+		size_t a = cut[c], b = cut[c + 1];
+		size_t na = a < s->nnodes ? a : s->nnodes, nb = b < s->nnodes ? b : s->nnodes;
+		k.nodes = s->nodep + na;
+		k.n_nodes = nb - na;
+		size_t pa = a > s->nnodes ? a - s->nnodes : 0, pbk = b > s->nnodes ? b - s->nnodes : 0;
+		k.peers = s->peerp + pa;
+		k.n_peers = pbk - pa;
+		size_t len = netloom__agent__v1__datagram__get_packed_size(&k);
+		if (len > DGRAM_LIMIT + 1024 || !have) {
+			nl_agent.datagrams_dropped += have;
+			continue;
+		}
+		netloom__agent__v1__datagram__pack(&k, buf);
+		if (sendto(sock, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&daemon_addr, daemon_addrlen) != (ssize_t)len)
+			nl_agent.datagrams_dropped++;
+	}
+	free(buf);
+	free(cut);
+}
+
+/* ------------------------------------------------- offline profile */
+
+static int mkdirs(char *path)
+{
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		int err = mkdir(path, 0755) != 0 && errno != EEXIST;
+		*p = '/';
+		if (err)
+			return -1;
+	}
+	return mkdir(path, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* write_profile writes DIR/<job>/rank-<N>.pb: the final snapshot as one
+ * Datagram (chunk 0 of 1, every peer), preceded by its length as a varint. */
+static void write_profile(struct snapshot *s)
+{
+	char dir[1400], path[1500], tmp[1600];
+	snprintf(dir, sizeof dir, "%s/%s", nl_agent.output_dir, nl_agent.job_id);
+	if (mkdirs(dir) != 0) {
+		fprintf(stderr, "netloom: cannot create %s: %s\n", dir, strerror(errno));
+		return;
+	}
+	snprintf(path, sizeof path, "%s/rank-%d.pb", dir, nl_world_rank_self);
+	snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+	Datagram k = s->head;
+	k.chunk = 0;
+	k.chunks = 1;
+	size_t len = netloom__agent__v1__datagram__get_packed_size(&k);
+	uint8_t *buf = malloc(len + 10);
+	if (!buf)
+		return;
+	size_t h = 0;
+	for (size_t v = len; ; v >>= 7) {
+		buf[h++] = (uint8_t)((v & 0x7f) | (v >= 128 ? 0x80 : 0));
+		if (v < 128)
+			break;
+	}
+	netloom__agent__v1__datagram__pack(&k, buf + h);
+	FILE *f = fopen(tmp, "wb");
+	if (!f || fwrite(buf, 1, h + len, f) != h + len || fclose(f) != 0 || rename(tmp, path) != 0) {
+		fprintf(stderr, "netloom: cannot write %s: %s\n", path, strerror(errno));
+		unlink(tmp);
+	}
+	free(buf);
+}
+
+/* ------------------------------------------------- helper thread */
+
+static void *helper(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&nl_agent.lock);
+	struct timespec next;
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	while (!nl_agent.quit) {
+		uint64_t ns = (uint64_t)(nl_agent.interval_s * 1e9);
+		next.tv_sec += (time_t)(ns / 1000000000u);
+		next.tv_nsec += (long)(ns % 1000000000u);
+		if (next.tv_nsec >= 1000000000) {
+			next.tv_sec++;
+			next.tv_nsec -= 1000000000;
+		}
+		while (!nl_agent.quit && pthread_cond_timedwait(&nl_agent.wake, &nl_agent.lock, &next) != ETIMEDOUT)
+			;
+		if (nl_agent.quit)
+			break;
+		pthread_mutex_unlock(&nl_agent.lock);
+		struct snapshot s;
+		if (take(&s, 0, 0) == 0) {
+			send_snapshot(&s);
+			take_free(&s);
+		}
+		nl_poll_due = 1; /* ask the rank to read the MPI_T pvars before the next one */
+		pthread_mutex_lock(&nl_agent.lock);
+	}
+	pthread_mutex_unlock(&nl_agent.lock);
+	return NULL;
+}
+
+void nl_report_start(void)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&nl_agent.wake, &ca);
+	pthread_condattr_destroy(&ca);
+	nl_poll_due = 1;
+
+	/* the helper takes no signal meant for the application */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	nl_agent.helper_running = pthread_create(&nl_agent.helper, NULL, helper, NULL) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!nl_agent.helper_running)
+		fprintf(stderr, "netloom: no helper thread: live reports disabled\n");
+}
+
+void nl_report_final(void)
+{
+	if (nl_agent.helper_running) {
+		pthread_mutex_lock(&nl_agent.lock);
+		nl_agent.quit = 1;
+		pthread_cond_signal(&nl_agent.wake);
+		pthread_mutex_unlock(&nl_agent.lock);
+		pthread_join(nl_agent.helper, NULL);
+		nl_agent.helper_running = 0;
+	}
+	struct snapshot s;
+	if (take(&s, 1, 0) == 0) {
+		send_snapshot(&s);
+		take_free(&s);
+	}
+	if (*nl_agent.output_dir) {
+		nl_agent.seq--; /* the file holds the same snapshot as the final report */
+		if (take(&s, 1, 1) == 0) {
+			write_profile(&s);
+			take_free(&s);
+		}
+	}
+}
