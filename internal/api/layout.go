@@ -295,11 +295,14 @@ func ComputeLayout(t *fabric.Topology) *Layout {
 		maxRows = max(maxRows, (len(g)+cols-1)/cols)
 	}
 	hostBand := float64(maxRows) * cell
+	// Switch levels are far apart so their links spread out; hosts sit
+	// close under their leaf.
 	gap := max(width*0.12, hostBand*1.5)
+	leafY := hostBand + max(gap*0.3, 2*cell)
 	for lv := 1; lv < l.Levels; lv++ {
 		for _, v := range rows[lv] {
 			l.X[v] = float32(pos[v] * width)
-			l.Y[v] = float32(hostBand + gap*float64(lv))
+			l.Y[v] = float32(leafY + gap*float64(lv-1))
 		}
 	}
 	for leaf, hosts := range groups {

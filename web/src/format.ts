@@ -1,0 +1,41 @@
+// Number and time formatting shared by every page.
+
+const units = ["B", "KB", "MB", "GB", "TB", "PB"];
+
+export function bytes(n: number, suffix = ""): string {
+  if (!Number.isFinite(n)) return "–";
+  let i = 0;
+  let v = Math.abs(n);
+  while (v >= 1000 && i < units.length - 1) {
+    v /= 1000;
+    i++;
+  }
+  const s = v >= 100 || i === 0 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+  return `${n < 0 ? "-" : ""}${s} ${units[i]}${suffix}`;
+}
+
+export const rate = (n: number): string => bytes(n, "/s");
+
+export function pct(n: number): string {
+  if (!Number.isFinite(n)) return "–";
+  return n >= 10 ? `${n.toFixed(0)}%` : `${n.toFixed(1)}%`;
+}
+
+export function count(n: number): string {
+  if (!Number.isFinite(n)) return "–";
+  return n.toLocaleString("en-US", { maximumFractionDigits: 1 });
+}
+
+export function time(t: string | number): string {
+  const d = typeof t === "number" ? new Date(t * 1000) : new Date(t);
+  return d.toLocaleString("en-GB", { hour12: false });
+}
+
+export function ago(t: string | number): string {
+  const ms = Date.now() - (typeof t === "number" ? t * 1000 : new Date(t).getTime());
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.round(s / 60)}m ago`;
+  if (s < 86400) return `${(s / 3600).toFixed(1)}h ago`;
+  return `${(s / 86400).toFixed(1)}d ago`;
+}

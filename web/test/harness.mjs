@@ -1,0 +1,100 @@
+// Starts a real `netloom serve` on a simulated fabric and a headless
+// Debian Chromium driven by playwright-core, for the end-to-end tests.
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, existsSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const webDir = resolve(here, "..");
+export const resultsDir = join(webDir, "test-results");
+
+export const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--headless",
+  "--disable-gpu",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--no-first-run",
+];
+
+export function freePort() {
+  return new Promise((ok, fail) => {
+    const s = createServer();
+    s.once("error", fail);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => ok(port));
+    });
+  });
+}
+
+/** Starts the daemon; resolves once it has swept `sweeps` times. */
+export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", sweep = "500ms", sweeps = 3 } = {}) {
+  const bin = process.env.NETLOOM_BIN ?? resolve(webDir, "../bin/netloom");
+  if (!existsSync(bin)) throw new Error(`${bin} not found: run make build (or set NETLOOM_BIN)`);
+  const dir = mkdtempSync(join(tmpdir(), "netloom-web-"));
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const proc = spawn(bin, ["serve", "--fabric", fabric, "--db", join(dir, "netloom.db"), "--listen", `127.0.0.1:${port}`, "--sweep-interval", sweep], {
+    cwd: dir,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let log = "";
+  proc.stdout.on("data", (d) => (log += d));
+  proc.stderr.on("data", (d) => (log += d));
+  const exited = new Promise((r) => proc.once("exit", r));
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error(`netloom serve exited ${proc.exitCode}:\n${log}`);
+    if (Date.now() > deadline) {
+      proc.kill();
+      throw new Error(`netloom serve did not sweep ${sweeps} times in 60s:\n${log}`);
+    }
+    try {
+      const st = await (await fetch(`${base}/api/v1/status`)).json();
+      if ((st.sweep?.count ?? 0) >= sweeps) break;
+    } catch {
+      /* not listening yet */
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return {
+    base,
+    api: async (path) => {
+      const r = await fetch(`${base}/api/v1${path}`);
+      if (!r.ok) throw new Error(`${path}: ${r.status} ${await r.text()}`);
+      return r.json();
+    },
+    log: () => log,
+    async stop() {
+      proc.kill("SIGTERM");
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+      if (proc.exitCode === null) proc.kill("SIGKILL");
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function startBrowser() {
+  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium", args: CHROMIUM_ARGS });
+  return browser;
+}
+
+export async function newPage(browser, errors) {
+  const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+  page.on("pageerror", (e) => errors.push(e.message));
+  page.on("console", (m) => {
+    if (m.type() === "error") errors.push(m.text());
+  });
+  return page;
+}
+
+export function shot(page, name) {
+  mkdirSync(resultsDir, { recursive: true });
+  return page.screenshot({ path: join(resultsDir, `${name}.png`), fullPage: name !== "network" });
+}
