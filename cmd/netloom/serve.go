@@ -38,6 +38,9 @@ Fabric sources (--fabric):
 		sweep    = fs.Duration("sweep-interval", 0, "counter sweep `interval`; sub-second allowed (default 30s)")
 		caPorts  = fs.Bool("sweep-ca-ports", false, "also sweep host adapter ports")
 		logLevel = fs.String("log-level", "info", "log `level`: debug, info, warn, error")
+		agent    = fs.String("agent-listen", "", "UDP `address` MPI agents send to, or off (default "+daemon.DefaultAgentListen+")")
+		agentF   = fs.String("agent-address-file", "", "`file` the agent address is written to for agents, - for none (default "+daemon.DefaultAgentAddressFile+")")
+		jobTO    = fs.Duration("job-timeout", 0, "end a job silent for this `long` (and 6 of its intervals; default 30s)")
 	)
 	if err := parse(fs, args, 0, 0); err != nil {
 		return err
@@ -57,6 +60,11 @@ Fabric sources (--fabric):
 	override(&cfg.Listen, *listen)
 	override(&cfg.DB, *db)
 	override(&cfg.Fabric, *fabricS)
+	override(&cfg.AgentListen, *agent)
+	override(&cfg.AgentAddressFile, *agentF)
+	if *jobTO != 0 {
+		cfg.JobTimeout = *jobTO
+	}
 	if *discover != 0 {
 		cfg.DiscoverInterval = *discover
 	}
@@ -91,6 +99,9 @@ Fabric sources (--fabric):
 	d := daemon.New(cfg, src, st, log)
 	return d.Run(ctx, func(addr net.Addr) {
 		fmt.Fprintf(stdout, "netloom: serving on http://%s (API /api/v1, metrics /metrics) since %s\n", addr, time.Now().Format(time.RFC3339))
+		if a := d.AgentAddr(); a != "" {
+			fmt.Fprintf(stdout, "netloom: MPI agents send to udp://%s\n", a)
+		}
 	})
 }
 

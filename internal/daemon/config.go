@@ -30,6 +30,15 @@ type Config struct {
 	// of its maximum (0: off). 64-bit extended counters are never reset.
 	ResetThreshold float64 `yaml:"reset_threshold"`
 
+	// AgentListen is the UDP address MPI agents send to ("off": none; empty:
+	// DefaultAgentListen, where a port in use only disables ingest);
+	// AgentAddressFile where the daemon publishes it for agents ("-": nowhere).
+	AgentListen      string `yaml:"agent_listen"`
+	AgentAddressFile string `yaml:"agent_address_file"`
+	// JobTimeout ends a job that sent nothing for this long (at least 6
+	// of its snapshot intervals).
+	JobTimeout time.Duration `yaml:"job_timeout"`
+
 	Retention RetentionConfig `yaml:"retention"`
 }
 
@@ -38,6 +47,7 @@ type RetentionConfig struct {
 	Samples  time.Duration `yaml:"samples"`
 	Events   time.Duration `yaml:"events"`
 	Topology time.Duration `yaml:"topology"`
+	Jobs     time.Duration `yaml:"jobs"` // finished jobs
 	// Every is how often old data is pruned.
 	Every time.Duration `yaml:"every"`
 }
@@ -49,6 +59,9 @@ const (
 	DefaultFabric           = "ib"
 	DefaultDiscoverInterval = 5 * time.Minute
 	DefaultSweepInterval    = 30 * time.Second
+	DefaultAgentListen      = "0.0.0.0:8467"
+	DefaultAgentAddressFile = "/run/netloom/agent-address"
+	DefaultJobTimeout       = 30 * time.Second
 )
 
 // WithDefaults fills every zero field with its default.
@@ -66,6 +79,9 @@ func (c Config) WithDefaults() Config {
 	set(&c.Listen, DefaultListen)
 	set(&c.DB, DefaultDB)
 	set(&c.Fabric, DefaultFabric)
+	set(&c.AgentAddressFile, DefaultAgentAddressFile)
+	setD(&c.JobTimeout, DefaultJobTimeout)
+	setD(&c.Retention.Jobs, 365*24*time.Hour)
 	setD(&c.DiscoverInterval, DefaultDiscoverInterval)
 	setD(&c.SweepInterval, DefaultSweepInterval)
 	setD(&c.Retention.Samples, 30*24*time.Hour)
@@ -90,7 +106,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sweep_parallel %d: must be 0..4096", c.SweepParallel)
 	case c.ResetThreshold < 0 || c.ResetThreshold >= 1:
 		return fmt.Errorf("reset_threshold %g: must be 0 (off) or a fraction below 1", c.ResetThreshold)
-	case c.Retention.Samples < 0 || c.Retention.Events < 0 || c.Retention.Topology < 0:
+	case c.JobTimeout < 0:
+		return fmt.Errorf("job_timeout %s: must not be negative", c.JobTimeout)
+	case parseAgentListen(c.AgentListen) != nil:
+		return parseAgentListen(c.AgentListen)
+	case c.Retention.Samples < 0 || c.Retention.Events < 0 || c.Retention.Topology < 0 || c.Retention.Jobs < 0:
 		return errors.New("retention: durations must not be negative")
 	}
 	return nil

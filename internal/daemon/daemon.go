@@ -20,6 +20,7 @@ import (
 
 	"github.com/netloom/netloom/internal/api"
 	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/ingest"
 	"github.com/netloom/netloom/internal/store"
 	"github.com/netloom/netloom/web"
 )
@@ -35,6 +36,9 @@ type Daemon struct {
 	writes chan writeOp
 	reg    *prometheus.Registry
 	m      metrics
+
+	agents       agentSide
+	agentDefault bool // AgentListen was not set: a busy default port is not fatal
 
 	// Owned by the fabric goroutine only.
 	prev map[fabric.PortRef]*fabric.PortReading
@@ -62,7 +66,7 @@ const writeQueueLen = 256
 
 // New builds a daemon; Run starts it.
 func New(cfg Config, src fabric.Source, st store.Store, log *slog.Logger) *Daemon {
-	d := &Daemon{cfg: cfg.WithDefaults(), src: src, st: st, log: log,
+	d := &Daemon{cfg: cfg.WithDefaults(), src: src, st: st, log: log, agentDefault: cfg.AgentListen == "",
 		writes: make(chan writeOp, writeQueueLen), reg: prometheus.NewRegistry(),
 		prev: map[fabric.PortRef]*fabric.PortReading{}}
 	counter := func(name, help string) prometheus.Counter {
@@ -86,6 +90,7 @@ func New(cfg Config, src fabric.Source, st store.Store, log *slog.Logger) *Daemo
 	}
 	d.m.writeQueue = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "netloom_store_write_queue_length",
 		Help: "Store writes waiting for the writer."}, func() float64 { return float64(len(d.writes)) })
+	d.agents.m = ingest.NewMetrics(d.reg)
 	d.reg.MustRegister(d.m.writeQueue, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return d
 }
@@ -97,6 +102,7 @@ func (d *Daemon) State() *api.FabricState { return d.state.Load() }
 func (d *Daemon) Handler() *api.Server {
 	srv := api.New(api.Options{Store: d.st, State: d.State, Registry: d.reg, SweepInterval: d.cfg.SweepInterval, Log: d.log})
 	srv.Mux().Handle("/", api.UI(web.Dist()))
+	srv.ServeJobs(d.Jobs)
 	return srv
 }
 
@@ -109,6 +115,10 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) error {
 	}
 	srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
+	if err := d.openIngest(); err != nil {
+		ln.Close()
+		return err
+	}
 	if ready != nil {
 		ready(ln.Addr())
 	}
@@ -120,6 +130,7 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) error {
 	go func() { d.writer(writerCtx); close(writerDone) }()
 	g.Go(func() error { return d.fabricLoop(gctx) })
 	g.Go(func() error { d.pruner(gctx); return nil })
+	g.Go(func() error { return d.ingestLoop(gctx) })
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http: %w", err)
@@ -197,6 +208,7 @@ func (d *Daemon) pruner(ctx context.Context) {
 				Samples:  now.Add(-d.cfg.Retention.Samples),
 				Events:   now.Add(-d.cfg.Retention.Events),
 				Topology: now.Add(-d.cfg.Retention.Topology),
+				Jobs:     now.Add(-d.cfg.Retention.Jobs),
 			}
 			d.enqueue(writeOp{kind: "prune", apply: func(ctx context.Context, st store.Store) error { return st.Prune(ctx, r) }})
 		}

@@ -1,0 +1,160 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/netloom/netloom/internal/ingest"
+	"github.com/netloom/netloom/internal/store"
+)
+
+// agentSide is the MPI agents' activity: a UDP reader and one aggregator
+// goroutine that owns the live job state and publishes immutable views.
+type agentSide struct {
+	l    *ingest.Listener
+	m    *ingest.Metrics
+	live atomic.Pointer[ingest.Live]
+	addr string // what agents are told to send to
+}
+
+// Jobs returns the live jobs (nil before the first datagram).
+func (d *Daemon) Jobs() *ingest.Live { return d.agents.live.Load() }
+
+// AgentAddr is the UDP address agents send to ("" when ingest is off).
+func (d *Daemon) AgentAddr() string { return d.agents.addr }
+
+// openIngest binds the agents' socket. A default address already in use is
+// logged and ingest stays off; an address asked for explicitly must work.
+func (d *Daemon) openIngest() error {
+	addr := d.cfg.AgentListen
+	if addr == "off" {
+		return nil
+	}
+	if addr == "" {
+		addr = DefaultAgentListen
+	}
+	l, err := ingest.Listen(addr, ingest.ListenOptions{}, d.agents.m)
+	if err != nil {
+		if d.agentDefault {
+			d.log.Error("agent ingest disabled: the default agent port is unavailable; set --agent-listen", "err", err)
+			return nil
+		}
+		return err
+	}
+	d.agents.l = l
+	d.agents.addr = reachable(l.Addr())
+	if l.ReadBuffer() < 4<<20 {
+		d.log.Warn("agent socket receive buffer is small; bursts from large jobs may be dropped (raise net.core.rmem_max)",
+			"bytes", l.ReadBuffer())
+	}
+	if f := d.cfg.AgentAddressFile; f != "" && f != "-" {
+		if err := writeAddressFile(f, d.agents.addr); err != nil {
+			d.log.Warn("could not publish the agent address", "file", f, "err", err)
+		}
+	}
+	d.log.Info("agent ingest", "udp", l.Addr().String(), "advertised", d.agents.addr, "rcvbuf", l.ReadBuffer())
+	return nil
+}
+
+// reachable turns a bound address into one agents on other hosts can use.
+func reachable(a *net.UDPAddr) string {
+	host := a.IP.String()
+	if a.IP == nil || a.IP.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			host = h
+		} else {
+			host = "127.0.0.1"
+		}
+	}
+	return net.JoinHostPort(host, fmt.Sprint(a.Port))
+}
+
+func writeAddressFile(path, addr string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// ingestLoop runs the reader and the aggregator until ctx ends.
+func (d *Daemon) ingestLoop(ctx context.Context) error {
+	l := d.agents.l
+	if l == nil {
+		return nil
+	}
+	d.endStaleJobs(ctx)
+	var invalid atomic.Int64
+	l.OnInvalid(func(err error) {
+		if invalid.Add(1)%1000 == 1 { // the first, then every 1000th
+			d.log.Warn("agent datagram rejected", "err", err, "rejected", invalid.Load())
+		}
+	})
+	readerDone := make(chan error, 1)
+	go func() { readerDone <- l.Run(ctx) }()
+
+	tr := ingest.NewTracker(ingest.Options{
+		JobTimeout: d.cfg.JobTimeout,
+		SaveJob: func(j *store.Job) {
+			d.enqueue(writeOp{kind: "jobs", apply: func(ctx context.Context, st store.Store) error { return st.SaveJob(ctx, j) }})
+		},
+		Samples: func(s []store.ProcessSample) {
+			d.enqueue(writeOp{kind: "job_samples", apply: func(ctx context.Context, st store.Store) error { return st.AddProcessSamples(ctx, s) }})
+		},
+	}, d.agents.m)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case it, ok := <-l.Datagrams():
+			if !ok {
+				tr.Flush()
+				d.agents.live.Store(tr.Publish(time.Now()))
+				return <-readerDone
+			}
+			_ = tr.Add(it.D, it.Size, it.At) // counted by reason in the metrics
+		case now := <-tick.C:
+			tr.Tick(now)
+			d.agents.live.Store(tr.Publish(now))
+		}
+	}
+}
+
+// endStaleJobs marks jobs a previous daemon left running as finished: their
+// agents' datagrams, if they still run, reopen them.
+func (d *Daemon) endStaleJobs(ctx context.Context) {
+	jobs, _, err := d.st.Jobs(ctx, store.JobQuery{State: store.JobRunning})
+	if err != nil {
+		d.log.Warn("listing jobs left running", "err", err)
+		return
+	}
+	for _, j := range jobs {
+		j.State, j.EndReason, j.End = store.JobFinished, store.EndRestart, j.Updated
+		job := &store.Job{JobSummary: j}
+		d.enqueue(writeOp{kind: "jobs", apply: func(ctx context.Context, st store.Store) error { return st.SaveJob(ctx, job) }})
+	}
+}
+
+// parseAgentListen checks an agent address early, for a clear error.
+func parseAgentListen(addr string) error {
+	if addr == "off" || addr == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("agent_listen %q: %w", addr, err)
+	}
+	if strings.ContainsAny(host, " /") || port == "" {
+		return fmt.Errorf("agent_listen %q: want HOST:PORT or off", addr)
+	}
+	return nil
+}

@@ -1,0 +1,438 @@
+package ingest
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/netloom/netloom/internal/store"
+)
+
+// Summarize fills a job's totals from its processes (rank -> job), keeping
+// its identity, state and times.
+func Summarize(j *store.Job) {
+	s := &j.JobSummary
+	id, state, reason, start, end, ranks := s.ID, s.State, s.EndReason, s.Start, s.End, s.Ranks
+	*s = store.JobSummary{ID: id, State: state, EndReason: reason, Start: start, End: end, Ranks: ranks}
+	nodes := map[string]struct{}{}
+	var cpuPct, mpiPct float64
+	for i := range j.Processes {
+		p := &j.Processes[i]
+		s.Reporting++
+		if p.Final {
+			s.Finalized++
+		}
+		nodes[p.Node] = struct{}{}
+		if s.User == "" {
+			s.User, s.Program, s.MPILibrary = p.User, p.Program, p.MPILibrary
+		}
+		if s.Start.IsZero() || p.Start.Before(s.Start) {
+			s.Start = p.Start
+		}
+		if p.Time.After(s.Updated) {
+			s.Updated = p.Time
+		}
+		s.CPUSeconds += p.CPUUser + p.CPUSystem
+		s.MPISeconds += p.MPI
+		if p.Wall > 0 {
+			cpuPct += 100 * (p.CPUUser + p.CPUSystem) / p.Wall
+			mpiPct += 100 * p.MPI / p.Wall
+		}
+		s.Memory += p.VmRSS
+		s.MemoryPeak += p.VmHWM
+		s.IORead += p.IORead
+		s.IOWrite += p.IOWrite
+		s.MPIIORead += p.MPIIORead
+		s.MPIIOWrite += p.MPIIOWrite
+		s.Traffic = s.Traffic.Add(p.Sent())
+		s.IntraNode = s.IntraNode.Add(p.IntraNode)
+		s.InterNode = s.InterNode.Add(p.InterNode)
+		s.AgentDrops += p.AgentDrops
+		s.PeersCapped = s.PeersCapped || p.PeersTruncated
+	}
+	if s.Reporting > 0 {
+		cpuPct /= float64(s.Reporting)
+		mpiPct /= float64(s.Reporting)
+	}
+	s.CPUPercent, s.MPIPercent = cpuPct, mpiPct
+	s.Nodes = len(nodes)
+	s.Total = s.Traffic.Total()
+	endT := s.End
+	if endT.IsZero() {
+		endT = s.Updated
+	}
+	if !s.Start.IsZero() && endT.After(s.Start) {
+		s.Duration = endT.Sub(s.Start).Seconds()
+	}
+}
+
+// ProcessView is one rank without its per-peer and per-function detail.
+type ProcessView struct {
+	Rank       int           `json:"rank"`
+	Node       string        `json:"node"`
+	Host       string        `json:"host"`
+	PID        uint32        `json:"pid"`
+	CPU        int32         `json:"cpu"`
+	Time       time.Time     `json:"time"`
+	Seq        uint64        `json:"seq"`
+	Final      bool          `json:"final"`
+	CPUPercent float64       `json:"cpu_percent"`
+	CPUUser    float64       `json:"cpu_user_seconds"`
+	CPUSystem  float64       `json:"cpu_system_seconds"`
+	Wall       float64       `json:"wall_seconds"`
+	MPI        float64       `json:"mpi_seconds"`
+	MPIPercent float64       `json:"mpi_percent"`
+	VmSize     uint64        `json:"vm_size"`
+	VmPeak     uint64        `json:"vm_peak"`
+	VmRSS      uint64        `json:"vm_rss"`
+	VmHWM      uint64        `json:"vm_hwm"`
+	IORead     uint64        `json:"io_read_bytes"`
+	IOWrite    uint64        `json:"io_write_bytes"`
+	MPIIORead  uint64        `json:"mpiio_read_bytes"`
+	MPIIOWrite uint64        `json:"mpiio_write_bytes"`
+	Traffic    store.Classes `json:"traffic"`
+	Total      store.Traffic `json:"total"`
+	IntraNode  store.Traffic `json:"intra_node"`
+	InterNode  store.Traffic `json:"inter_node"`
+}
+
+// ViewProcess summarizes one process.
+func ViewProcess(p *store.Process) ProcessView {
+	v := ProcessView{Rank: p.Rank, Node: p.Node, Host: p.Host, PID: p.PID, CPU: p.CPU, Time: p.Time, Seq: p.Seq, Final: p.Final,
+		CPUUser: p.CPUUser, CPUSystem: p.CPUSystem, Wall: p.Wall, MPI: p.MPI, VmSize: p.VmSize, VmPeak: p.VmPeak,
+		VmRSS: p.VmRSS, VmHWM: p.VmHWM, IORead: p.IORead, IOWrite: p.IOWrite, MPIIORead: p.MPIIORead, MPIIOWrite: p.MPIIOWrite,
+		Traffic: p.Sent(), IntraNode: p.IntraNode, InterNode: p.InterNode}
+	v.Total = v.Traffic.Total()
+	if p.Wall > 0 {
+		v.CPUPercent = 100 * (p.CPUUser + p.CPUSystem) / p.Wall
+		v.MPIPercent = 100 * p.MPI / p.Wall
+	}
+	return v
+}
+
+// NodeView aggregates the ranks on one node (rank -> node).
+type NodeView struct {
+	Node       string        `json:"node"`
+	Hosts      []string      `json:"hosts"`
+	Ranks      []int         `json:"ranks"`
+	CPUSeconds float64       `json:"cpu_seconds"`
+	CPUPercent float64       `json:"cpu_percent"` // sum over ranks: 200 is two cores busy
+	MPISeconds float64       `json:"mpi_seconds"`
+	Memory     uint64        `json:"memory_bytes"`
+	MemoryPeak uint64        `json:"memory_peak_bytes"`
+	IORead     uint64        `json:"io_read_bytes"`
+	IOWrite    uint64        `json:"io_write_bytes"`
+	Traffic    store.Classes `json:"traffic"` // sent by its ranks
+	Total      store.Traffic `json:"total"`
+	IntraNode  store.Traffic `json:"intra_node"`
+	InterNode  store.Traffic `json:"inter_node"`
+}
+
+// Nodes aggregates a job's processes per node, ordered by node name.
+func Nodes(j *store.Job) []NodeView {
+	idx := map[string]int{}
+	var out []NodeView
+	for i := range j.Processes {
+		p := &j.Processes[i]
+		k, ok := idx[p.Node]
+		if !ok {
+			k = len(out)
+			idx[p.Node] = k
+			out = append(out, NodeView{Node: p.Node, Hosts: []string{}, Ranks: []int{}})
+		}
+		n := &out[k]
+		n.Ranks = append(n.Ranks, p.Rank)
+		if p.Host != "" && !slices.Contains(n.Hosts, p.Host) {
+			n.Hosts = append(n.Hosts, p.Host)
+		}
+		n.CPUSeconds += p.CPUUser + p.CPUSystem
+		if p.Wall > 0 {
+			n.CPUPercent += 100 * (p.CPUUser + p.CPUSystem) / p.Wall
+		}
+		n.MPISeconds += p.MPI
+		n.Memory += p.VmRSS
+		n.MemoryPeak += p.VmHWM
+		n.IORead += p.IORead
+		n.IOWrite += p.IOWrite
+		n.Traffic = n.Traffic.Add(p.Sent())
+		n.IntraNode = n.IntraNode.Add(p.IntraNode)
+		n.InterNode = n.InterNode.Add(p.InterNode)
+	}
+	for i := range out {
+		out[i].Total = out[i].Traffic.Total()
+	}
+	slices.SortFunc(out, func(a, b NodeView) int { return cmp.Compare(a.Node, b.Node) })
+	return out
+}
+
+// Classes names the traffic classes as the API and report do.
+var Classes = []string{"p2p", "coll", "rma"}
+
+// Matrix is a communication matrix: Values[i][j] is what Labels[i] sent to
+// Labels[j].
+type Matrix struct {
+	Level     string     `json:"level"` // rank or node
+	Class     string     `json:"class"` // p2p, coll, rma or all
+	Metric    string     `json:"metric"`
+	Labels    []string   `json:"labels"`
+	Values    [][]uint64 `json:"matrix"`
+	Truncated bool       `json:"peers_truncated"` // some rank reported only its top peers
+}
+
+// MaxDenseRanks bounds the rank matrix (MaxDenseRanks^2 cells).
+const MaxDenseRanks = 4096
+
+// RankMatrix builds the world-rank matrix of one class ("all" sums them)
+// and metric (bytes or msgs). Ranks that did not report have empty rows.
+func RankMatrix(j *store.Job, class, metric string) (*Matrix, error) {
+	if err := checkClassMetric(class, metric); err != nil {
+		return nil, err
+	}
+	n := j.Ranks
+	if n > MaxDenseRanks {
+		return nil, fmt.Errorf("a rank matrix of %d ranks is too large to send dense (limit %d); ask for level=node", n, MaxDenseRanks)
+	}
+	m := &Matrix{Level: "rank", Class: class, Metric: metric, Labels: make([]string, n), Values: make([][]uint64, n)}
+	cells := make([]uint64, n*n)
+	for i := range n {
+		m.Labels[i] = fmt.Sprint(i)
+		m.Values[i] = cells[i*n : (i+1)*n : (i+1)*n]
+	}
+	for i := range j.Processes {
+		p := &j.Processes[i]
+		if p.Rank >= n {
+			continue
+		}
+		m.Truncated = m.Truncated || p.PeersTruncated
+		for _, q := range p.Peers {
+			if q.Peer < n {
+				m.Values[p.Rank][q.Peer] = pick(q.Classes.Class(class), metric)
+			}
+		}
+	}
+	return m, nil
+}
+
+// NodeMatrix builds the node-to-node matrix from each rank's per-node
+// totals, which the agent always sends complete.
+func NodeMatrix(j *store.Job, class, metric string) (*Matrix, error) {
+	if err := checkClassMetric(class, metric); err != nil {
+		return nil, err
+	}
+	idx := map[string]int{}
+	var labels []string
+	add := func(n string) {
+		if _, ok := idx[n]; !ok {
+			idx[n] = len(labels)
+			labels = append(labels, n)
+		}
+	}
+	for i := range j.Processes {
+		add(j.Processes[i].Node)
+		for _, t := range j.Processes[i].ToNodes {
+			add(t.Node)
+		}
+	}
+	slices.Sort(labels)
+	for i, l := range labels {
+		idx[l] = i
+	}
+	n := len(labels)
+	m := &Matrix{Level: "node", Class: class, Metric: metric, Labels: labels, Values: make([][]uint64, n)}
+	if m.Labels == nil {
+		m.Labels = []string{}
+	}
+	for i := range m.Values {
+		m.Values[i] = make([]uint64, n)
+	}
+	for i := range j.Processes {
+		p := &j.Processes[i]
+		src := idx[p.Node]
+		for _, t := range p.ToNodes {
+			m.Values[src][idx[t.Node]] += pick(t.Classes.Class(class), metric)
+		}
+	}
+	return m, nil
+}
+
+func checkClassMetric(class, metric string) error {
+	if class != "all" && !slices.Contains(Classes, class) {
+		return fmt.Errorf("class %q: want p2p, coll, rma or all", class)
+	}
+	if metric != "bytes" && metric != "msgs" {
+		return fmt.Errorf("metric %q: want bytes or msgs", metric)
+	}
+	return nil
+}
+
+func pick(t store.Traffic, metric string) uint64 {
+	if metric == "msgs" {
+		return t.Msgs
+	}
+	return t.Bytes
+}
+
+// FunctionTotal is one MPI function over all ranks.
+type FunctionTotal struct {
+	store.Function
+	Ranks      int     `json:"ranks"`       // ranks that called it
+	MPIPercent float64 `json:"mpi_percent"` // of all MPI time
+}
+
+// Profile is time per MPI function per rank, MPInside-style.
+type Profile struct {
+	Functions []string        `json:"functions"` // by total time, largest first
+	Ranks     []int           `json:"ranks"`
+	TimeNS    [][]uint64      `json:"time_ns"` // [rank index][function index]
+	Calls     [][]uint64      `json:"calls"`
+	Sent      [][]uint64      `json:"bytes_sent"`
+	Received  [][]uint64      `json:"bytes_received"`
+	Wall      []float64       `json:"wall_seconds"` // per rank
+	MPI       []float64       `json:"mpi_seconds"`  // per rank
+	Totals    []FunctionTotal `json:"totals"`
+}
+
+// BuildProfile tabulates a job's MPI functions per rank.
+func BuildProfile(j *store.Job) *Profile {
+	totals := map[string]*FunctionTotal{}
+	var mpiNS uint64
+	for i := range j.Processes {
+		for _, f := range j.Processes[i].Functions {
+			t := totals[f.Name]
+			if t == nil {
+				t = &FunctionTotal{Function: store.Function{Name: f.Name}}
+				totals[f.Name] = t
+			}
+			t.Calls += f.Calls
+			t.TimeNS += f.TimeNS
+			t.BytesSent += f.BytesSent
+			t.BytesReceived += f.BytesReceived
+			if f.Calls > 0 {
+				t.Ranks++
+			}
+			mpiNS += f.TimeNS
+		}
+	}
+	p := &Profile{Functions: []string{}, Ranks: []int{}, TimeNS: [][]uint64{}, Calls: [][]uint64{}, Sent: [][]uint64{},
+		Received: [][]uint64{}, Wall: []float64{}, MPI: []float64{}, Totals: []FunctionTotal{}}
+	for _, t := range totals {
+		if mpiNS > 0 {
+			t.MPIPercent = 100 * float64(t.TimeNS) / float64(mpiNS)
+		}
+		p.Totals = append(p.Totals, *t)
+	}
+	slices.SortFunc(p.Totals, func(a, b FunctionTotal) int {
+		if c := cmp.Compare(b.TimeNS, a.TimeNS); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Calls, a.Calls); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	col := map[string]int{}
+	for i, t := range p.Totals {
+		p.Functions = append(p.Functions, t.Name)
+		col[t.Name] = i
+	}
+	nf := len(p.Functions)
+	for i := range j.Processes {
+		pr := &j.Processes[i]
+		tm, calls, sent, recv := make([]uint64, nf), make([]uint64, nf), make([]uint64, nf), make([]uint64, nf)
+		for _, f := range pr.Functions {
+			c := col[f.Name]
+			tm[c] += f.TimeNS
+			calls[c] += f.Calls
+			sent[c] += f.BytesSent
+			recv[c] += f.BytesReceived
+		}
+		p.Ranks = append(p.Ranks, pr.Rank)
+		p.TimeNS = append(p.TimeNS, tm)
+		p.Calls = append(p.Calls, calls)
+		p.Sent = append(p.Sent, sent)
+		p.Received = append(p.Received, recv)
+		p.Wall = append(p.Wall, pr.Wall)
+		p.MPI = append(p.MPI, pr.MPI)
+	}
+	return p
+}
+
+// Histogram is point-to-point message counts by size bin.
+type Histogram struct {
+	// Bins[i] is the smallest size of bin i (0 for empty messages, then
+	// 2^(i-1)).
+	Bins  []uint64   `json:"bin_min_bytes"`
+	Job   []uint64   `json:"job"`
+	Ranks []int      `json:"ranks"`
+	Rank  [][]uint64 `json:"per_rank"` // [rank index][bin], over all peers
+	// Peers is set when one rank was asked for: its per-peer histograms.
+	Peers map[int][]uint64 `json:"peers,omitempty"`
+}
+
+// BuildHistogram sums message-size histograms over peers, per rank and for
+// the job; with rank >= 0 it also returns that rank's per-peer rows.
+func BuildHistogram(j *store.Job, rank int) *Histogram {
+	nb := 0
+	for i := range j.Processes {
+		for _, q := range j.Processes[i].Peers {
+			nb = max(nb, len(q.Histogram))
+		}
+	}
+	h := &Histogram{Bins: make([]uint64, nb), Job: make([]uint64, nb), Ranks: []int{}, Rank: [][]uint64{}}
+	for i := 1; i < nb; i++ {
+		h.Bins[i] = 1 << (i - 1)
+	}
+	for i := range j.Processes {
+		p := &j.Processes[i]
+		row := make([]uint64, nb)
+		for _, q := range p.Peers {
+			for b, c := range q.Histogram {
+				row[b] += c
+				h.Job[b] += c
+			}
+			if p.Rank == rank && len(q.Histogram) > 0 {
+				if h.Peers == nil {
+					h.Peers = map[int][]uint64{}
+				}
+				h.Peers[q.Peer] = q.Histogram
+			}
+		}
+		h.Ranks = append(h.Ranks, p.Rank)
+		h.Rank = append(h.Rank, row)
+	}
+	return h
+}
+
+// RegionTotal is one region over all ranks.
+type RegionTotal struct {
+	store.Region
+	Ranks   []int          `json:"ranks"`
+	PerRank []store.Region `json:"per_rank"`
+}
+
+// BuildRegions groups each rank's regions by name.
+func BuildRegions(j *store.Job) []RegionTotal {
+	idx := map[string]int{}
+	out := []RegionTotal{}
+	for i := range j.Processes {
+		p := &j.Processes[i]
+		for _, r := range p.Regions {
+			k, ok := idx[r.Name]
+			if !ok {
+				k = len(out)
+				idx[r.Name] = k
+				out = append(out, RegionTotal{Region: store.Region{Name: r.Name}, Ranks: []int{}, PerRank: []store.Region{}})
+			}
+			t := &out[k]
+			t.Entries += r.Entries
+			t.TimeNS += r.TimeNS
+			t.MPITimeNS += r.MPITimeNS
+			t.Classes = t.Classes.Add(r.Classes)
+			t.Ranks = append(t.Ranks, p.Rank)
+			t.PerRank = append(t.PerRank, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b RegionTotal) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}

@@ -1,0 +1,219 @@
+// Package ingest receives the MPI agents' datagrams (proto/netloom/agent/v1),
+// validates them, reassembles chunked snapshots, and keeps live per-job
+// state: ranks, nodes, per-interval deltas of the cumulative counters,
+// communication matrices, histograms, MPI time profiles and regions.
+//
+// Bad input never crashes or blocks it: every datagram that is malformed or
+// inconsistent is dropped and counted with a reason.
+package ingest
+
+import (
+	"fmt"
+	"math"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/netloom/netloom/internal/ingest/agentpb"
+)
+
+// WireVersion is the Datagram version this daemon understands.
+const WireVersion = 1
+
+// Reasons a datagram is dropped; the label of
+// netloom_ingest_datagrams_dropped_total.
+const (
+	ReasonEmpty          = "empty"
+	ReasonOversized      = "oversized"
+	ReasonMalformed      = "malformed"      // not a Datagram protobuf
+	ReasonVersion        = "version"        // unknown wire version
+	ReasonJobID          = "bad_job_id"     // empty, too long or not printable
+	ReasonWorldSize      = "bad_world_size" // 0 or above the limit
+	ReasonRank           = "bad_rank"       // rank >= world_size
+	ReasonChunk          = "bad_chunk"      // chunk >= chunks, chunks 0 or too many, chunk-0 fields elsewhere
+	ReasonTime           = "bad_time"       // no time, or started after it was taken
+	ReasonPeer           = "bad_peer"       // peer >= world_size, or twice in a snapshot
+	ReasonHistogram      = "bad_histogram"  // too many bins
+	ReasonString         = "bad_string"     // too long or empty where a name is needed
+	ReasonTooMany        = "too_many"       // too many functions, regions, nodes or peers
+	ReasonValue          = "bad_value"      // NaN, infinite or negative seconds
+	ReasonWorldChanged   = "world_size_changed"
+	ReasonBackwards      = "counter_backwards" // a cumulative counter decreased within one run
+	ReasonStale          = "stale"             // an older snapshot than one already applied
+	ReasonDuplicate      = "duplicate"         // a chunk received twice
+	ReasonIncomplete     = "incomplete"        // chunks missing when the snapshot timed out or was overtaken
+	ReasonChunksChanged  = "chunks_changed"    // chunks of one snapshot disagree on their header
+	ReasonTooManyJobs    = "too_many_jobs"
+	ReasonReassemblyFull = "reassembly_full"
+	ReasonQueueFull      = "queue_full" // the aggregator fell behind the socket
+)
+
+// Reasons lists every drop reason, so that metrics show them all from the start.
+var Reasons = []string{ReasonEmpty, ReasonOversized, ReasonMalformed, ReasonVersion, ReasonJobID, ReasonWorldSize,
+	ReasonRank, ReasonChunk, ReasonTime, ReasonPeer, ReasonHistogram, ReasonString, ReasonTooMany, ReasonValue,
+	ReasonWorldChanged, ReasonBackwards, ReasonStale, ReasonDuplicate, ReasonIncomplete, ReasonChunksChanged,
+	ReasonTooManyJobs, ReasonReassemblyFull, ReasonQueueFull}
+
+// Limits bound what one datagram and one job may hold. The zero value
+// means the defaults.
+type Limits struct {
+	MaxBytes      int // one datagram; default 65507 (the largest UDP/IPv4 payload)
+	MaxWorldSize  int // default 1<<22
+	MaxChunks     int // per snapshot; default 4096
+	MaxString     int // node, host, program, function names...; default 256
+	MaxJobID      int // default 128
+	MaxFunctions  int // per snapshot; default 1024
+	MaxRegions    int // per snapshot; default 1024
+	MaxNodes      int // destination nodes per datagram; default 1<<16
+	MaxBins       int // histogram bins; default 65 (sizes up to 2^64)
+	MaxCredential int // default 4096
+}
+
+// WithDefaults fills zero fields.
+func (l Limits) WithDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxBytes, 65507)
+	def(&l.MaxWorldSize, 1<<22)
+	def(&l.MaxChunks, 4096)
+	def(&l.MaxString, 256)
+	def(&l.MaxJobID, 128)
+	def(&l.MaxFunctions, 1024)
+	def(&l.MaxRegions, 1024)
+	def(&l.MaxNodes, 1<<16)
+	def(&l.MaxBins, 65)
+	def(&l.MaxCredential, 4096)
+	return l
+}
+
+// RejectError says why a datagram was dropped.
+type RejectError struct {
+	Reason string // one of Reasons
+	Detail string
+}
+
+func (e *RejectError) Error() string { return e.Reason + ": " + e.Detail }
+
+func reject(reason, format string, a ...any) *RejectError {
+	return &RejectError{Reason: reason, Detail: fmt.Sprintf(format, a...)}
+}
+
+// Decode parses and checks one datagram against the limits (which must
+// have their defaults filled). Checks that need earlier datagrams (chunk
+// reassembly, monotone counters) are the Tracker's.
+func Decode(b []byte, lim Limits) (*agentpb.Datagram, error) {
+	switch {
+	case len(b) == 0:
+		return nil, reject(ReasonEmpty, "empty datagram")
+	case len(b) > lim.MaxBytes:
+		return nil, reject(ReasonOversized, "%d bytes, limit %d", len(b), lim.MaxBytes)
+	}
+	d := new(agentpb.Datagram)
+	if err := proto.Unmarshal(b, d); err != nil {
+		return nil, reject(ReasonMalformed, "%v", err)
+	}
+	if err := Validate(d, lim); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Validate checks one decoded datagram on its own.
+func Validate(d *agentpb.Datagram, lim Limits) error {
+	if d.Version != WireVersion {
+		return reject(ReasonVersion, "version %d, want %d", d.Version, WireVersion)
+	}
+	if err := checkJobID(d.JobId, lim.MaxJobID); err != nil {
+		return err
+	}
+	if d.WorldSize == 0 || int64(d.WorldSize) > int64(lim.MaxWorldSize) {
+		return reject(ReasonWorldSize, "job %s: world size %d, want 1..%d", d.JobId, d.WorldSize, lim.MaxWorldSize)
+	}
+	if d.Rank >= d.WorldSize {
+		return reject(ReasonRank, "job %s: rank %d of world size %d", d.JobId, d.Rank, d.WorldSize)
+	}
+	if d.Chunks == 0 || int64(d.Chunks) > int64(lim.MaxChunks) || d.Chunk >= d.Chunks {
+		return reject(ReasonChunk, "job %s rank %d: chunk %d of %d (limit %d)", d.JobId, d.Rank, d.Chunk, d.Chunks, lim.MaxChunks)
+	}
+	if d.Chunk != 0 && (d.Process != nil || len(d.Functions) > 0 || len(d.Regions) > 0) {
+		return reject(ReasonChunk, "job %s rank %d: chunk %d carries process, functions or regions (only chunk 0 may)", d.JobId, d.Rank, d.Chunk)
+	}
+	if d.TimeUnixNs <= 0 || d.StartUnixNs < 0 || d.StartUnixNs > d.TimeUnixNs || d.TimeUnixNs > math.MaxInt64/2 {
+		return reject(ReasonTime, "job %s rank %d: start %d, time %d", d.JobId, d.Rank, d.StartUnixNs, d.TimeUnixNs)
+	}
+	if len(d.Credential) > lim.MaxCredential {
+		return reject(ReasonOversized, "credential of %d bytes", len(d.Credential))
+	}
+	where := func() string { return fmt.Sprintf("job %s rank %d seq %d chunk %d", d.JobId, d.Rank, d.Seq, d.Chunk) }
+	if p := d.Process; p != nil {
+		for _, s := range []struct{ name, v string }{{"node", p.Node}, {"host", p.Host}, {"mpi_library", p.MpiLibrary},
+			{"program", p.Program}, {"user", p.User}} {
+			if len(s.v) > lim.MaxString {
+				return reject(ReasonString, "%s: process %s of %d bytes, limit %d", where(), s.name, len(s.v), lim.MaxString)
+			}
+		}
+		for _, v := range []struct {
+			name string
+			v    float64
+		}{{"cpu_user_seconds", p.CpuUserSeconds}, {"cpu_system_seconds", p.CpuSystemSeconds},
+			{"wall_seconds", p.WallSeconds}, {"mpi_seconds", p.MpiSeconds}} {
+			if math.IsNaN(v.v) || math.IsInf(v.v, 0) || v.v < 0 || v.v > 1e12 {
+				return reject(ReasonValue, "%s: process %s = %g", where(), v.name, v.v)
+			}
+		}
+	}
+	if len(d.Functions) > lim.MaxFunctions {
+		return reject(ReasonTooMany, "%s: %d functions, limit %d", where(), len(d.Functions), lim.MaxFunctions)
+	}
+	for i, f := range d.Functions {
+		if f.Name == "" || len(f.Name) > lim.MaxString {
+			return reject(ReasonString, "%s: function %d name of %d bytes, want 1..%d", where(), i, len(f.Name), lim.MaxString)
+		}
+	}
+	if len(d.Regions) > lim.MaxRegions {
+		return reject(ReasonTooMany, "%s: %d regions, limit %d", where(), len(d.Regions), lim.MaxRegions)
+	}
+	for i, r := range d.Regions {
+		if r.Name == "" || len(r.Name) > lim.MaxString {
+			return reject(ReasonString, "%s: region %d name of %d bytes, want 1..%d", where(), i, len(r.Name), lim.MaxString)
+		}
+	}
+	if len(d.Nodes) > lim.MaxNodes || int64(len(d.Nodes)) > int64(d.WorldSize) {
+		return reject(ReasonTooMany, "%s: %d destination nodes for world size %d", where(), len(d.Nodes), d.WorldSize)
+	}
+	for i, n := range d.Nodes {
+		if n.Node == "" || len(n.Node) > lim.MaxString {
+			return reject(ReasonString, "%s: destination node %d name of %d bytes, want 1..%d", where(), i, len(n.Node), lim.MaxString)
+		}
+	}
+	if int64(len(d.Peers)) > int64(d.WorldSize) {
+		return reject(ReasonTooMany, "%s: %d peers for world size %d", where(), len(d.Peers), d.WorldSize)
+	}
+	for _, p := range d.Peers {
+		if p.Peer >= d.WorldSize {
+			return reject(ReasonPeer, "%s: peer %d of world size %d", where(), p.Peer, d.WorldSize)
+		}
+		if len(p.SizeHistogram) > lim.MaxBins {
+			return reject(ReasonHistogram, "%s: peer %d histogram of %d bins, limit %d", where(), p.Peer, len(p.SizeHistogram), lim.MaxBins)
+		}
+	}
+	return nil
+}
+
+func checkJobID(id string, max int) error {
+	if id == "" || id == "." || id == ".." || len(id) > max {
+		return reject(ReasonJobID, "job id of %d bytes, want 1..%d", len(id), max)
+	}
+	if !utf8.ValidString(id) {
+		return reject(ReasonJobID, "job id %q is not UTF-8", id)
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f || r == '/' || r == '\\' {
+			return reject(ReasonJobID, "job id %q has a control character or slash", id)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,544 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/netloom/netloom/internal/ingest/agentpb"
+	"github.com/netloom/netloom/internal/store"
+)
+
+var t0 = time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC)
+
+// snapshot builds rank's seq-th snapshot of a ring job of n ranks on
+// nodes of two ranks each: every interval of 5s, rank r sends 1000 bytes
+// (10 messages) to r+1, plus 100 bytes of collective traffic to rank 0.
+func snapshot(job string, rank, n int, seq uint64, final bool) *agentpb.Datagram {
+	k := seq + 1
+	node := func(r int) string { return fmt.Sprintf("node%d", r/2) }
+	now := t0.Add(time.Duration(k) * 5 * time.Second)
+	peer := (rank + 1) % n
+	d := &agentpb.Datagram{Version: 1, JobId: job, Rank: uint32(rank), WorldSize: uint32(n), Seq: seq, Chunks: 1,
+		TimeUnixNs: now.UnixNano(), StartUnixNs: t0.UnixNano(), Final: final,
+		Process: &agentpb.Process{Node: node(rank), Host: "host" + node(rank), Pid: uint32(1000 + rank), MpiLibrary: "Open MPI 4.1.4",
+			Program: "ring", User: "alice", CpuUserSeconds: 4 * float64(k), CpuSystemSeconds: 0.5 * float64(k),
+			WallSeconds: 5 * float64(k), MpiSeconds: float64(k), VmRss: 100 << 20, VmHwm: 120 << 20,
+			IoWriteBytes: 4096 * k},
+		Functions: []*agentpb.FunctionStat{
+			{Name: "MPI_Send", Calls: 10 * k, TimeNs: 400e6 * k, BytesSent: 1000 * k},
+			{Name: "MPI_Recv", Calls: 10 * k, TimeNs: 500e6 * k, BytesReceived: 1000 * k},
+			{Name: "MPI_Reduce", Calls: k, TimeNs: 100e6 * k},
+		},
+		Regions: []*agentpb.Region{{Name: "solve", Entries: k, TimeNs: 4e9 * k, MpiTimeNs: 1e9 * k,
+			P2P: &agentpb.Traffic{Bytes: 1000 * k, Msgs: 10 * k}}},
+	}
+	p2p := &agentpb.Traffic{Bytes: 1000 * k, Msgs: 10 * k}
+	hist := make([]uint64, 11)
+	hist[8] = 10 * k // 100-byte messages: 2^7 <= 100 < 2^8
+	pt := &agentpb.PeerTraffic{Peer: uint32(peer), P2P: p2p, SizeHistogram: hist}
+	coll := &agentpb.Traffic{Bytes: 100 * k, Msgs: k}
+	if rank != 0 {
+		if peer == 0 {
+			pt.Coll = coll
+		} else {
+			d.Peers = append(d.Peers, &agentpb.PeerTraffic{Peer: 0, Coll: coll})
+		}
+	}
+	d.Peers = append(d.Peers, pt)
+	// Per node.
+	byNode := map[string]*agentpb.NodeTraffic{}
+	for _, p := range d.Peers {
+		nt := byNode[node(int(p.Peer))]
+		if nt == nil {
+			nt = &agentpb.NodeTraffic{Node: node(int(p.Peer)), P2P: &agentpb.Traffic{}, Coll: &agentpb.Traffic{}}
+			byNode[node(int(p.Peer))] = nt
+			d.Nodes = append(d.Nodes, nt)
+		}
+		if p.P2P != nil {
+			nt.P2P.Bytes += p.P2P.Bytes
+			nt.P2P.Msgs += p.P2P.Msgs
+		}
+		if p.Coll != nil {
+			nt.Coll.Bytes += p.Coll.Bytes
+			nt.Coll.Msgs += p.Coll.Msgs
+		}
+		tr := &d.Process.InterNode
+		if node(int(p.Peer)) == node(rank) {
+			tr = &d.Process.IntraNode
+		}
+		if *tr == nil {
+			*tr = &agentpb.Traffic{}
+		}
+		for _, c := range []*agentpb.Traffic{p.P2P, p.Coll} {
+			if c != nil {
+				(*tr).Bytes += c.Bytes
+				(*tr).Msgs += c.Msgs
+			}
+		}
+	}
+	return d
+}
+
+func encode(t testing.TB, d *agentpb.Datagram) []byte {
+	t.Helper()
+	b, err := proto.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// split cuts a snapshot into chunks of at most per peer rows each.
+func split(d *agentpb.Datagram, per int) []*agentpb.Datagram {
+	head := proto.Clone(d).(*agentpb.Datagram)
+	head.Peers = nil
+	out := []*agentpb.Datagram{head}
+	for i := 0; i < len(d.Peers); i += per {
+		c := &agentpb.Datagram{Version: 1, JobId: d.JobId, Rank: d.Rank, WorldSize: d.WorldSize, Seq: d.Seq,
+			TimeUnixNs: d.TimeUnixNs, StartUnixNs: d.StartUnixNs, Final: d.Final}
+		c.Peers = d.Peers[i:min(i+per, len(d.Peers))]
+		out = append(out, c)
+	}
+	for i, c := range out {
+		c.Chunk, c.Chunks = uint32(i), uint32(len(out))
+	}
+	return out
+}
+
+func reasonOf(err error) string {
+	var re *RejectError
+	if errors.As(err, &re) {
+		return re.Reason
+	}
+	return ""
+}
+
+func TestDecodeRejects(t *testing.T) {
+	lim := Limits{}.WithDefaults()
+	valid := snapshot("42", 1, 4, 0, false)
+	if _, err := Decode(encode(t, valid), lim); err != nil {
+		t.Fatalf("valid datagram rejected: %v", err)
+	}
+	mod := func(f func(d *agentpb.Datagram)) []byte {
+		d := proto.Clone(valid).(*agentpb.Datagram)
+		f(d)
+		return encode(t, d)
+	}
+	full := encode(t, valid)
+	for _, c := range []struct {
+		name, reason string
+		b            []byte
+	}{
+		{"empty", ReasonEmpty, nil},
+		{"truncated", ReasonMalformed, full[:len(full)-3]},
+		{"garbage", ReasonMalformed, []byte{0xff, 0xff, 0xff, 0xff, 0xff}},
+		{"oversized", ReasonOversized, make([]byte, 70000)},
+		{"version 2", ReasonVersion, mod(func(d *agentpb.Datagram) { d.Version = 2 })},
+		{"version 0", ReasonVersion, mod(func(d *agentpb.Datagram) { d.Version = 0 })},
+		{"no job", ReasonJobID, mod(func(d *agentpb.Datagram) { d.JobId = "" })},
+		{"job with slash", ReasonJobID, mod(func(d *agentpb.Datagram) { d.JobId = "../etc" })},
+		{"long job", ReasonJobID, mod(func(d *agentpb.Datagram) { d.JobId = strings.Repeat("j", 200) })},
+		{"world 0", ReasonWorldSize, mod(func(d *agentpb.Datagram) { d.WorldSize, d.Rank = 0, 0 })},
+		{"huge world", ReasonWorldSize, mod(func(d *agentpb.Datagram) { d.WorldSize = 1 << 30 })},
+		{"rank out of world", ReasonRank, mod(func(d *agentpb.Datagram) { d.Rank = 4 })},
+		{"chunk out of chunks", ReasonChunk, mod(func(d *agentpb.Datagram) { d.Chunk = 1 })},
+		{"no chunks", ReasonChunk, mod(func(d *agentpb.Datagram) { d.Chunks = 0 })},
+		{"too many chunks", ReasonChunk, mod(func(d *agentpb.Datagram) { d.Chunks = 1 << 20 })},
+		{"process in chunk 1", ReasonChunk, mod(func(d *agentpb.Datagram) { d.Chunk, d.Chunks = 1, 2 })},
+		{"no time", ReasonTime, mod(func(d *agentpb.Datagram) { d.TimeUnixNs = 0 })},
+		{"start after time", ReasonTime, mod(func(d *agentpb.Datagram) { d.StartUnixNs = d.TimeUnixNs + 1 })},
+		{"peer out of world", ReasonPeer, mod(func(d *agentpb.Datagram) { d.Peers[0].Peer = 99 })},
+		{"long histogram", ReasonHistogram, mod(func(d *agentpb.Datagram) { d.Peers[0].SizeHistogram = make([]uint64, 66) })},
+		{"long node name", ReasonString, mod(func(d *agentpb.Datagram) { d.Process.Node = strings.Repeat("n", 300) })},
+		{"empty function", ReasonString, mod(func(d *agentpb.Datagram) { d.Functions[0].Name = "" })},
+		{"NaN seconds", ReasonValue, mod(func(d *agentpb.Datagram) { d.Process.WallSeconds = nan() })},
+		{"negative seconds", ReasonValue, mod(func(d *agentpb.Datagram) { d.Process.CpuUserSeconds = -1 })},
+		{"too many peers", ReasonTooMany, mod(func(d *agentpb.Datagram) {
+			for range 4 {
+				d.Peers = append(d.Peers, &agentpb.PeerTraffic{Peer: 2})
+			}
+		})},
+	} {
+		_, err := Decode(c.b, lim)
+		if got := reasonOf(err); got != c.reason {
+			t.Errorf("%s: rejected as %q (%v), want %q", c.name, got, err, c.reason)
+		}
+	}
+}
+
+func nan() float64 { var z float64; return z / z }
+
+type sink struct {
+	saved   []*store.Job
+	samples []store.ProcessSample
+}
+
+func newTracker(opt Options) (*Tracker, *sink, *Metrics, *prometheus.Registry) {
+	s := &sink{}
+	opt.SaveJob = func(j *store.Job) { s.saved = append(s.saved, j) }
+	opt.Samples = func(x []store.ProcessSample) { s.samples = append(s.samples, x...) }
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	return NewTracker(opt, m), s, m, reg
+}
+
+func add(t *testing.T, tr *Tracker, d *agentpb.Datagram, now time.Time) error {
+	t.Helper()
+	b := encode(t, d)
+	dd, err := Decode(b, tr.Limits())
+	if err != nil {
+		return err
+	}
+	return tr.Add(dd, len(b), now)
+}
+
+func value(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func dropped(m *Metrics, reason string) float64 { return value(m.dropped.WithLabelValues(reason)) }
+
+func TestTrackerJob(t *testing.T) {
+	tr, sk, m, _ := newTracker(Options{})
+	now := t0
+	const n = 4
+	for seq := uint64(0); seq < 3; seq++ {
+		for r := range n {
+			for _, c := range split(snapshot("7", r, n, seq, seq == 2), 1) {
+				if err := add(t, tr, c, now); err != nil {
+					t.Fatalf("seq %d rank %d chunk %d: %v", seq, r, c.Chunk, err)
+				}
+			}
+		}
+		now = now.Add(5 * time.Second)
+		tr.Tick(now)
+	}
+	live := tr.Publish(now)
+	j := live.Jobs["7"]
+	if j == nil {
+		t.Fatal("job not live")
+	}
+	if j.State != store.JobFinished || j.EndReason != store.EndFinal || j.Finalized != n || j.Reporting != n || j.Nodes != 2 {
+		t.Errorf("summary %+v", j.JobSummary)
+	}
+	// 3 intervals: each rank sent 3000 bytes p2p; ranks 1..3 300 bytes coll.
+	if j.Traffic.P2P.Bytes != 4*3000 || j.Traffic.Coll.Bytes != 3*300 || j.Traffic.P2P.Msgs != 4*30 {
+		t.Errorf("traffic %+v", j.Traffic)
+	}
+	if j.IntraNode.Bytes+j.InterNode.Bytes != j.Total.Bytes {
+		t.Errorf("intra %d + inter %d != total %d", j.IntraNode.Bytes, j.InterNode.Bytes, j.Total.Bytes)
+	}
+	if !j.Start.Equal(t0) || !j.End.Equal(t0.Add(15*time.Second)) || j.Duration != 15 {
+		t.Errorf("start %s end %s duration %g", j.Start, j.End, j.Duration)
+	}
+	if j.CPUPercent != 90 || j.MPIPercent != 20 {
+		t.Errorf("cpu %g%% mpi %g%%", j.CPUPercent, j.MPIPercent)
+	}
+	// Deltas: 2 per rank (seq 1 and 2 against the one before).
+	if len(sk.samples) != 2*n {
+		t.Fatalf("%d samples, want %d", len(sk.samples), 2*n)
+	}
+	for _, s := range sk.samples {
+		if s.Span != 5*time.Second || s.Traffic.P2P.Bytes != 1000 || s.CPUUser != 4 || s.IOWrite != 4096 {
+			t.Errorf("sample %+v", s)
+		}
+	}
+	// Saved when it finished, with all ranks.
+	last := sk.saved[len(sk.saved)-1]
+	if last.State != store.JobFinished || len(last.Processes) != n {
+		t.Errorf("last save: state %s, %d processes", last.State, len(last.Processes))
+	}
+	mx, err := RankMatrix(j, "p2p", "bytes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range n {
+		for c := range n {
+			want := uint64(0)
+			if c == (r+1)%n {
+				want = 3000
+			}
+			if mx.Values[r][c] != want {
+				t.Errorf("p2p[%d][%d] = %d, want %d", r, c, mx.Values[r][c], want)
+			}
+		}
+	}
+	nm, _ := NodeMatrix(j, "all", "bytes")
+	// node0 = ranks 0,1; node1 = ranks 2,3. p2p 0->1 intra, 1->2 inter, 2->3 intra, 3->0 inter;
+	// collectives 1->0 intra, 2->0 and 3->0 inter.
+	want := [][]uint64{{3000 + 300, 3000}, {300 + 3000 + 300, 3000}}
+	if fmt.Sprint(nm.Values) != fmt.Sprint(want) || fmt.Sprint(nm.Labels) != "[node0 node1]" {
+		t.Errorf("node matrix %v %v, want %v", nm.Labels, nm.Values, want)
+	}
+	pr := BuildProfile(j)
+	if pr.Functions[0] != "MPI_Recv" || pr.Totals[0].Calls != 4*30 || pr.TimeNS[0][0] != 1500e6 {
+		t.Errorf("profile %+v", pr)
+	}
+	h := BuildHistogram(j, 1)
+	if h.Job[8] != 4*30 || h.Peers[2][8] != 30 {
+		t.Errorf("histogram %+v", h)
+	}
+	if rg := BuildRegions(j); len(rg) != 1 || rg[0].Entries != 12 || len(rg[0].Ranks) != n {
+		t.Errorf("regions %+v", rg)
+	}
+	// Chunks per snapshot: a head, then one per peer row (ranks 1 and 2
+	// have two peers).
+	if got := value(m.accepted); got != 3*10 {
+		t.Errorf("accepted %g, want %d", got, 3*10)
+	}
+	// Late datagrams of the finished job are stale.
+	if err := add(t, tr, snapshot("7", 0, n, 1, false), now); reasonOf(err) != ReasonStale {
+		t.Errorf("late datagram: %v", err)
+	}
+}
+
+func TestTrackerRejects(t *testing.T) {
+	tr, _, m, _ := newTracker(Options{ReassemblyTimeout: time.Second})
+	now := t0
+	must := func(d *agentpb.Datagram) {
+		t.Helper()
+		if err := add(t, tr, d, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(snapshot("9", 0, 4, 0, false))
+	must(snapshot("9", 0, 4, 1, false))
+	// Same snapshot again, and an older one.
+	if err := add(t, tr, snapshot("9", 0, 4, 1, false), now); reasonOf(err) != ReasonStale {
+		t.Errorf("repeat: %v", err)
+	}
+	// A counter going backwards within the run.
+	back := snapshot("9", 0, 4, 2, false)
+	back.Process.CpuUserSeconds = 1
+	if err := add(t, tr, back, now); reasonOf(err) != ReasonBackwards {
+		t.Errorf("backwards: %v", err)
+	}
+	back = snapshot("9", 0, 4, 2, false)
+	back.Peers[0].P2P.Bytes = 10
+	if err := add(t, tr, back, now); reasonOf(err) != ReasonBackwards {
+		t.Errorf("peer backwards: %v", err)
+	}
+	// A new run (later start) may begin from zero.
+	restart := snapshot("9", 0, 4, 0, false)
+	restart.StartUnixNs += int64(time.Minute)
+	restart.TimeUnixNs += int64(time.Minute)
+	if err := add(t, tr, restart, now); err != nil {
+		t.Errorf("new run rejected: %v", err)
+	}
+	// World size changes.
+	if err := add(t, tr, snapshot("9", 1, 8, 0, false), now); reasonOf(err) != ReasonWorldChanged {
+		t.Errorf("world change: %v", err)
+	}
+	// Chunks: duplicate, then a snapshot that never completes.
+	parts := split(snapshot("9", 2, 4, 0, false), 1)
+	must(parts[0])
+	if err := add(t, tr, parts[0], now); reasonOf(err) != ReasonDuplicate {
+		t.Errorf("duplicate chunk: %v", err)
+	}
+	now = now.Add(2 * time.Second)
+	tr.Tick(now)
+	if got := dropped(m, ReasonIncomplete); got != 1 {
+		t.Errorf("incomplete = %g, want 1", got)
+	}
+	// Duplicate peers across chunks.
+	d := snapshot("9", 3, 4, 0, false)
+	d.Peers = append(d.Peers, proto.Clone(d.Peers[0]).(*agentpb.PeerTraffic))
+	var last error
+	for _, c := range split(d, 1) {
+		last = add(t, tr, c, now)
+	}
+	if reasonOf(last) != ReasonPeer {
+		t.Errorf("duplicate peer: %v", last)
+	}
+	for _, r := range []string{ReasonStale, ReasonBackwards, ReasonWorldChanged, ReasonDuplicate, ReasonPeer} {
+		if dropped(m, r) == 0 {
+			t.Errorf("reason %s not counted", r)
+		}
+	}
+}
+
+func TestTrackerTimeoutAndBounds(t *testing.T) {
+	tr, sk, m, _ := newTracker(Options{JobTimeout: 10 * time.Second, MaxJobs: 2, Linger: time.Minute})
+	now := t0
+	for _, id := range []string{"a", "b"} {
+		if err := add(t, tr, snapshot(id, 0, 2, 0, false), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := add(t, tr, snapshot("c", 0, 2, 0, false), now); reasonOf(err) != ReasonTooManyJobs {
+		t.Errorf("third job: %v", err)
+	}
+	now = now.Add(11 * time.Second)
+	tr.Tick(now)
+	j := tr.Publish(now).Jobs["a"]
+	if j == nil || j.State != store.JobFinished || j.EndReason != store.EndTimeout {
+		t.Fatalf("job a after timeout: %+v", j)
+	}
+	if len(sk.saved) < 2 {
+		t.Errorf("timed-out jobs not saved: %d saves", len(sk.saved))
+	}
+	now = now.Add(2 * time.Minute)
+	tr.Tick(now)
+	if l := tr.Publish(now); len(l.Jobs) != 0 {
+		t.Errorf("finished jobs still live after linger: %v", l.Jobs)
+	}
+	if err := add(t, tr, snapshot("c", 0, 2, 0, false), now); err != nil {
+		t.Errorf("room again: %v", err)
+	}
+	_ = m
+}
+
+// TestListener sends hostile and valid datagrams over a real UDP socket:
+// the bad ones are counted by reason, the good ones all arrive.
+func TestListener(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	l, err := Listen("127.0.0.1:0", ListenOptions{Queue: 1 << 16, Limits: Limits{MaxBytes: 60000}}, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	conn, err := net.DialUDP("udp", nil, l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	good := encode(t, snapshot("1", 0, 2, 0, false))
+	bad := [][]byte{{}, good[:len(good)/2], encode(t, &agentpb.Datagram{Version: 9, JobId: "x", WorldSize: 1, Chunks: 1, TimeUnixNs: 1}),
+		make([]byte, 65000), []byte("GET / HTTP/1.1\r\n\r\n")}
+	const rounds = 200
+	for i := range rounds {
+		for _, b := range bad {
+			conn.Write(b)
+		}
+		d := snapshot("1", 0, 2, uint64(i), false)
+		conn.Write(encode(t, d))
+		if i%50 == 0 {
+			time.Sleep(time.Millisecond) // stay within the socket buffer
+		}
+	}
+	got := 0
+	deadline := time.After(5 * time.Second)
+	tr := NewTracker(Options{}, m)
+loop:
+	for got < rounds {
+		select {
+		case it := <-l.Datagrams():
+			if err := tr.Add(it.D, it.Size, it.At); err != nil {
+				t.Errorf("valid datagram %d rejected: %v", it.D.Seq, err)
+			}
+			got++
+		case <-deadline:
+			break loop
+		}
+	}
+	if got != rounds {
+		t.Errorf("received %d valid datagrams of %d", got, rounds)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if _, ok := <-l.Datagrams(); ok {
+		t.Error("queue not closed after Run")
+	}
+	if dropped(m, ReasonMalformed) < rounds || dropped(m, ReasonVersion) != rounds || dropped(m, ReasonOversized) != rounds || dropped(m, ReasonEmpty) != rounds {
+		t.Errorf("drops: malformed %g version %g oversized %g empty %g", dropped(m, ReasonMalformed), dropped(m, ReasonVersion),
+			dropped(m, ReasonOversized), dropped(m, ReasonEmpty))
+	}
+	if l.ReadBuffer() <= 0 {
+		t.Errorf("read buffer %d", l.ReadBuffer())
+	}
+}
+
+// TestQueueFull: a stalled aggregator makes the reader drop, not block.
+func TestQueueFull(t *testing.T) {
+	m := NewMetrics(nil)
+	l, err := Listen("127.0.0.1:0", ListenOptions{Queue: 4}, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	conn, err := net.DialUDP("udp", nil, l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	b := encode(t, snapshot("1", 0, 2, 0, false))
+	for range 20 {
+		conn.Write(b)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for dropped(m, ReasonQueueFull) < 16 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := dropped(m, ReasonQueueFull); got != 16 {
+		t.Errorf("queue_full = %g, want 16", got)
+	}
+	cancel()
+	<-done
+}
+
+func FuzzDecodeDatagram(f *testing.F) {
+	f.Add(encode(f, snapshot("42", 1, 4, 0, false)))
+	f.Add(encode(f, snapshot("42", 3, 4, 7, true)))
+	for _, c := range split(snapshot("j", 2, 4, 1, false), 1) {
+		f.Add(encode(f, c))
+	}
+	f.Add([]byte{})
+	f.Add([]byte{0x08, 0x01})
+	lim := Limits{}.WithDefaults()
+	tr := NewTracker(Options{MaxJobs: 64, MaxPendingBytes: 1 << 20}, nil)
+	now := t0
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := Decode(b, lim)
+		if err != nil {
+			if reasonOf(err) == "" {
+				t.Fatalf("error without a reason: %v", err)
+			}
+			return
+		}
+		if d.Rank >= d.WorldSize || d.Chunk >= d.Chunks || d.Version != WireVersion {
+			t.Fatalf("accepted an invalid datagram: %v", d)
+		}
+		for _, p := range d.Peers {
+			if p.Peer >= d.WorldSize || len(p.SizeHistogram) > lim.MaxBins {
+				t.Fatalf("accepted a bad peer: %v", p)
+			}
+		}
+		now = now.Add(time.Millisecond)
+		if err := tr.Add(d, len(b), now); err != nil && reasonOf(err) == "" {
+			t.Fatalf("tracker error without a reason: %v", err)
+		}
+		tr.Tick(now)
+		l := tr.Publish(now)
+		for _, j := range l.Jobs {
+			if j.Ranks <= lim.MaxWorldSize && j.Ranks <= 64 {
+				if _, err := RankMatrix(j, "all", "bytes"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			NodeMatrix(j, "p2p", "msgs")
+			BuildProfile(j)
+			BuildHistogram(j, 0)
+			BuildRegions(j)
+		}
+	})
+}

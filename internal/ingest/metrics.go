@@ -1,0 +1,66 @@
+package ingest
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics counts what ingest received, accepted and dropped. A nil
+// *Metrics counts nothing (offline reports).
+type Metrics struct {
+	received, accepted, bytes, snapshots prometheus.Counter
+	dropped                              *prometheus.CounterVec
+	jobs                                 *prometheus.GaugeVec
+}
+
+// NewMetrics creates the ingest metrics and registers them with reg (when
+// not nil).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		received: prometheus.NewCounter(prometheus.CounterOpts{Name: "netloom_ingest_datagrams_received_total",
+			Help: "Agent datagrams read from the socket."}),
+		accepted: prometheus.NewCounter(prometheus.CounterOpts{Name: "netloom_ingest_datagrams_accepted_total",
+			Help: "Agent datagrams that became part of an applied snapshot."}),
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "netloom_ingest_bytes_received_total",
+			Help: "Bytes of agent datagrams read from the socket."}),
+		snapshots: prometheus.NewCounter(prometheus.CounterOpts{Name: "netloom_ingest_snapshots_total",
+			Help: "Complete rank snapshots applied to job state."}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "netloom_ingest_datagrams_dropped_total",
+			Help: "Agent datagrams dropped, by reason."}, []string{"reason"}),
+		jobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "netloom_ingest_jobs",
+			Help: "Jobs held in live state, by state."}, []string{"state"}),
+	}
+	for _, r := range Reasons {
+		m.dropped.WithLabelValues(r)
+	}
+	if reg != nil {
+		reg.MustRegister(m.received, m.accepted, m.bytes, m.snapshots, m.dropped, m.jobs)
+	}
+	return m
+}
+
+func (m *Metrics) receive(n int) {
+	if m != nil {
+		m.received.Inc()
+		m.bytes.Add(float64(n))
+	}
+}
+
+func (m *Metrics) drop(reason string, n int) {
+	if m != nil && n > 0 {
+		m.dropped.WithLabelValues(reason).Add(float64(n))
+	}
+}
+
+func (m *Metrics) accept(datagrams int) {
+	if m != nil {
+		m.accepted.Add(float64(datagrams))
+		m.snapshots.Inc()
+	}
+}
+
+func (m *Metrics) setJobs(running, finished int) {
+	if m != nil {
+		m.jobs.WithLabelValues("running").Set(float64(running))
+		m.jobs.WithLabelValues("finished").Set(float64(finished))
+	}
+}

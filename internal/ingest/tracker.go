@@ -1,0 +1,622 @@
+package ingest
+
+import (
+	"cmp"
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/netloom/netloom/internal/ingest/agentpb"
+	"github.com/netloom/netloom/internal/store"
+)
+
+// Options tune a Tracker; the zero value is good.
+type Options struct {
+	Limits Limits
+	// ReassemblyTimeout is how long the chunks of one snapshot may take to
+	// arrive. Default 10s.
+	ReassemblyTimeout time.Duration
+	// A running job ends when no datagram came for JobTimeoutIntervals of
+	// its snapshot interval, and at least JobTimeout. Defaults 6 and 15s.
+	JobTimeoutIntervals int
+	JobTimeout          time.Duration
+	// Linger keeps finished jobs in the live view. Default 2m.
+	Linger time.Duration
+	// SaveEvery is how often a running job's changes are saved. Default 10s.
+	SaveEvery time.Duration
+	// MaxJobs bounds live jobs; MaxPendingBytes the datagrams waiting for
+	// the rest of their snapshot. Defaults 10000 and 256 MiB.
+	MaxJobs         int
+	MaxPendingBytes int
+	// SaveJob receives a job to store: its summary and the processes that
+	// changed since the last call. Samples receives per-interval process
+	// samples. Either may be nil. Both are called from Add, Tick or Flush.
+	SaveJob func(*store.Job)
+	Samples func([]store.ProcessSample)
+}
+
+// WithDefaults fills zero fields.
+func (o Options) WithDefaults() Options {
+	o.Limits = o.Limits.WithDefaults()
+	if o.ReassemblyTimeout <= 0 {
+		o.ReassemblyTimeout = 10 * time.Second
+	}
+	if o.JobTimeoutIntervals <= 0 {
+		o.JobTimeoutIntervals = 6
+	}
+	if o.JobTimeout <= 0 {
+		o.JobTimeout = 15 * time.Second
+	}
+	if o.Linger <= 0 {
+		o.Linger = 2 * time.Minute
+	}
+	if o.SaveEvery <= 0 {
+		o.SaveEvery = 10 * time.Second
+	}
+	if o.MaxJobs <= 0 {
+		o.MaxJobs = 10000
+	}
+	if o.MaxPendingBytes <= 0 {
+		o.MaxPendingBytes = 256 << 20
+	}
+	return o
+}
+
+// Tracker keeps live job state from validated datagrams. It is owned by one
+// goroutine; Publish hands immutable views to readers.
+type Tracker struct {
+	opt  Options
+	m    *Metrics
+	jobs map[string]*jobState
+	// pending snapshots being reassembled, for timeouts.
+	pending      map[rankKey]struct{}
+	pendingBytes int
+	samples      []store.ProcessSample
+	live         *Live
+}
+
+type rankKey struct {
+	job  string
+	rank int
+}
+
+type jobState struct {
+	id         string
+	world      int
+	ranks      map[int]*rankState
+	lastSeen   time.Time // daemon clock
+	interval   time.Duration
+	finals     int
+	finished   bool
+	endReason  string
+	end        time.Time // by the agents' clocks
+	finishedAt time.Time // by the daemon's
+	start      time.Time // earliest rank start
+	dirty      bool      // changed since the last Publish
+	unsaved    map[int]struct{}
+	lastSave   time.Time
+	saved      bool // saved since finishing
+	view       *store.Job
+}
+
+type rankState struct {
+	cur  store.Process
+	has  bool
+	pend *pending
+}
+
+type pending struct {
+	seq     uint64
+	start   int64
+	chunks  uint32
+	final   bool
+	got     []uint64 // bitset of chunks received
+	n       uint32
+	bytes   int
+	first   time.Time
+	proc    store.Process
+	hasProc bool
+}
+
+// Live is an immutable view of the tracked jobs.
+type Live struct {
+	Time time.Time
+	Jobs map[string]*store.Job
+}
+
+// NewTracker makes a tracker; m may be nil.
+func NewTracker(opt Options, m *Metrics) *Tracker {
+	return &Tracker{opt: opt.WithDefaults(), m: m, jobs: map[string]*jobState{}, pending: map[rankKey]struct{}{},
+		live: &Live{Jobs: map[string]*store.Job{}}}
+}
+
+// Limits returns the limits in force.
+func (t *Tracker) Limits() Limits { return t.opt.Limits }
+
+// Add applies one datagram that Decode accepted; size is its length on the
+// wire. It returns a *RejectError when the datagram was dropped (and
+// counted).
+func (t *Tracker) Add(d *agentpb.Datagram, size int, now time.Time) error {
+	err := t.add(d, size, now)
+	var re *RejectError
+	if errors.As(err, &re) {
+		t.m.drop(re.Reason, 1)
+	}
+	return err
+}
+
+func (t *Tracker) add(d *agentpb.Datagram, size int, now time.Time) error {
+	j := t.jobs[d.JobId]
+	if j != nil && j.finished {
+		// A finished job hears only from a new launch under the same id.
+		if time.Unix(0, d.StartUnixNs).After(j.latestStart()) {
+			t.dropJob(j)
+			j = nil
+		} else {
+			return reject(ReasonStale, "job %s rank %d: job already finished", d.JobId, d.Rank)
+		}
+	}
+	if j == nil {
+		if len(t.jobs) >= t.opt.MaxJobs {
+			return reject(ReasonTooManyJobs, "job %s: %d jobs tracked already", d.JobId, len(t.jobs))
+		}
+		j = &jobState{id: d.JobId, world: int(d.WorldSize), ranks: map[int]*rankState{}, unsaved: map[int]struct{}{}}
+		t.jobs[d.JobId] = j
+	}
+	if int(d.WorldSize) != j.world {
+		return reject(ReasonWorldChanged, "job %s rank %d: world size %d, job has %d", d.JobId, d.Rank, d.WorldSize, j.world)
+	}
+	rank := int(d.Rank)
+	r := j.ranks[rank]
+	if r == nil {
+		r = &rankState{}
+		j.ranks[rank] = r
+	}
+	if r.has && d.StartUnixNs != r.cur.Start.UnixNano() {
+		if d.StartUnixNs < r.cur.Start.UnixNano() {
+			return reject(ReasonStale, "job %s rank %d: from an earlier run", d.JobId, d.Rank)
+		}
+		// The rank restarted (a new launch under the same job id): its
+		// counters begin again.
+		if r.cur.Final {
+			j.finals--
+		}
+		r.has = false
+		r.cur = store.Process{}
+	}
+	if r.has && d.Seq <= r.cur.Seq {
+		return reject(ReasonStale, "job %s rank %d: snapshot %d, have %d", d.JobId, d.Rank, d.Seq, r.cur.Seq)
+	}
+	key := rankKey{d.JobId, rank}
+	if p := r.pend; p != nil && (p.seq != d.Seq || p.start != d.StartUnixNs) {
+		if d.StartUnixNs == p.start && d.Seq < p.seq {
+			return reject(ReasonStale, "job %s rank %d: snapshot %d, assembling %d", d.JobId, d.Rank, d.Seq, p.seq)
+		}
+		t.abandon(key, r, ReasonIncomplete)
+	}
+	p := r.pend
+	if p == nil {
+		if t.pendingBytes+size > t.opt.MaxPendingBytes {
+			return reject(ReasonReassemblyFull, "job %s rank %d: %d bytes waiting for reassembly", d.JobId, d.Rank, t.pendingBytes)
+		}
+		p = &pending{seq: d.Seq, start: d.StartUnixNs, chunks: d.Chunks, final: d.Final,
+			got: make([]uint64, (d.Chunks+63)/64), first: now}
+		p.proc.Rank = rank
+		r.pend = p
+		t.pending[key] = struct{}{}
+	}
+	if p.chunks != d.Chunks || p.final != d.Final {
+		return reject(ReasonChunksChanged, "job %s rank %d snapshot %d: chunk %d says %d chunks (final %v), earlier ones %d (final %v)",
+			d.JobId, d.Rank, d.Seq, d.Chunk, d.Chunks, d.Final, p.chunks, p.final)
+	}
+	if p.got[d.Chunk/64]&(1<<(d.Chunk%64)) != 0 {
+		return reject(ReasonDuplicate, "job %s rank %d snapshot %d: chunk %d twice", d.JobId, d.Rank, d.Seq, d.Chunk)
+	}
+	if int64(len(p.proc.Peers)+len(d.Peers)) > int64(j.world) || len(p.proc.ToNodes)+len(d.Nodes) > t.opt.Limits.MaxNodes {
+		t.abandon(key, r, ReasonTooMany)
+		return reject(ReasonTooMany, "job %s rank %d snapshot %d: more peers or nodes than the job has", d.JobId, d.Rank, d.Seq)
+	}
+	p.got[d.Chunk/64] |= 1 << (d.Chunk % 64)
+	p.n++
+	p.bytes += size
+	t.pendingBytes += size
+	mergeChunk(&p.proc, d)
+	if d.Process != nil {
+		p.hasProc = true
+	}
+	j.lastSeen = now
+	if p.n < p.chunks {
+		return nil
+	}
+	// Complete.
+	t.release(key, r)
+	return t.apply(j, r, p, d, now)
+}
+
+// release forgets a pending snapshot without counting it.
+func (t *Tracker) release(key rankKey, r *rankState) {
+	if r.pend != nil {
+		t.pendingBytes -= r.pend.bytes
+		r.pend = nil
+	}
+	delete(t.pending, key)
+}
+
+// abandon drops a pending snapshot, counting its datagrams.
+func (t *Tracker) abandon(key rankKey, r *rankState, reason string) {
+	if r.pend != nil {
+		t.m.drop(reason, int(r.pend.n))
+	}
+	t.release(key, r)
+}
+
+func mergeChunk(p *store.Process, d *agentpb.Datagram) {
+	p.Seq, p.Final = d.Seq, d.Final
+	p.Start, p.Time = time.Unix(0, d.StartUnixNs).UTC(), time.Unix(0, d.TimeUnixNs).UTC()
+	p.PeersTruncated = p.PeersTruncated || d.PeersTruncated
+	if pr := d.Process; pr != nil {
+		p.Node, p.Host, p.PID, p.CPU = pr.Node, pr.Host, pr.Pid, pr.Cpu
+		p.MPILibrary, p.Program, p.User = pr.MpiLibrary, pr.Program, pr.User
+		p.CPUUser, p.CPUSystem, p.Wall, p.MPI = pr.CpuUserSeconds, pr.CpuSystemSeconds, pr.WallSeconds, pr.MpiSeconds
+		p.VmSize, p.VmPeak, p.VmRSS, p.VmHWM = pr.VmSize, pr.VmPeak, pr.VmRss, pr.VmHwm
+		p.IORead, p.IOWrite, p.MPIIORead, p.MPIIOWrite = pr.IoReadBytes, pr.IoWriteBytes, pr.MpiioReadBytes, pr.MpiioWriteBytes
+		p.IntraNode, p.InterNode = traffic(pr.IntraNode), traffic(pr.InterNode)
+		p.AgentDrops = pr.DatagramsDropped
+	}
+	for _, f := range d.Functions {
+		p.Functions = append(p.Functions, store.Function{Name: f.Name, Calls: f.Calls, TimeNS: f.TimeNs,
+			BytesSent: f.BytesSent, BytesReceived: f.BytesReceived})
+	}
+	for _, r := range d.Regions {
+		p.Regions = append(p.Regions, store.Region{Name: r.Name, Entries: r.Entries, TimeNS: r.TimeNs, MPITimeNS: r.MpiTimeNs,
+			Classes: store.Classes{P2P: traffic(r.P2P), Coll: traffic(r.Coll), RMA: traffic(r.Rma)}})
+	}
+	for _, n := range d.Nodes {
+		p.ToNodes = append(p.ToNodes, store.NodeTraffic{Node: n.Node,
+			Classes: store.Classes{P2P: traffic(n.P2P), Coll: traffic(n.Coll), RMA: traffic(n.Rma)}})
+	}
+	for _, x := range d.Peers {
+		pt := store.PeerTraffic{Peer: int(x.Peer), Classes: store.Classes{P2P: traffic(x.P2P), Coll: traffic(x.Coll), RMA: traffic(x.Rma)}}
+		if len(x.SizeHistogram) > 0 {
+			pt.Histogram = slices.Clone(x.SizeHistogram)
+		}
+		if x.MonitoredP2P != nil || x.MonitoredColl != nil || x.MonitoredRma != nil {
+			pt.Monitored = &store.Classes{P2P: traffic(x.MonitoredP2P), Coll: traffic(x.MonitoredColl), RMA: traffic(x.MonitoredRma)}
+		}
+		p.Peers = append(p.Peers, pt)
+	}
+}
+
+func traffic(t *agentpb.Traffic) store.Traffic {
+	if t == nil {
+		return store.Traffic{}
+	}
+	return store.Traffic{Bytes: t.Bytes, Msgs: t.Msgs}
+}
+
+// apply checks a complete snapshot against the rank's last one and makes
+// it current.
+func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *agentpb.Datagram, now time.Time) error {
+	np := p.proc
+	if !p.hasProc && r.has {
+		// No process block: keep the identity and resource use known.
+		old := r.cur
+		np.Node, np.Host, np.PID, np.CPU, np.MPILibrary, np.Program, np.User = old.Node, old.Host, old.PID, old.CPU, old.MPILibrary, old.Program, old.User
+		np.CPUUser, np.CPUSystem, np.Wall, np.MPI = old.CPUUser, old.CPUSystem, old.Wall, old.MPI
+		np.VmSize, np.VmPeak, np.VmRSS, np.VmHWM = old.VmSize, old.VmPeak, old.VmRSS, old.VmHWM
+		np.IORead, np.IOWrite, np.MPIIORead, np.MPIIOWrite = old.IORead, old.IOWrite, old.MPIIORead, old.MPIIOWrite
+		np.IntraNode, np.InterNode, np.AgentDrops = old.IntraNode, old.InterNode, old.AgentDrops
+	}
+	slices.SortFunc(np.Peers, func(a, b store.PeerTraffic) int { return cmp.Compare(a.Peer, b.Peer) })
+	for i := 1; i < len(np.Peers); i++ {
+		if np.Peers[i].Peer == np.Peers[i-1].Peer {
+			t.m.drop(ReasonPeer, int(p.n))
+			return reject(ReasonPeer, "job %s rank %d snapshot %d: peer %d twice", j.id, np.Rank, np.Seq, np.Peers[i].Peer)
+		}
+	}
+	slices.SortFunc(np.ToNodes, func(a, b store.NodeTraffic) int { return cmp.Compare(a.Node, b.Node) })
+	for i := 1; i < len(np.ToNodes); i++ {
+		if np.ToNodes[i].Node == np.ToNodes[i-1].Node {
+			t.m.drop(ReasonPeer, int(p.n))
+			return reject(ReasonPeer, "job %s rank %d snapshot %d: destination node %q twice", j.id, np.Rank, np.Seq, np.ToNodes[i].Node)
+		}
+	}
+	if r.has {
+		if what := backwards(&r.cur, &np); what != "" {
+			t.m.drop(ReasonBackwards, int(p.n))
+			return reject(ReasonBackwards, "job %s rank %d snapshot %d: %s decreased since snapshot %d", j.id, np.Rank, np.Seq, what, r.cur.Seq)
+		}
+		s := delta(j.id, &r.cur, &np)
+		t.samples = append(t.samples, s)
+		if s.Span > 0 {
+			j.interval = time.Duration(float64(s.Span) / float64(np.Seq-r.cur.Seq))
+		}
+		if len(t.samples) >= 4096 {
+			t.flushSamples()
+		}
+	}
+	if np.Final && !(r.has && r.cur.Final) {
+		j.finals++
+	}
+	r.cur, r.has = np, true
+	if j.start.IsZero() || np.Start.Before(j.start) {
+		j.start = np.Start
+	}
+	j.dirty = true
+	j.unsaved[np.Rank] = struct{}{}
+	t.m.accept(int(p.n))
+	if j.finals >= j.world && len(j.ranks) >= j.world {
+		t.finish(j, store.EndFinal, now)
+	}
+	return nil
+}
+
+// backwards names the first cumulative counter that decreased from a to b.
+func backwards(a, b *store.Process) string {
+	switch {
+	case b.CPUUser < a.CPUUser || b.CPUSystem < a.CPUSystem:
+		return "CPU time"
+	case b.Wall < a.Wall || b.MPI < a.MPI:
+		return "wall or MPI time"
+	case b.Time.Before(a.Time):
+		return "snapshot time"
+	case b.IORead < a.IORead || b.IOWrite < a.IOWrite || b.MPIIORead < a.MPIIORead || b.MPIIOWrite < a.MPIIOWrite:
+		return "I/O bytes"
+	case lessTraffic(b.IntraNode, a.IntraNode) || lessTraffic(b.InterNode, a.InterNode):
+		return "intra/inter-node traffic"
+	}
+	fa := make(map[string]store.Function, len(a.Functions))
+	for _, f := range a.Functions {
+		fa[f.Name] = f
+	}
+	for _, f := range b.Functions {
+		if o, ok := fa[f.Name]; ok && (f.Calls < o.Calls || f.TimeNS < o.TimeNS || f.BytesSent < o.BytesSent || f.BytesReceived < o.BytesReceived) {
+			return "function " + f.Name
+		}
+	}
+	na := make(map[string]store.Classes, len(a.ToNodes))
+	for _, n := range a.ToNodes {
+		na[n.Node] = n.Classes
+	}
+	for _, n := range b.ToNodes {
+		if o, ok := na[n.Node]; ok && lessClasses(n.Classes, o) {
+			return "traffic to node " + n.Node
+		}
+	}
+	// Both peer lists are sorted by peer; a peer that left a top-K list is
+	// not a decrease.
+	i := 0
+	for _, q := range b.Peers {
+		for i < len(a.Peers) && a.Peers[i].Peer < q.Peer {
+			i++
+		}
+		if i < len(a.Peers) && a.Peers[i].Peer == q.Peer && lessClasses(q.Classes, a.Peers[i].Classes) {
+			return "traffic to a peer rank"
+		}
+	}
+	return ""
+}
+
+func lessTraffic(a, b store.Traffic) bool { return a.Bytes < b.Bytes || a.Msgs < b.Msgs }
+
+func lessClasses(a, b store.Classes) bool {
+	return lessTraffic(a.P2P, b.P2P) || lessTraffic(a.Coll, b.Coll) || lessTraffic(a.RMA, b.RMA)
+}
+
+func subTraffic(a, b store.Traffic) store.Traffic {
+	return store.Traffic{Bytes: a.Bytes - b.Bytes, Msgs: a.Msgs - b.Msgs}
+}
+
+func subUint(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}
+
+// delta is what a rank did between two snapshots.
+func delta(job string, a, b *store.Process) store.ProcessSample {
+	sa, sb := a.Sent(), b.Sent()
+	s := store.ProcessSample{Job: job, Rank: b.Rank, Time: b.Time, Span: b.Time.Sub(a.Time),
+		CPUUser: b.CPUUser - a.CPUUser, CPUSystem: b.CPUSystem - a.CPUSystem, MPI: b.MPI - a.MPI,
+		VmRSS: b.VmRSS, VmSize: b.VmSize,
+		IORead: b.IORead - a.IORead, IOWrite: b.IOWrite - a.IOWrite, MPIIORead: b.MPIIORead - a.MPIIORead, MPIIOWrite: b.MPIIOWrite - a.MPIIOWrite,
+		IntraNode: subTraffic(b.IntraNode, a.IntraNode), InterNode: subTraffic(b.InterNode, a.InterNode)}
+	// Class totals come from destination nodes; a node absent before
+	// counts from zero, so a decrease cannot happen here, but be safe.
+	s.Traffic = store.Classes{
+		P2P:  store.Traffic{Bytes: subUint(sb.P2P.Bytes, sa.P2P.Bytes), Msgs: subUint(sb.P2P.Msgs, sa.P2P.Msgs)},
+		Coll: store.Traffic{Bytes: subUint(sb.Coll.Bytes, sa.Coll.Bytes), Msgs: subUint(sb.Coll.Msgs, sa.Coll.Msgs)},
+		RMA:  store.Traffic{Bytes: subUint(sb.RMA.Bytes, sa.RMA.Bytes), Msgs: subUint(sb.RMA.Msgs, sa.RMA.Msgs)},
+	}
+	return s
+}
+
+func (j *jobState) latestStart() time.Time {
+	var t time.Time
+	for _, r := range j.ranks {
+		if r.has && r.cur.Start.After(t) {
+			t = r.cur.Start
+		}
+	}
+	return t
+}
+
+func (t *Tracker) finish(j *jobState, reason string, now time.Time) {
+	j.finished, j.endReason, j.finishedAt, j.dirty = true, reason, now, true
+	// The job ended with its last snapshot, by the agents' clocks.
+	j.end = time.Time{}
+	for rank, r := range j.ranks {
+		if r.pend != nil {
+			t.abandon(rankKey{j.id, rank}, r, ReasonIncomplete)
+		}
+		if r.has && r.cur.Time.After(j.end) {
+			j.end = r.cur.Time
+		}
+	}
+	if j.end.IsZero() {
+		j.end = now
+	}
+	t.save(j)
+	j.saved = true
+}
+
+func (t *Tracker) dropJob(j *jobState) {
+	for rank, r := range j.ranks {
+		if r.pend != nil {
+			t.abandon(rankKey{j.id, rank}, r, ReasonIncomplete)
+		}
+	}
+	delete(t.jobs, j.id)
+	if t.live.Jobs[j.id] != nil {
+		t.publishAll()
+	}
+}
+
+// Tick times out reassembly and jobs, saves running jobs on their
+// schedule and flushes samples. Call it about once a second.
+func (t *Tracker) Tick(now time.Time) {
+	for key := range t.pending {
+		j := t.jobs[key.job]
+		if j == nil {
+			delete(t.pending, key)
+			continue
+		}
+		r := j.ranks[key.rank]
+		if r == nil || r.pend == nil {
+			delete(t.pending, key)
+			continue
+		}
+		if now.Sub(r.pend.first) > t.opt.ReassemblyTimeout {
+			t.abandon(key, r, ReasonIncomplete)
+		}
+	}
+	for _, j := range t.jobs {
+		switch {
+		case !j.finished && now.Sub(j.lastSeen) > t.jobTimeout(j):
+			t.finish(j, store.EndTimeout, now)
+		case j.finished && now.Sub(j.finishedAt) > t.opt.Linger && now.Sub(j.lastSeen) > t.opt.Linger:
+			delete(t.jobs, j.id)
+			t.publishAll()
+		case !j.finished && len(j.unsaved) > 0 && now.Sub(j.lastSave) >= t.opt.SaveEvery:
+			t.save(j)
+			j.lastSave = now
+		}
+	}
+	t.flushSamples()
+}
+
+func (t *Tracker) jobTimeout(j *jobState) time.Duration {
+	d := time.Duration(t.opt.JobTimeoutIntervals) * j.interval
+	if d < t.opt.JobTimeout {
+		d = t.opt.JobTimeout
+	}
+	return d
+}
+
+// Flush saves every job with unsaved changes and flushes samples (at
+// shutdown, and at the end of an offline report).
+func (t *Tracker) Flush() {
+	for _, j := range t.jobs {
+		if len(j.unsaved) > 0 || (j.finished && !j.saved) {
+			t.save(j)
+		}
+	}
+	t.flushSamples()
+}
+
+func (t *Tracker) flushSamples() {
+	if len(t.samples) == 0 {
+		return
+	}
+	if t.opt.Samples != nil {
+		t.opt.Samples(t.samples)
+	}
+	t.samples = nil
+}
+
+// save hands the job's summary and its changed processes to SaveJob.
+func (t *Tracker) save(j *jobState) {
+	// Samples first, so a stored job's series is complete up to it.
+	t.flushSamples()
+	if t.opt.SaveJob == nil {
+		clear(j.unsaved)
+		return
+	}
+	out := &store.Job{JobSummary: t.view(j).JobSummary}
+	ranks := slices.Sorted(maps.Keys(j.unsaved))
+	out.Processes = make([]store.Process, 0, len(ranks))
+	for _, rank := range ranks {
+		if r := j.ranks[rank]; r != nil && r.has {
+			out.Processes = append(out.Processes, r.cur)
+		}
+	}
+	clear(j.unsaved)
+	t.opt.SaveJob(out)
+}
+
+// view returns the job's immutable view, rebuilding it when it changed.
+func (t *Tracker) view(j *jobState) *store.Job {
+	if j.view != nil && !j.dirty {
+		return j.view
+	}
+	v := &store.Job{JobSummary: store.JobSummary{ID: j.id, State: store.JobRunning, Start: j.start, Ranks: j.world}}
+	if j.finished {
+		v.State, v.EndReason, v.End = store.JobFinished, j.endReason, j.end
+	}
+	v.Processes = make([]store.Process, 0, len(j.ranks))
+	for _, r := range j.ranks {
+		if r.has {
+			v.Processes = append(v.Processes, r.cur)
+		}
+	}
+	slices.SortFunc(v.Processes, func(a, b store.Process) int { return cmp.Compare(a.Rank, b.Rank) })
+	Summarize(v)
+	j.view, j.dirty = v, false
+	return v
+}
+
+// Publish returns the current immutable view of all live jobs. Views of
+// jobs that did not change are reused.
+func (t *Tracker) Publish(now time.Time) *Live {
+	changed := false
+	for _, j := range t.jobs {
+		if j.dirty || j.view == nil {
+			changed = true
+			break
+		}
+	}
+	if changed || len(t.live.Jobs) != len(t.jobs) {
+		t.publishAll()
+		t.live.Time = now // not yet seen by anyone
+	}
+	running := 0
+	for _, j := range t.jobs {
+		if !j.finished {
+			running++
+		}
+	}
+	t.m.setJobs(running, len(t.jobs)-running)
+	return t.live
+}
+
+func (t *Tracker) publishAll() {
+	l := &Live{Time: t.live.Time, Jobs: make(map[string]*store.Job, len(t.jobs))}
+	for id, j := range t.jobs {
+		if len(j.ranks) == 0 || !j.anyRank() {
+			continue
+		}
+		l.Jobs[id] = t.view(j)
+	}
+	t.live = l
+}
+
+func (j *jobState) anyRank() bool {
+	for _, r := range j.ranks {
+		if r.has {
+			return true
+		}
+	}
+	return false
+}
