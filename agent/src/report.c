@@ -18,6 +18,10 @@
 #include "netloom/agent/v1/agent.pb-c.h"
 
 #define DGRAM_LIMIT (63 * 1024) /* chunks stay under 64 KiB */
+#define DGRAM_MAX 65507        /* the largest UDP payload over IPv4 */
+
+/* dgram_limit is DGRAM_LIMIT, or NETLOOM_DGRAM_LIMIT (tests force chunking with it). */
+static size_t dgram_limit = DGRAM_LIMIT;
 #define WIRE_VERSION 1
 
 typedef Netloom__Agent__V1__Datagram Datagram;
@@ -451,14 +455,14 @@ static void send_snapshot(struct snapshot *s)
 	for (size_t i = 0; i < nitems; i++) {
 		size_t sz = i < s->nnodes ? field_size(netloom__agent__v1__node_traffic__get_packed_size(s->nodep[i]))
 		                          : field_size(netloom__agent__v1__peer_traffic__get_packed_size(s->peerp[i - s->nnodes]));
-		if (cur + sz > DGRAM_LIMIT && cur > (nchunks == 1 ? head0 : headn)) {
+		if (cur + sz > dgram_limit && cur > (nchunks == 1 ? head0 : headn)) {
 			cut[nchunks++] = i;
 			cur = headn;
 		}
 		cur += sz;
 	}
 	cut[nchunks] = nitems;
-	uint8_t *buf = malloc(DGRAM_LIMIT + 1024);
+	uint8_t *buf = malloc(DGRAM_MAX);
 	for (size_t c = 0; buf && c < nchunks; c++) {
 		Datagram k = *d;
 		k.chunk = (uint32_t)c;
@@ -475,7 +479,7 @@ static void send_snapshot(struct snapshot *s)
 		k.peers = s->peerp + pa;
 		k.n_peers = pbk - pa;
 		size_t len = netloom__agent__v1__datagram__get_packed_size(&k);
-		if (len > DGRAM_LIMIT + 1024 || !have) {
+		if (len > DGRAM_MAX || !have) {
 			nl_agent.datagrams_dropped += have;
 			continue;
 		}
@@ -572,6 +576,9 @@ static void *helper(void *arg)
 
 void nl_report_start(void)
 {
+	const char *lim = getenv("NETLOOM_DGRAM_LIMIT");
+	if (lim && atol(lim) >= 256 && atol(lim) <= DGRAM_LIMIT)
+		dgram_limit = (size_t)atol(lim);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

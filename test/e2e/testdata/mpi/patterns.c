@@ -1,9 +1,11 @@
+#define _POSIX_C_SOURCE 200809L
 /* Known communication patterns for the agent's end-to-end test
  * (test/e2e/agent_test.go computes what each rank must report). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const int ring_sizes[] = {0, 1, 8, 100, 1000, 4096, 65536};
 #define NRING (int)(sizeof ring_sizes / sizeof ring_sizes[0])
@@ -98,6 +100,19 @@ int main(int argc, char **argv)
 		if (MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh) == MPI_SUCCESS) {
 			MPI_File_write_at_all(fh, (MPI_Offset)rank * 4096, buf, 4096, MPI_BYTE, MPI_STATUS_IGNORE);
 			MPI_File_close(&fh);
+		}
+	}
+
+	/* live reports: stay a while, calling MPI so that monitoring pvars are polled */
+	const char *linger = getenv("PATTERNS_LINGER_MS");
+	if (linger) {
+		double end = MPI_Wtime() + atof(linger) / 1000.0;
+		int go = 1;
+		while (go) {
+			struct timespec ts = {0, 20000000};
+			nanosleep(&ts, NULL);
+			go = MPI_Wtime() < end;
+			MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
 		}
 	}
 

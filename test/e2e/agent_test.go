@@ -1,0 +1,681 @@
+package e2e
+
+// End-to-end tests of the MPI agent (agent/): real MPI programs with known
+// communication patterns (testdata/mpi/patterns.c and patterns.f90) run under
+// Open MPI and MPICH with the agent preloaded, on 4 ranks spread over two
+// named "nodes"; the profiles the agent writes are checked exactly against
+// what the patterns send, point-to-point matrices against Open MPI's own
+// monitoring output, and the live UDP reports against a Go listener.
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protodelim"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/netloom/netloom/internal/ingest/agentpb"
+)
+
+const (
+	agentRanks = 4
+	agentPPN   = 2 // ranks per fake node: node0 = ranks 0,1; node1 = ranks 2,3
+)
+
+// mpiImpl is one MPI library with its compilers, launcher and agent library.
+type mpiImpl struct {
+	name    string
+	cc, fc  string
+	launch  string
+	lib     string
+	library string // prefix of Process.mpi_library
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+var (
+	agentBuildOnce sync.Once
+	agentBuildErr  error
+)
+
+// buildAgent builds both agent libraries once (make -C agent).
+func buildAgent(t *testing.T) {
+	t.Helper()
+	root := repoRoot(t)
+	agentBuildOnce.Do(func() {
+		out, err := exec.Command("make", "-C", filepath.Join(root, "agent")).CombinedOutput()
+		if err != nil {
+			agentBuildErr = fmt.Errorf("make -C agent: %v\n%s", err, out)
+		}
+	})
+	if agentBuildErr != nil {
+		t.Fatal(agentBuildErr)
+	}
+}
+
+func impls(t *testing.T) []mpiImpl {
+	root := repoRoot(t)
+	return []mpiImpl{
+		{name: "openmpi", cc: "mpicc", fc: "mpif90", launch: "mpirun",
+			lib: filepath.Join(root, "bin/lib/libnetloom-ompi.so"), library: "Open MPI 4."},
+		{name: "mpich", cc: "mpicc.mpich", fc: "mpif90.mpich", launch: "mpirun.mpich",
+			lib: filepath.Join(root, "bin/lib/libnetloom-mpich.so"), library: "MPICH 4."},
+	}
+}
+
+func needMPI(t *testing.T, m mpiImpl) {
+	t.Helper()
+	for _, tool := range []string{m.cc, m.fc, m.launch} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+}
+
+// compile builds one test program with the MPI's compiler wrapper.
+func compile(t *testing.T, m mpiImpl, src string) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), filepath.Ext(src)))
+	comp := m.cc
+	args := []string{"-O2", "-w", "-o", bin, src}
+	if strings.HasSuffix(src, ".f90") {
+		comp = m.fc
+	}
+	out, err := exec.Command(comp, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", comp, src, err, out)
+	}
+	return bin
+}
+
+// runJob runs np ranks of prog through testdata/mpi/nodewrap.sh, which preloads
+// lib (when not empty) and names each rank's node. env is added to the ranks'
+// environment; mca are Open MPI "--mca name value" pairs.
+func runJob(t *testing.T, m mpiImpl, np int, lib string, env []string, mca []string, prog string, args ...string) string {
+	t.Helper()
+	wrap, err := filepath.Abs("testdata/mpi/nodewrap.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env = append(env, "NL_TEST_LIB="+lib, "NL_TEST_PPN="+strconv.Itoa(agentPPN))
+	var cmdArgs []string
+	if m.name == "openmpi" {
+		cmdArgs = []string{"--allow-run-as-root", "--oversubscribe", "-np", strconv.Itoa(np)}
+		for i := 0; i+1 < len(mca); i += 2 {
+			cmdArgs = append(cmdArgs, "--mca", mca[i], mca[i+1])
+		}
+		for _, kv := range env {
+			k, _, _ := strings.Cut(kv, "=")
+			cmdArgs = append(cmdArgs, "-x", k)
+		}
+	} else {
+		cmdArgs = []string{"-np", strconv.Itoa(np)}
+	}
+	cmdArgs = append(cmdArgs, "sh", wrap, prog)
+	cmdArgs = append(cmdArgs, args...)
+	cmd := exec.Command(m.launch, cmdArgs...)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", m.launch, strings.Join(cmdArgs, " "), err, out.String())
+		}
+	case <-time.After(3 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("%s: timed out\n%s", m.launch, out.String())
+	}
+	return out.String()
+}
+
+// readProfiles reads DIR/<job>/rank-*.pb, one Datagram per rank, by rank.
+func readProfiles(t *testing.T, dir string, np int) []*agentpb.Datagram {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*", "rank-*.pb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != np {
+		t.Fatalf("%d profile files in %s, want %d: %v", len(files), dir, np, files)
+	}
+	out := make([]*agentpb.Datagram, np)
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(fh)
+		d := &agentpb.Datagram{}
+		if err := protodelim.UnmarshalFrom(r, d); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if _, err := r.ReadByte(); !errors.Is(err, io.EOF) {
+			t.Errorf("%s: data after the one Datagram", f)
+		}
+		fh.Close()
+		if int(d.Rank) >= np || out[d.Rank] != nil {
+			t.Fatalf("%s: rank %d unexpected", f, d.Rank)
+		}
+		if want := fmt.Sprintf("rank-%d.pb", d.Rank); filepath.Base(f) != want {
+			t.Errorf("%s holds rank %d", f, d.Rank)
+		}
+		out[d.Rank] = d
+	}
+	return out
+}
+
+// traffic is bytes and messages of one class to one peer.
+type traffic struct{ bytes, msgs uint64 }
+
+func (a *traffic) add(b uint64) { a.bytes += b; a.msgs++ }
+
+// expectation is what one rank must report.
+type expectation struct {
+	p2p, coll, rma map[int]*traffic
+	hist           map[int]map[int]uint64 // peer -> bin -> messages
+	calls          map[string]uint64
+	sent           map[string]uint64
+	ringBytes      uint64
+	ringMsgs       uint64
+	ioWrite        uint64
+}
+
+func bin(s uint64) int {
+	b := 0
+	for s > 0 {
+		b++
+		s >>= 1
+	}
+	return b
+}
+
+var ringSizes = []uint64{0, 1, 8, 100, 1000, 4096, 65536}
+
+// expectPatterns computes what rank r of n sends in patterns.c/.f90 under
+// the agent's accounting rules (agent/README.md). full adds the parts only
+// patterns.c has (one-sided, MPI-IO).
+func expectPatterns(n, r int, full, io bool) expectation {
+	e := expectation{p2p: map[int]*traffic{}, coll: map[int]*traffic{}, rma: map[int]*traffic{},
+		hist: map[int]map[int]uint64{}, calls: map[string]uint64{}, sent: map[string]uint64{}}
+	get := func(m map[int]*traffic, p int) *traffic {
+		if m[p] == nil {
+			m[p] = &traffic{}
+		}
+		return m[p]
+	}
+	send := func(fn string, p int, b uint64) {
+		get(e.p2p, p).add(b)
+		if e.hist[p] == nil {
+			e.hist[p] = map[int]uint64{}
+		}
+		e.hist[p][bin(b)]++
+		e.sent[fn] += b
+	}
+	coll := func(fn string, p int, b uint64) {
+		if p == r {
+			return
+		}
+		get(e.coll, p).add(b)
+		e.sent[fn] += b
+	}
+	right, left := (r+1)%n, (r+n-1)%n
+	for _, s := range ringSizes {
+		send("MPI_Send", right, s)
+		e.ringBytes += s
+		e.ringMsgs++
+	}
+	for i := 0; i < 5; i++ {
+		send("MPI_Isend", right, 1024)
+		send("MPI_Isend", left, 1024)
+	}
+	for i := 0; i < 3; i++ {
+		send("MPI_Sendrecv", right, 40)
+	}
+	for i := 0; i < 4; i++ {
+		send("MPI_Startall", right, 300)
+	}
+	if r != n-1 {
+		send("MPI_Send", n-1, 50)
+	}
+	e.calls["MPI_Send"] = uint64(len(ringSizes))
+	if r != n-1 {
+		e.calls["MPI_Send"]++
+	}
+	e.calls["MPI_Isend"] = 10
+	e.calls["MPI_Startall"] = 4
+	e.calls["MPI_Bcast"] = 1
+	e.calls["MPI_Alltoall"] = 1
+	e.calls["MPI_Reduce"] = 1
+	e.calls["MPI_Allreduce"] = 1
+	e.calls["MPI_Pcontrol"] = 2
+	for p := 0; p < n; p++ {
+		if r == 1%n {
+			coll("MPI_Bcast", p, 4000)
+		}
+		coll("MPI_Alltoall", p, 64)
+		if r != 0 && p == 0 {
+			coll("MPI_Reduce", p, 256)
+		}
+		coll("MPI_Allreduce", p, 64)
+	}
+	if full {
+		get(e.rma, right).add(40)
+		get(e.rma, left).add(20)
+		get(e.rma, 0).add(12)
+		e.sent["MPI_Put"] = 40
+		e.sent["MPI_Accumulate"] = 12
+		e.calls["MPI_Put"] = 1
+		e.calls["MPI_Get"] = 1
+		e.calls["MPI_Accumulate"] = 1
+		if io {
+			e.ioWrite = 4096
+			e.calls["MPI_File_write_at_all"] = 1
+		}
+	}
+	return e
+}
+
+func tr(t *agentpb.Traffic) traffic {
+	return traffic{t.GetBytes(), t.GetMsgs()}
+}
+
+func nodeOf(r int) string { return fmt.Sprintf("node%d", r/agentPPN) }
+
+// checkProfiles compares the rank profiles with the expectations.
+func checkProfiles(t *testing.T, m mpiImpl, ds []*agentpb.Datagram, full, io bool) {
+	t.Helper()
+	n := len(ds)
+	for r, d := range ds {
+		e := expectPatterns(n, r, full, io)
+		if d.Version != 1 || !d.Final || d.Chunk != 0 || d.Chunks != 1 || int(d.WorldSize) != n || d.PeersTruncated {
+			t.Errorf("rank %d: header version=%d final=%v chunk=%d/%d world=%d truncated=%v", r, d.Version, d.Final, d.Chunk, d.Chunks, d.WorldSize, d.PeersTruncated)
+		}
+		if d.JobId == "" || d.JobId != ds[0].JobId {
+			t.Errorf("rank %d: job id %q, rank 0 has %q", r, d.JobId, ds[0].JobId)
+		}
+		p := d.GetProcess()
+		if p.GetNode() != nodeOf(r) || p.GetPid() == 0 || !strings.HasPrefix(p.GetMpiLibrary(), m.library) || p.GetVmRss() == 0 || p.GetVmHwm() < p.GetVmRss() || p.GetVmPeak() < p.GetVmSize() {
+			t.Errorf("rank %d: process %v", r, p)
+		}
+		if p.GetWallSeconds() <= 0 || p.GetMpiSeconds() <= 0 || p.GetMpiSeconds() > p.GetWallSeconds()*1.5+1 {
+			t.Errorf("rank %d: wall %v s, mpi %v s", r, p.GetWallSeconds(), p.GetMpiSeconds())
+		}
+		if p.GetMpiioWriteBytes() != e.ioWrite {
+			t.Errorf("rank %d: MPI-IO written %d, want %d", r, p.GetMpiioWriteBytes(), e.ioWrite)
+		}
+		peers := map[int]*agentpb.PeerTraffic{}
+		for _, pt := range d.Peers {
+			peers[int(pt.Peer)] = pt
+		}
+		var intra, inter traffic
+		nodes := map[string][3]traffic{}
+		for q := 0; q < n; q++ {
+			pt := peers[q]
+			for c, pair := range []struct {
+				name string
+				want map[int]*traffic
+				got  *agentpb.Traffic
+			}{{"p2p", e.p2p, pt.GetP2P()}, {"coll", e.coll, pt.GetColl()}, {"rma", e.rma, pt.GetRma()}} {
+				var want traffic
+				if w := pair.want[q]; w != nil {
+					want = *w
+				}
+				if got := tr(pair.got); got != want {
+					t.Errorf("%s rank %d -> %d %s: got %d bytes %d msgs, want %d bytes %d msgs", m.name, r, q, pair.name, got.bytes, got.msgs, want.bytes, want.msgs)
+				}
+				side := &inter
+				if nodeOf(q) == nodeOf(r) {
+					side = &intra
+				}
+				side.bytes += want.bytes
+				side.msgs += want.msgs
+				nt := nodes[nodeOf(q)]
+				nt[c].bytes += want.bytes
+				nt[c].msgs += want.msgs
+				nodes[nodeOf(q)] = nt
+			}
+			wantHist := make([]uint64, 0)
+			for b, c := range e.hist[q] {
+				for len(wantHist) <= b {
+					wantHist = append(wantHist, 0)
+				}
+				wantHist[b] = c
+			}
+			if got := pt.GetSizeHistogram(); fmt.Sprint(got) != fmt.Sprint(wantHist) && !(len(got) == 0 && len(wantHist) == 0) {
+				t.Errorf("%s rank %d -> %d histogram %v, want %v", m.name, r, q, got, wantHist)
+			}
+		}
+		if got := tr(p.GetIntraNode()); got != intra {
+			t.Errorf("rank %d: intra-node %+v, want %+v", r, got, intra)
+		}
+		if got := tr(p.GetInterNode()); got != inter {
+			t.Errorf("rank %d: inter-node %+v, want %+v", r, got, inter)
+		}
+		if len(d.Nodes) != n/agentPPN {
+			t.Errorf("rank %d: %d nodes, want %d", r, len(d.Nodes), n/agentPPN)
+		}
+		for _, nt := range d.Nodes {
+			want := nodes[nt.Node]
+			got := [3]traffic{tr(nt.P2P), tr(nt.Coll), tr(nt.Rma)}
+			if got != want {
+				t.Errorf("rank %d: node %s traffic %+v, want %+v", r, nt.Node, got, want)
+			}
+		}
+		fns := map[string]*agentpb.FunctionStat{}
+		for _, f := range d.Functions {
+			fns[f.Name] = f
+		}
+		for name, calls := range e.calls {
+			if got := fns[name].GetCalls(); got != calls {
+				t.Errorf("%s rank %d: %s called %d times, want %d", m.name, r, name, got, calls)
+			}
+		}
+		for name, b := range e.sent {
+			if got := fns[name].GetBytesSent(); got != b {
+				t.Errorf("%s rank %d: %s sent %d bytes, want %d", m.name, r, name, got, b)
+			}
+		}
+		if fns["MPI_Send"].GetTimeNs() == 0 {
+			t.Errorf("rank %d: no time in MPI_Send", r)
+		}
+		var region *agentpb.Region
+		for _, rg := range d.Regions {
+			if rg.Name == "pcontrol-1" {
+				region = rg
+			}
+		}
+		if region == nil || region.Entries != 1 || tr(region.P2P) != (traffic{e.ringBytes, e.ringMsgs}) || region.TimeNs == 0 || region.MpiTimeNs == 0 || region.MpiTimeNs > region.TimeNs {
+			t.Errorf("rank %d: region pcontrol-1 %v, want 1 entry and %d bytes in %d messages", r, region, e.ringBytes, e.ringMsgs)
+		}
+	}
+}
+
+func TestAgentPatternsC(t *testing.T) {
+	buildAgent(t)
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			needMPI(t, m)
+			prog := compile(t, m, "testdata/mpi/patterns.c")
+			out := t.TempDir()
+			stdout := runJob(t, m, agentRanks, m.lib, []string{"NETLOOM_OUTPUT=" + out}, nil, prog, filepath.Join(t.TempDir(), "io.dat"))
+			if !strings.Contains(stdout, "patterns done on 4 ranks") {
+				t.Fatalf("program output: %s", stdout)
+			}
+			checkProfiles(t, m, readProfiles(t, out, agentRanks), true, true)
+		})
+	}
+}
+
+func TestAgentPatternsFortran(t *testing.T) {
+	buildAgent(t)
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			needMPI(t, m)
+			prog := compile(t, m, "testdata/mpi/patterns.f90")
+			out := t.TempDir()
+			runJob(t, m, agentRanks, m.lib, []string{"NETLOOM_OUTPUT=" + out}, nil, prog)
+			checkProfiles(t, m, readProfiles(t, out, agentRanks), false, false)
+		})
+	}
+}
+
+// monLine is an "E src dst N bytes M msgs sent" line of Open MPI's monitoring output.
+var monLine = regexp.MustCompile(`^E\s+(\d+)\s+(\d+)\s+(\d+) bytes\s+(\d+) msgs sent`)
+
+// TestAgentVersusOpenMPIMonitoring runs the patterns once with the agent and
+// Open MPI's monitoring on together, and compares the point-to-point matrix
+// with the monitoring's own output. Open MPI's pml monitoring does not see
+// persistent requests (MPI_Start), which the agent counts: that part is
+// taken out of the comparison.
+func TestAgentVersusOpenMPIMonitoring(t *testing.T) {
+	buildAgent(t)
+	m := impls(t)[0]
+	needMPI(t, m)
+	prog := compile(t, m, "testdata/mpi/patterns.c")
+	out, mon := t.TempDir(), t.TempDir()
+	runJob(t, m, agentRanks, m.lib, []string{"NETLOOM_OUTPUT=" + out, "NETLOOM_MPIT=0"},
+		[]string{"pml_monitoring_enable", "2", "pml_monitoring_enable_output", "3", "pml_monitoring_filename", filepath.Join(mon, "prof")}, prog)
+	ds := readProfiles(t, out, agentRanks)
+	oracle := map[[2]int]traffic{}
+	for r := 0; r < agentRanks; r++ {
+		data, err := os.ReadFile(filepath.Join(mon, fmt.Sprintf("prof.%d.prof", r)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			f := monLine.FindStringSubmatch(line)
+			if f == nil {
+				continue
+			}
+			src, _ := strconv.Atoi(f[1])
+			dst, _ := strconv.Atoi(f[2])
+			b, _ := strconv.ParseUint(f[3], 10, 64)
+			c, _ := strconv.ParseUint(f[4], 10, 64)
+			oracle[[2]int{src, dst}] = traffic{b, c}
+		}
+	}
+	if len(oracle) == 0 {
+		t.Fatal("no point-to-point lines in Open MPI's monitoring output")
+	}
+	for r, d := range ds {
+		got := map[int]traffic{}
+		for _, p := range d.Peers {
+			got[int(p.Peer)] = tr(p.P2P)
+		}
+		right := (r + 1) % agentRanks
+		g := got[right]
+		g.bytes -= 4 * 300 // persistent sends: counted by the agent only
+		g.msgs -= 4
+		got[right] = g
+		for q := 0; q < agentRanks; q++ {
+			if got[q] != oracle[[2]int{r, q}] {
+				t.Errorf("rank %d -> %d: agent %+v, Open MPI monitoring %+v", r, q, got[q], oracle[[2]int{r, q}])
+			}
+		}
+	}
+}
+
+// TestAgentMonitoringPvars checks the per-peer counts read through MPI_T from
+// Open MPI's monitoring components against the agent's own, on the same run.
+func TestAgentMonitoringPvars(t *testing.T) {
+	buildAgent(t)
+	m := impls(t)[0]
+	needMPI(t, m)
+	prog := compile(t, m, "testdata/mpi/patterns.c")
+	out := t.TempDir()
+	runJob(t, m, agentRanks, m.lib, []string{"NETLOOM_OUTPUT=" + out}, []string{"pml_monitoring_enable", "2"}, prog)
+	ds := readProfiles(t, out, agentRanks)
+	for r, d := range ds {
+		any := false
+		for _, p := range d.Peers {
+			mon := tr(p.MonitoredP2P)
+			own := tr(p.P2P)
+			if p.Peer == uint32((r+1)%agentRanks) {
+				own.bytes -= 4 * 300
+				own.msgs -= 4
+			}
+			if mon != own {
+				t.Errorf("rank %d -> %d: monitored p2p %+v, agent %+v", r, p.Peer, mon, own)
+			}
+			if p.MonitoredColl.GetMsgs() > 0 || p.MonitoredP2P.GetMsgs() > 0 {
+				any = true
+			}
+		}
+		if !any {
+			t.Errorf("rank %d: no monitored traffic", r)
+		}
+	}
+}
+
+// listen receives datagrams on a loopback UDP port until stop is closed.
+func listen(t *testing.T) (addr string, got func() [][]byte, stop func()) {
+	t.Helper()
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadBuffer(8 << 20)
+	var mu sync.Mutex
+	var dgrams [][]byte
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1<<17)
+		for {
+			n, _, err := conn.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			dgrams = append(dgrams, append([]byte(nil), buf[:n]...))
+			mu.Unlock()
+		}
+	}()
+	return conn.LocalAddr().String(), func() [][]byte {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([][]byte(nil), dgrams...)
+		}, func() {
+			conn.Close()
+			<-done
+		}
+}
+
+// TestAgentUDP receives the live reports of a running job: several snapshots
+// per rank, chunked under 64 KiB (chunking forced with a small limit), whose
+// chunks reassemble into complete node and peer lists, then the final report.
+func TestAgentUDP(t *testing.T) {
+	buildAgent(t)
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			needMPI(t, m)
+			prog := compile(t, m, "testdata/mpi/patterns.c")
+			addr, got, stop := listen(t)
+			runJob(t, m, agentRanks, m.lib, []string{"NETLOOM_DAEMON=" + addr, "NETLOOM_INTERVAL=0.2",
+				"NETLOOM_DGRAM_LIMIT=300", "PATTERNS_LINGER_MS=1500"}, nil, prog)
+			time.Sleep(200 * time.Millisecond)
+			stop()
+			type key struct {
+				rank uint32
+				seq  uint64
+			}
+			snaps := map[key][]*agentpb.Datagram{}
+			for _, b := range got() {
+				if len(b) >= 64*1024 {
+					t.Errorf("datagram of %d bytes", len(b))
+				}
+				d := &agentpb.Datagram{}
+				if err := proto.Unmarshal(b, d); err != nil {
+					t.Fatalf("undecodable datagram: %v", err)
+				}
+				k := key{d.Rank, d.Seq}
+				snaps[k] = append(snaps[k], d)
+			}
+			finals := map[uint32]int{}
+			live := map[uint32]int{}
+			chunked := 0
+			for k, ds := range snaps {
+				sort.Slice(ds, func(i, j int) bool { return ds[i].Chunk < ds[j].Chunk })
+				if int(ds[0].Chunks) != len(ds) {
+					t.Errorf("rank %d seq %d: %d of %d chunks arrived", k.rank, k.seq, len(ds), ds[0].Chunks)
+					continue
+				}
+				if len(ds) > 1 {
+					chunked++
+				}
+				nodes, peers := 0, map[uint32]bool{}
+				for i, d := range ds {
+					if int(d.Chunk) != i || (i == 0) != (d.Process != nil) || (i > 0 && len(d.Functions) > 0) {
+						t.Errorf("rank %d seq %d chunk %d: process %v, %d functions", k.rank, k.seq, d.Chunk, d.Process != nil, len(d.Functions))
+					}
+					nodes += len(d.Nodes)
+					for _, p := range d.Peers {
+						peers[p.Peer] = true
+					}
+				}
+				if nodes != agentRanks/agentPPN || len(peers) < 2 {
+					t.Errorf("rank %d seq %d: %d nodes, %d peers over the chunks", k.rank, k.seq, nodes, len(peers))
+				}
+				if ds[0].Final {
+					finals[k.rank]++
+				} else {
+					live[k.rank]++
+				}
+			}
+			for r := uint32(0); r < agentRanks; r++ {
+				if finals[r] != 1 || live[r] < 2 {
+					t.Errorf("rank %d: %d final and %d live snapshots", r, finals[r], live[r])
+				}
+			}
+			if chunked == 0 {
+				t.Error("no snapshot was chunked")
+			}
+		})
+	}
+}
+
+// TestAgentDaemonAbsent runs a job whose daemon address is unreachable or
+// unresolvable: it finishes normally, prints the same, and its profile has
+// the same traffic as with no daemon at all.
+func TestAgentDaemonAbsent(t *testing.T) {
+	buildAgent(t)
+	m := impls(t)[0]
+	needMPI(t, m)
+	prog := compile(t, m, "testdata/mpi/patterns.c")
+	plain := runJob(t, m, agentRanks, "", nil, nil, prog)
+	var profiles [][]*agentpb.Datagram
+	for _, daemon := range []string{"", "127.0.0.1:9", "no-such-host.invalid:9"} {
+		out := t.TempDir()
+		env := []string{"NETLOOM_OUTPUT=" + out, "NETLOOM_INTERVAL=0.1", "PATTERNS_LINGER_MS=300", "NETLOOM_DAEMON_FILE=/nonexistent"}
+		if daemon != "" {
+			env = append(env, "NETLOOM_DAEMON="+daemon)
+		}
+		stdout := runJob(t, m, agentRanks, m.lib, env, nil, prog)
+		if stdout != plain {
+			t.Errorf("daemon %q: output %q, without the agent %q", daemon, stdout, plain)
+		}
+		profiles = append(profiles, readProfiles(t, out, agentRanks))
+	}
+	for i := 1; i < len(profiles); i++ {
+		for r := range profiles[i] {
+			a, b := profiles[0][r], profiles[i][r]
+			for j := range a.Peers {
+				if j >= len(b.Peers) || !proto.Equal(a.Peers[j], b.Peers[j]) {
+					// the linger loop's broadcasts depend on timing: compare point-to-point only
+					if j >= len(b.Peers) || tr(a.Peers[j].P2P) != tr(b.Peers[j].P2P) || tr(a.Peers[j].Rma) != tr(b.Peers[j].Rma) {
+						t.Errorf("run %d rank %d: peers differ: %v vs %v", i, r, a.Peers, b.Peers)
+						break
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,81 @@
+! Known communication patterns in Fortran for the agent's end-to-end test:
+! the same traffic as the first part of patterns.c (ring, halo, sendrecv,
+! persistent, reversed sub-communicator, bcast, alltoall, reduce, allreduce).
+program patterns
+  use mpi
+  implicit none
+  integer, parameter :: nring = 7
+  integer :: ring_sizes(nring) = (/ 0, 1, 8, 100, 1000, 4096, 65536 /)
+  integer :: ierr, rank, n, right, left, i, it, sr, rev
+  integer :: rq(4), prq(2)
+  character, allocatable :: buf(:), rbuf(:)
+  double precision :: d(128), rd(128), d2(128), rd2(128)
+  integer :: ia(16*64), ra(16*64), ib(1000)
+  double precision :: s(32), rs(32)
+
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  call MPI_Comm_size(MPI_COMM_WORLD, n, ierr)
+  right = mod(rank + 1, n)
+  left = mod(rank + n - 1, n)
+  allocate(buf(65536), rbuf(65536))
+  buf = 'x'
+  d = 1.0d0
+  d2 = 2.0d0
+  ia = rank
+  ib = 7
+  s = 1.0d0
+
+  call MPI_Pcontrol(1)
+  do i = 1, nring
+    if (mod(rank, 2) == 0) then
+      call MPI_Send(buf, ring_sizes(i), MPI_BYTE, right, i, MPI_COMM_WORLD, ierr)
+      call MPI_Recv(rbuf, ring_sizes(i), MPI_BYTE, left, i, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
+    else
+      call MPI_Recv(rbuf, ring_sizes(i), MPI_BYTE, left, i, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
+      call MPI_Send(buf, ring_sizes(i), MPI_BYTE, right, i, MPI_COMM_WORLD, ierr)
+    end if
+  end do
+  call MPI_Pcontrol(0)
+
+  do it = 1, 5
+    call MPI_Irecv(rd, 128, MPI_DOUBLE_PRECISION, left, 100, MPI_COMM_WORLD, rq(1), ierr)
+    call MPI_Irecv(rd2, 128, MPI_DOUBLE_PRECISION, right, 101, MPI_COMM_WORLD, rq(2), ierr)
+    call MPI_Isend(d, 128, MPI_DOUBLE_PRECISION, right, 100, MPI_COMM_WORLD, rq(3), ierr)
+    call MPI_Isend(d2, 128, MPI_DOUBLE_PRECISION, left, 101, MPI_COMM_WORLD, rq(4), ierr)
+    call MPI_Waitall(4, rq, MPI_STATUSES_IGNORE, ierr)
+  end do
+  do it = 1, 3
+    call MPI_Sendrecv(ia, 10, MPI_INTEGER, right, 7, ra, 10, MPI_INTEGER, left, 7, &
+                      MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
+  end do
+
+  call MPI_Send_init(buf, 300, MPI_BYTE, right, 9, MPI_COMM_WORLD, prq(1), ierr)
+  call MPI_Recv_init(rbuf, 300, MPI_BYTE, left, 9, MPI_COMM_WORLD, prq(2), ierr)
+  do it = 1, 4
+    call MPI_Startall(2, prq, ierr)
+    call MPI_Waitall(2, prq, MPI_STATUSES_IGNORE, ierr)
+  end do
+  call MPI_Request_free(prq(1), ierr)
+  call MPI_Request_free(prq(2), ierr)
+
+  call MPI_Comm_split(MPI_COMM_WORLD, 0, n - 1 - rank, rev, ierr)
+  call MPI_Comm_rank(rev, sr, ierr)
+  if (sr /= 0) then
+    call MPI_Send(buf, 50, MPI_BYTE, 0, 11, rev, ierr)
+  else
+    do i = 1, n - 1
+      call MPI_Recv(rbuf, 50, MPI_BYTE, MPI_ANY_SOURCE, 11, rev, MPI_STATUS_IGNORE, ierr)
+    end do
+  end if
+  call MPI_Comm_free(rev, ierr)
+
+  call MPI_Bcast(ib, 1000, MPI_INTEGER, mod(1, n), MPI_COMM_WORLD, ierr)
+  call MPI_Alltoall(ia, 16, MPI_INTEGER, ra, 16, MPI_INTEGER, MPI_COMM_WORLD, ierr)
+  call MPI_Reduce(s, rs, 32, MPI_DOUBLE_PRECISION, MPI_SUM, 0, MPI_COMM_WORLD, ierr)
+  call MPI_Allreduce(MPI_IN_PLACE, s, 8, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, ierr)
+  call MPI_Barrier(MPI_COMM_WORLD, ierr)
+
+  if (rank == 0) print '(a,i0,a)', 'patterns done on ', n, ' ranks'
+  call MPI_Finalize(ierr)
+end program patterns
