@@ -37,7 +37,8 @@ func TestStartRunStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err = c.RunAs(ctx, "nltest-a", "srun", "-N1", "id", "-un")
-	if err != nil || strings.TrimSpace(string(out)) != "nltest-a" {
+	// srun may first say it waits for resources; the last word is id's.
+	if f := strings.Fields(string(out)); err != nil || len(f) == 0 || f[len(f)-1] != "nltest-a" {
 		t.Errorf("srun as nltest-a: %q, %v", out, err)
 	}
 
