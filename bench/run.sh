@@ -8,3 +8,5 @@ echo "== fabric: sweep vs perfquery per switch, discovery vs ibnetdiscover"
 go run ./bench/fabric --sizes "${BENCH_SIZES:-small,stampede}" --netloom bin/netloom
 echo "== storage: bytes on disk per port sample"
 go run ./bench/storage
+echo "== ui: map first frame and live colour update, Stampede size"
+node bench/ui/bench.mjs
