@@ -15,6 +15,7 @@ export interface ChartSpec {
   time: number[];
   lines: Line[];
   format: (v: number) => string;
+  axisFormat?: (v: number) => string;
   height?: number;
   yMax?: number;
 }
@@ -59,7 +60,7 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
         grid: { stroke: "#eef2f7" },
         ticks: { stroke: "#e2e8f0" },
         size: 72,
-        values: (_u, vals) => vals.map((v) => spec.format(v)),
+        values: (_u, vals) => vals.map((v) => (spec.axisFormat ?? spec.format)(v)),
       },
     ],
     series: [

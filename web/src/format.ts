@@ -39,3 +39,9 @@ export function ago(t: string | number): string {
   if (s < 86400) return `${(s / 3600).toFixed(1)}h ago`;
   return `${(s / 86400).toFixed(1)}d ago`;
 }
+
+/** Short form for chart axes: 1.2k, 3.4M. */
+export function compact(n: number): string {
+  if (!Number.isFinite(n)) return "–";
+  return n.toLocaleString("en-US", { notation: "compact", maximumFractionDigits: 1 });
+}

@@ -95,7 +95,7 @@ export async function errorsPage(ctx: PageContext): Promise<void> {
               return h("span", { class: "counters" }, ...Object.entries(p.counters).sort((a, b) => b[1] - a[1]).map(([c, v]) => h("span", { class: hot.has(c) ? "badge bad" : "badge" }, `${c} ${fmt.count(v)}`)));
             },
           },
-          { key: "status", label: "Status", value: (p) => over(p).length, cell: (p) => (over(p).length ? h("span", { class: "badge bad" }, "over threshold") : h("span", { class: "badge warn" }, "below threshold")), numeric: true },
+          { key: "status", label: "Status", value: (p) => over(p).length, cell: (p) => (over(p).length ? h("span", { class: "badge bad" }, "over threshold") : h("span", { class: "badge warn" }, "below threshold")) },
           { key: "last", label: "Last rise", value: (p) => p.last, cell: (p) => fmt.time(p.last) },
           { key: "link", label: "Link", value: (p) => p.link ?? "", cell: (p) => (p.link ? link(`/links/${p.link}${timeQuery(t)}`, "open") : "—") },
         ],
