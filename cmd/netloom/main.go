@@ -27,6 +27,8 @@ func commands() []command {
 		{"fabric", "one-shot fabric commands: discover, sweep, route", runFabric},
 		{"topo", "topology tools: gen fat-tree (ibsim net files)", runTopo},
 		{"loadgen", "simulate a whole system's MPI jobs sending agent datagrams to a daemon", runLoadgen},
+		{"run", "run an MPI job with the Netloom agent preloaded", runRun},
+		{"report", "print an offline job profile (MPInside-style tables, CSV, JSON)", runReport},
 	}
 }
 
@@ -70,6 +72,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				return 0
 			case errors.Is(err, errUsage):
 				return 2
+			}
+			if code, ok := exitCode(err); ok {
+				return code
 			}
 			fmt.Fprintf(stderr, "netloom %s: %v\n", c.name, err)
 			return 1

@@ -1,0 +1,390 @@
+package ingest
+
+import (
+	"bufio"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protodelim"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/netloom/netloom/internal/ingest/agentpb"
+	"github.com/netloom/netloom/internal/store"
+)
+
+// maxProfileRecord bounds one record of an offline profile file: the final
+// snapshot is written unchunked, with every peer.
+const maxProfileRecord = 1 << 30
+
+// FindProfileDir returns the directory holding a job's rank-*.pb files:
+// dir itself, or its only job subdirectory (NETLOOM_OUTPUT holds one
+// subdirectory per job).
+func FindProfileDir(dir string) (string, error) {
+	if files, _ := filepath.Glob(filepath.Join(dir, "rank-*.pb")); len(files) > 0 {
+		return dir, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("profile directory: %w", err)
+	}
+	var jobs []string
+	for _, e := range entries {
+		if e.IsDir() {
+			if files, _ := filepath.Glob(filepath.Join(dir, e.Name(), "rank-*.pb")); len(files) > 0 {
+				jobs = append(jobs, e.Name())
+			}
+		}
+	}
+	switch len(jobs) {
+	case 0:
+		return "", fmt.Errorf("%s: no rank-*.pb profile files, here or in a job subdirectory", dir)
+	case 1:
+		return filepath.Join(dir, jobs[0]), nil
+	}
+	return "", fmt.Errorf("%s holds profiles of %d jobs (%s): name one", dir, len(jobs), strings.Join(jobs, ", "))
+}
+
+// ReadProfile reads a job's offline profile (DIR/rank-N.pb files, each a
+// sequence of varint-length-prefixed Datagrams) the way the daemon reads
+// datagrams, and returns the job. Records that fail validation are
+// skipped and returned as warnings.
+func ReadProfile(dir string) (*store.Job, []error, error) {
+	dir, err := FindProfileDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "rank-*.pb"))
+	if err != nil {
+		return nil, nil, err
+	}
+	lim := Limits{MaxBytes: maxProfileRecord, MaxChunks: 1 << 20}.WithDefaults()
+	tr := NewTracker(Options{Limits: lim, MaxPendingBytes: 1 << 40, JobTimeout: 1 << 62, Linger: 1 << 62}, nil)
+	var warnings []error
+	var latest time.Time
+	for _, f := range files {
+		n, err := readProfileFile(f, lim, tr, &latest)
+		if err != nil {
+			warnings = append(warnings, err)
+		}
+		if n == 0 && err == nil {
+			warnings = append(warnings, fmt.Errorf("%s: no records", f))
+		}
+	}
+	tr.Flush()
+	live := tr.Publish(latest)
+	if len(live.Jobs) == 0 {
+		return nil, warnings, fmt.Errorf("%s: no complete rank snapshot in %d files", dir, len(files))
+	}
+	if len(live.Jobs) > 1 {
+		var ids []string
+		for id := range live.Jobs {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		return nil, warnings, fmt.Errorf("%s: profiles of several jobs (%s)", dir, strings.Join(ids, ", "))
+	}
+	for _, j := range live.Jobs {
+		if j.Reporting < j.Ranks {
+			var missing []string
+			have := map[int]bool{}
+			for _, p := range j.Processes {
+				have[p.Rank] = true
+			}
+			for r := 0; r < j.Ranks && len(missing) < 20; r++ {
+				if !have[r] {
+					missing = append(missing, strconv.Itoa(r))
+				}
+			}
+			warnings = append(warnings, fmt.Errorf("%d of %d ranks have no profile (ranks %s...)", j.Ranks-j.Reporting, j.Ranks, strings.Join(missing, ",")))
+		}
+		return j, warnings, nil
+	}
+	panic("unreachable")
+}
+
+func readProfileFile(path string, lim Limits, tr *Tracker, latest *time.Time) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	n := 0
+	for {
+		d := new(agentpb.Datagram)
+		err := protodelim.UnmarshalOptions{MaxSize: maxProfileRecord}.UnmarshalFrom(r, d)
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("%s record %d: %w", path, n+1, err)
+		}
+		n++
+		if err := Validate(d, lim); err != nil {
+			return n, fmt.Errorf("%s record %d: %w", path, n, err)
+		}
+		now := time.Unix(0, d.TimeUnixNs)
+		if now.After(*latest) {
+			*latest = now
+		}
+		if err := tr.Add(d, proto.Size(d), now); err != nil {
+			return n, fmt.Errorf("%s record %d: %w", path, n, err)
+		}
+	}
+}
+
+// Report is the JSON document of `netloom report --json`.
+type Report struct {
+	Job        store.JobSummary                     `json:"job"`
+	Ranks      int                                  `json:"ranks"`
+	Nodes      []NodeView                           `json:"nodes"`
+	Processes  []ProcessView                        `json:"processes"`
+	Profile    *Profile                             `json:"profile"`
+	Matrix     map[string]map[string][][]uint64     `json:"matrix"` // class -> bytes|msgs -> [sender][receiver]
+	NodeMatrix map[string]map[string]map[string]any `json:"node_matrix"`
+	Histogram  *Histogram                           `json:"histogram"`
+	Regions    []RegionTotal                        `json:"regions"`
+	Warnings   []string                             `json:"warnings,omitempty"`
+}
+
+// BuildReport assembles the report of a job.
+func BuildReport(j *store.Job, warnings []error) (*Report, error) {
+	r := &Report{Job: j.JobSummary, Ranks: j.Ranks, Nodes: Nodes(j), Processes: make([]ProcessView, len(j.Processes)),
+		Profile: BuildProfile(j), Matrix: map[string]map[string][][]uint64{}, NodeMatrix: map[string]map[string]map[string]any{},
+		Histogram: BuildHistogram(j, -1), Regions: BuildRegions(j)}
+	for i := range j.Processes {
+		r.Processes[i] = ViewProcess(&j.Processes[i])
+	}
+	for _, c := range Classes {
+		r.Matrix[c] = map[string][][]uint64{}
+		r.NodeMatrix[c] = map[string]map[string]any{}
+		for _, m := range []string{"bytes", "msgs"} {
+			if j.Ranks <= MaxDenseRanks {
+				rm, err := RankMatrix(j, c, m)
+				if err != nil {
+					return nil, err
+				}
+				r.Matrix[c][m] = rm.Values
+			}
+			nm, err := NodeMatrix(j, c, m)
+			if err != nil {
+				return nil, err
+			}
+			r.NodeMatrix[c][m] = map[string]any{"labels": nm.Labels, "matrix": nm.Values}
+		}
+	}
+	for _, w := range warnings {
+		r.Warnings = append(r.Warnings, w.Error())
+	}
+	return r, nil
+}
+
+// WriteText prints MPInside-style tables: time per MPI function per rank,
+// bytes and requests sent and received per function, and the rank-to-rank
+// SIZE and REQUEST matrices of each class that carried traffic.
+func WriteText(w io.Writer, r *Report) error {
+	j := &r.Job
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "Netloom report: job %s, %d ranks on %d nodes", j.ID, j.Ranks, j.Nodes)
+	if j.MPILibrary != "" {
+		fmt.Fprintf(bw, ", %s", j.MPILibrary)
+	}
+	if j.Program != "" {
+		fmt.Fprintf(bw, ", %s", j.Program)
+	}
+	fmt.Fprintf(bw, "\nWall %.3fs, MPI %.3fs in all ranks (%.1f%% of wall), CPU %.1f%%; sent %s in %d messages (%s inter-node)\n",
+		sumF(r.Profile.Wall), j.MPISeconds, j.MPIPercent, j.CPUPercent, bytesText(j.Total.Bytes), j.Total.Msgs, bytesText(j.InterNode.Bytes))
+	for _, wn := range r.Warnings {
+		fmt.Fprintf(bw, "warning: %s\n", wn)
+	}
+
+	p := r.Profile
+	fmt.Fprintf(bw, "\nTime per MPI function per rank (seconds)\n")
+	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "rank\tnode\twall\tmpi\t")
+	for _, f := range p.Functions {
+		fmt.Fprintf(tw, "%s\t", f)
+	}
+	fmt.Fprintln(tw)
+	for i, rank := range p.Ranks {
+		fmt.Fprintf(tw, "%d\t%s\t%.3f\t%.3f\t", rank, r.Processes[i].Node, p.Wall[i], p.MPI[i])
+		for k := range p.Functions {
+			fmt.Fprintf(tw, "%.4f\t", float64(p.TimeNS[i][k])/1e9)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+
+	fmt.Fprintf(bw, "\nMPI functions, all ranks (bytes and requests sent and received)\n")
+	tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "function\tcalls\ttime (s)\t% MPI\tranks\tbytes sent\tbytes received\t")
+	for _, t := range p.Totals {
+		fmt.Fprintf(tw, "%s\t%d\t%.4f\t%.1f\t%d\t%d\t%d\t\n", t.Name, t.Calls, float64(t.TimeNS)/1e9, t.MPIPercent, t.Ranks, t.BytesSent, t.BytesReceived)
+	}
+	tw.Flush()
+
+	fmt.Fprintf(bw, "\nPer rank and function: requests, bytes sent, bytes received\n")
+	tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "rank\tfunction\trequests\tbytes sent\tbytes received\t")
+	for i, rank := range p.Ranks {
+		for k, f := range p.Functions {
+			if p.Calls[i][k] > 0 {
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t\n", rank, f, p.Calls[i][k], p.Sent[i][k], p.Received[i][k])
+			}
+		}
+	}
+	tw.Flush()
+
+	names := map[string]string{"p2p": "point-to-point", "coll": "collective", "rma": "one-sided (RMA)"}
+	for _, c := range Classes {
+		mb := r.Matrix[c]["bytes"]
+		if mb == nil || matrixZero(mb) {
+			continue
+		}
+		for _, m := range []struct{ key, title string }{{"bytes", "SIZE (bytes)"}, {"msgs", "REQUEST (messages)"}} {
+			fmt.Fprintf(bw, "\n%s matrix, %s; row = sender, column = receiver\n", m.title, names[c])
+			writeMatrix(bw, r.Matrix[c][m.key])
+		}
+	}
+	if len(r.Regions) > 0 {
+		fmt.Fprintf(bw, "\nRegions\n")
+		tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "region\tranks\tentries\ttime (s)\tMPI time (s)\tbytes sent\t")
+		for _, g := range r.Regions {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.4f\t%.4f\t%d\t\n", g.Name, len(g.Ranks), g.Entries, float64(g.TimeNS)/1e9, float64(g.MPITimeNS)/1e9, g.Classes.Total().Bytes)
+		}
+		tw.Flush()
+	}
+	return bw.Flush()
+}
+
+func writeMatrix(w io.Writer, m [][]uint64) {
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "\t")
+	for c := range m {
+		fmt.Fprintf(tw, "%d\t", c)
+	}
+	fmt.Fprintln(tw)
+	for r, row := range m {
+		fmt.Fprintf(tw, "%d\t", r)
+		for _, v := range row {
+			fmt.Fprintf(tw, "%d\t", v)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+func matrixZero(m [][]uint64) bool {
+	for _, row := range m {
+		if slices.ContainsFunc(row, func(v uint64) bool { return v != 0 }) {
+			return false
+		}
+	}
+	return true
+}
+
+func sumF(v []float64) float64 {
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	return s
+}
+
+func bytesText(b uint64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%d B", b)
+	}
+	div, exp := uint64(unit), 0
+	for n := b / unit; n >= unit; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
+}
+
+// WriteCSV writes ranks.csv, functions.csv and matrix-<class>-<bytes|msgs>.csv
+// into dir.
+func WriteCSV(dir string, r *Report) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("csv directory: %w", err)
+	}
+	var written []string
+	write := func(name string, rows [][]string) error {
+		path := filepath.Join(dir, name)
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		cw := csv.NewWriter(f)
+		if err := cw.WriteAll(rows); err != nil {
+			f.Close()
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		written = append(written, path)
+		return nil
+	}
+	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	fl := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	rows := [][]string{{"rank", "node", "host", "pid", "wall_seconds", "mpi_seconds", "cpu_user_seconds", "cpu_system_seconds",
+		"vm_hwm", "p2p_bytes", "p2p_msgs", "coll_bytes", "coll_msgs", "rma_bytes", "rma_msgs", "intra_node_bytes", "inter_node_bytes"}}
+	for _, p := range r.Processes {
+		rows = append(rows, []string{strconv.Itoa(p.Rank), p.Node, p.Host, strconv.Itoa(int(p.PID)), fl(p.Wall), fl(p.MPI), fl(p.CPUUser),
+			fl(p.CPUSystem), u(p.VmHWM), u(p.Traffic.P2P.Bytes), u(p.Traffic.P2P.Msgs), u(p.Traffic.Coll.Bytes), u(p.Traffic.Coll.Msgs),
+			u(p.Traffic.RMA.Bytes), u(p.Traffic.RMA.Msgs), u(p.IntraNode.Bytes), u(p.InterNode.Bytes)})
+	}
+	if err := write("ranks.csv", rows); err != nil {
+		return written, err
+	}
+	rows = [][]string{{"rank", "function", "calls", "time_ns", "bytes_sent", "bytes_received"}}
+	pr := r.Profile
+	for i, rank := range pr.Ranks {
+		for k, f := range pr.Functions {
+			if pr.Calls[i][k] > 0 || pr.TimeNS[i][k] > 0 {
+				rows = append(rows, []string{strconv.Itoa(rank), f, u(pr.Calls[i][k]), u(pr.TimeNS[i][k]), u(pr.Sent[i][k]), u(pr.Received[i][k])})
+			}
+		}
+	}
+	if err := write("functions.csv", rows); err != nil {
+		return written, err
+	}
+	for _, c := range Classes {
+		for _, m := range []string{"bytes", "msgs"} {
+			mx := r.Matrix[c][m]
+			if mx == nil {
+				continue
+			}
+			head := []string{"sender\\receiver"}
+			for i := range mx {
+				head = append(head, strconv.Itoa(i))
+			}
+			rows = [][]string{head}
+			for i, row := range mx {
+				line := []string{strconv.Itoa(i)}
+				for _, v := range row {
+					line = append(line, u(v))
+				}
+				rows = append(rows, line)
+			}
+			if err := write(fmt.Sprintf("matrix-%s-%s.csv", c, m), rows); err != nil {
+				return written, err
+			}
+		}
+	}
+	return written, nil
+}
