@@ -1,0 +1,39 @@
+#!/bin/sh
+# Quick C-level check of both agent libraries: a 2-rank ring runs with the
+# library preloaded and leaves one profile per rank. The exact assertions are
+# in test/e2e/agent_test.go (go test ./test/e2e -run TestAgent).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+lib=$(cd "$here/../../bin/lib" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cat >"$tmp/ring.c" <<'C'
+#include <mpi.h>
+int main(int argc, char **argv)
+{
+	int r, n, x = 0;
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &r);
+	MPI_Comm_size(MPI_COMM_WORLD, &n);
+	MPI_Sendrecv_replace(&x, 1, MPI_INT, (r + 1) % n, 0, (r + n - 1) % n, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	MPI_Finalize();
+	return 0;
+}
+C
+check() { # name compiler launcher args...
+	name=$1 cc=$2
+	shift 2
+	if ! command -v "$cc" >/dev/null; then
+		echo "agent quick check: $name: $cc missing, skipped"
+		return
+	fi
+	"$cc" -o "$tmp/ring-$name" "$tmp/ring.c"
+	NETLOOM_OUTPUT="$tmp/out-$name" NETLOOM_JOB_ID=quick "$@" "$tmp/ring-$name"
+	for r in 0 1; do
+		test -s "$tmp/out-$name/quick/rank-$r.pb" || { echo "agent quick check: $name: no profile for rank $r" >&2; exit 1; }
+	done
+	echo "agent quick check: $name: ok"
+}
+check ompi mpicc env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+	mpirun --oversubscribe -np 2 -x NETLOOM_OUTPUT -x NETLOOM_JOB_ID -x LD_PRELOAD="$lib/libnetloom-ompi.so"
+check mpich mpicc.mpich mpirun.mpich -np 2 -genv LD_PRELOAD "$lib/libnetloom-mpich.so"

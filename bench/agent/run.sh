@@ -1,0 +1,51 @@
+#!/bin/sh
+# Agent overhead, measured in one run: the same benchmark (bench.c) without
+# the agent, with it (LD_PRELOAD), and with Open MPI's monitoring components
+# (--mca pml_monitoring_enable 1), ROUNDS times interleaved; medians printed
+# with the time the agent and the monitoring add, and their ratio.
+#   bench/agent/run.sh [iterations] [rounds]
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+iters=${1:-200000}
+rounds=${2:-5}
+make -s -C "$root/agent" >/dev/null
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mpicc -O2 -o "$tmp/bench" "$here/bench.c"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+run() { # config
+	case $1 in
+	plain) mpirun --oversubscribe --bind-to core -np 2 "$tmp/bench" "$iters" ;;
+	agent) mpirun --oversubscribe --bind-to core -np 2 -x LD_PRELOAD="$root/bin/lib/libnetloom-ompi.so" -x NETLOOM_DAEMON=127.0.0.1:9 "$tmp/bench" "$iters" ;;
+	monitoring) mpirun --oversubscribe --bind-to core -np 2 --mca pml_monitoring_enable 1 "$tmp/bench" "$iters" ;;
+	esac
+}
+i=0
+while [ $i -lt "$rounds" ]; do
+	for c in plain agent monitoring; do
+		run $c | sed "s/^/$c /" >>"$tmp/results"
+	done
+	i=$((i + 1))
+done
+echo "Open MPI $(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p'), 2 ranks, $iters iterations, median of $rounds interleaved rounds"
+awk '
+{ v[$1 "," $2, ++n[$1 "," $2]] = $3; metrics[$2] = 1 }
+function median(k,   m, i, j, t, a) {
+	m = n[k]; for (i = 1; i <= m; i++) a[i] = v[k, i]
+	for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+}
+END {
+	printf "%-22s %10s %10s %10s %12s %12s %8s\n", "metric", "plain", "agent", "ompi-mon", "agent-added", "mon-added", "agent/mon"
+	split("pingpong_0B_oneway pingpong_8B_oneway msgrate_ns_per_msg send_procnull kernel_us_per_iter", order, " ")
+	for (i = 1; i <= 5; i++) {
+		m = order[i]; if (!(m in metrics)) continue
+		p = median("plain," m); a = median("agent," m); o = median("monitoring," m)
+		r = (o - p) != 0 ? (a - p) / (o - p) : 0
+		printf "%-22s %10.2f %10.2f %10.2f %+12.2f %+12.2f %8.2f\n", m, p, a, o, a - p, o - p, r
+	}
+	print "(ns, except kernel in us per iteration; ping-pong one-way = 2 MPI calls per rank: added per call is half)"
+}' "$tmp/results"
+mpicc -O2 -I"$root/agent/src" -I"$root/agent/build/ompi" -o "$tmp/mem" "$here/mem.c"
+"$tmp/mem" 1024 32
