@@ -39,7 +39,7 @@ export async function eventsPage(ctx: PageContext): Promise<void> {
 
   const load = async () => {
     const r = await get<{ from: string; to: string; events: FabricEvent[] }>("/events", { ...range, kind, limit: 5000 }, signal);
-    summary.textContent = `${fmt.count(r.events.length)} events from ${fmt.time(r.from)} to ${fmt.time(r.to)}${r.events.length >= 5000 ? " (newest 5,000)" : ""}.`;
+    summary.textContent = `${fmt.count(r.events.length)} event${r.events.length === 1 ? "" : "s"} from ${fmt.time(r.from)} to ${fmt.time(r.to)}${r.events.length >= 5000 ? " (newest 5,000)" : ""}.`;
     body.replaceChildren(
       table({
         label: "Events",
