@@ -9,7 +9,6 @@ package loadgen
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -40,6 +39,7 @@ type Config struct {
 	PeerLimit    int           // send all peer rows for jobs up to this many ranks (default 256)
 	TopPeers     int           // else the top K peers (default 32)
 	Seed         uint64
+	FinishAtEnd  bool // send the final reports of running jobs at the end
 }
 
 func (c Config) withDefaults() Config {
@@ -155,9 +155,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
 			time.Sleep(sleep)
 		}
 	}
-	// Final reports of the jobs still running, as MPI_Finalize would send.
-	for _, j := range g.jobs {
-		g.finish(j, time.Now(), &rep)
+	// Jobs still running are left running, as on a real system; with
+	// FinishAtEnd they send their final reports, as MPI_Finalize would.
+	if cfg.FinishAtEnd {
+		for _, j := range g.jobs {
+			g.finish(j, time.Now(), &rep)
+		}
 	}
 	rep.Jobs = g.started
 	rep.Seconds = time.Since(start).Seconds()
@@ -301,88 +304,95 @@ func (g *generator) send(j *job, rank int, now time.Time, final bool, rep *Repor
 	rep.Snapshots++
 }
 
-// snapshot builds a rank's cumulative counters after elapsed seconds of
-// its job's pattern.
-func snapshot(j *job, rank int, elapsed float64, cfg Config) *agentpb.Datagram {
+// flow is a constant-rate stream from the rank to a peer or a node.
+type flow struct {
+	to   int     // peer rank, or node index for node flows
+	rate float64 // bytes per second
+	coll bool
+}
+
+// flows lists a rank's peer flows (at most limit of them, the heaviest
+// first) and the same traffic summed per destination node, computed
+// directly so an all-to-all over thousands of ranks costs O(nodes).
+func flows(j *job, rank int, jitter float64, limit int) (peers, nodes []flow, truncated bool) {
 	n := j.ranks()
-	node := j.nodes[rank/j.ppn]
-	d := &agentpb.Datagram{Version: 1, JobId: j.id, Rank: uint32(rank), WorldSize: uint32(n), Chunks: 1}
-	h := fnv.New32a()
-	fmt.Fprintf(h, "%s/%d", j.id, rank)
-	jitter := 0.8 + 0.4*float64(h.Sum32()%1000)/1000 // per-rank variation
-	peers := map[int]float64{}                       // peer -> bytes/s
-	coll := map[int]float64{}
 	switch j.pattern {
 	case "halo":
 		for _, off := range []int{1, -1, j.ppn, -j.ppn} {
 			if p := ((rank+off)%n + n) % n; p != rank {
-				peers[p] += 50e6 * jitter
-			}
-		}
-	case "alltoall":
-		per := 400e6 * jitter / float64(max(n-1, 1))
-		for p := 0; p < n; p++ {
-			if p != rank {
-				coll[p] = per
+				peers = append(peers, flow{to: p, rate: 50e6 * jitter})
 			}
 		}
 	case "reduce":
 		if rank > 0 {
-			coll[(rank-1)/2] = 20e6 * jitter
+			peers = append(peers, flow{to: (rank - 1) / 2, rate: 20e6 * jitter, coll: true})
 		}
+	case "alltoall":
+		per := 400e6 * jitter / float64(max(n-1, 1))
+		for k := range j.nodes {
+			count := j.ppn
+			if k == rank/j.ppn {
+				count--
+			}
+			if count > 0 {
+				nodes = append(nodes, flow{to: k, rate: per * float64(count), coll: true})
+			}
+		}
+		for p := 0; p < n && len(peers) < limit; p++ {
+			if p != rank {
+				peers = append(peers, flow{to: p, rate: per, coll: true})
+			}
+		}
+		return peers, nodes, n-1 > limit
+	}
+	for _, f := range peers {
+		k := f.to / j.ppn
+		if i := slices.IndexFunc(nodes, func(x flow) bool { return x.to == k && x.coll == f.coll }); i >= 0 {
+			nodes[i].rate += f.rate
+		} else {
+			nodes = append(nodes, flow{to: k, rate: f.rate, coll: f.coll})
+		}
+	}
+	return peers, nodes, false
+}
+
+// snapshot builds a rank's cumulative counters after elapsed seconds of
+// its job's pattern.
+func snapshot(j *job, rank int, elapsed float64, cfg Config) *agentpb.Datagram {
+	n := j.ranks()
+	myNode := rank / j.ppn
+	d := &agentpb.Datagram{Version: 1, JobId: j.id, Rank: uint32(rank), WorldSize: uint32(n), Chunks: 1}
+	jitter := 0.8 + 0.4*float64(uint32(rank)*2654435761%1000)/1000 // per-rank variation
+	limit := n
+	if n > cfg.PeerLimit {
+		limit = cfg.TopPeers
+	}
+	peers, nodes, truncated := flows(j, rank, jitter, limit)
+	traffic := func(rate float64) *agentpb.Traffic {
+		bytes := uint64(rate * elapsed)
+		return &agentpb.Traffic{Bytes: bytes, Msgs: bytes / 65536}
 	}
 	var intra, inter agentpb.Traffic
-	byNode := map[string]*agentpb.NodeTraffic{}
-	add := func(p int, rate float64, isColl bool) {
-		bytes := uint64(rate * elapsed)
-		msgs := bytes / 65536
-		pn := j.nodes[p/j.ppn]
-		nt := byNode[pn]
-		if nt == nil {
-			nt = &agentpb.NodeTraffic{Node: pn, P2P: &agentpb.Traffic{}, Coll: &agentpb.Traffic{}, Rma: &agentpb.Traffic{}}
-			byNode[pn] = nt
+	for _, f := range nodes {
+		t := traffic(f.rate)
+		nt := &agentpb.NodeTraffic{Node: j.nodes[f.to], P2P: &agentpb.Traffic{}, Coll: &agentpb.Traffic{}, Rma: &agentpb.Traffic{}}
+		if f.coll {
+			nt.Coll = t
+		} else {
+			nt.P2P = t
 		}
-		t := nt.P2P
-		if isColl {
-			t = nt.Coll
-		}
-		t.Bytes += bytes
-		t.Msgs += msgs
+		d.Nodes = append(d.Nodes, nt)
 		side := &inter
-		if pn == node {
+		if f.to == myNode {
 			side = &intra
 		}
-		side.Bytes += bytes
-		side.Msgs += msgs
+		side.Bytes += t.Bytes
+		side.Msgs += t.Msgs
 	}
-	type peerRate struct {
-		p    int
-		rate float64
-		coll bool
-	}
-	var rows []peerRate
-	for p, r := range peers {
-		add(p, r, false)
-		rows = append(rows, peerRate{p, r, false})
-	}
-	for p, r := range coll {
-		add(p, r, true)
-		rows = append(rows, peerRate{p, r, true})
-	}
-	for _, nt := range byNode {
-		d.Nodes = append(d.Nodes, nt)
-	}
-	if n > cfg.PeerLimit && len(rows) > cfg.TopPeers {
-		// Top-K by bytes: in these patterns all rows of a rank are equal,
-		// so the first K (lowest ranks) stand for them.
-		rows = rows[:cfg.TopPeers]
-		d.PeersTruncated = true
-	}
-	for _, r := range rows {
-		bytes := uint64(r.rate * elapsed)
-		t := &agentpb.Traffic{Bytes: bytes, Msgs: bytes / 65536}
-		pt := &agentpb.PeerTraffic{Peer: uint32(r.p)}
-		if r.coll {
+	for _, f := range peers {
+		t := traffic(f.rate)
+		pt := &agentpb.PeerTraffic{Peer: uint32(f.to)}
+		if f.coll {
 			pt.Coll = t
 		} else {
 			pt.P2P = t
@@ -392,8 +402,9 @@ func snapshot(j *job, rank int, elapsed float64, cfg Config) *agentpb.Datagram {
 		}
 		d.Peers = append(d.Peers, pt)
 	}
+	d.PeersTruncated = truncated
 	mpi := 0.1 * elapsed
-	d.Process = &agentpb.Process{Node: node, Host: node, Pid: uint32(10000 + rank%j.ppn), Cpu: int32(rank % j.ppn),
+	d.Process = &agentpb.Process{Node: j.nodes[myNode], Host: j.nodes[myNode], Pid: uint32(10000 + rank%j.ppn), Cpu: int32(rank % j.ppn),
 		MpiLibrary: "loadgen", Program: j.pattern, User: "loadgen",
 		CpuUserSeconds: 0.85 * elapsed, CpuSystemSeconds: 0.05 * elapsed, WallSeconds: elapsed, MpiSeconds: mpi,
 		VmSize: 2 << 30, VmPeak: 2 << 30, VmRss: 1 << 30, VmHwm: 1 << 30,

@@ -67,7 +67,7 @@ func TestRunSendsValidCumulativeSnapshots(t *testing.T) {
 	}()
 	rep, err := Run(context.Background(), Config{System: "fat-tree:hosts=16,radix=8", Target: pc.LocalAddr().String(),
 		Duration: 1500 * time.Millisecond, Interval: 300 * time.Millisecond, RanksPerNode: 4, MaxJobNodes: 8,
-		JobLifetime: 400 * time.Millisecond, Seed: 7}, nil)
+		JobLifetime: 400 * time.Millisecond, Seed: 7, FinishAtEnd: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,5 +112,22 @@ func TestChunkKeepsDatagramsSmall(t *testing.T) {
 	}
 	if nodes != len(d.Nodes) {
 		t.Errorf("%d node rows over chunks, want %d", nodes, len(d.Nodes))
+	}
+}
+
+func BenchmarkSnapshot(b *testing.B) {
+	j := &job{id: "bench", pattern: "halo", ppn: 16, start: time.Now()}
+	for i := 0; i < 64; i++ {
+		j.nodes = append(j.nodes, fmt.Sprintf("n%d", i))
+	}
+	j.seq = make([]uint64, j.ranks())
+	cfg := Config{}.withDefaults()
+	var buf []byte
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		d := snapshot(j, i%j.ranks(), 100, cfg)
+		for _, c := range chunk(d) {
+			buf, _ = proto.MarshalOptions{}.MarshalAppend(buf[:0], c)
+		}
 	}
 }
