@@ -692,3 +692,42 @@ func TestAgentDaemonAbsent(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentTopPeers runs a job larger than NETLOOM_PEER_LIMIT: the live
+// reports carry only the top NETLOOM_TOP_PEERS peers, marked truncated, and
+// still every node; the offline profile keeps every peer.
+func TestAgentTopPeers(t *testing.T) {
+	buildAgent(t)
+	m := impls(t)[0]
+	needMPI(t, m)
+	prog := compile(t, m, "testdata/mpi/patterns.c")
+	addr, got, stop := listen(t)
+	out := t.TempDir()
+	runJob(t, m, agentRanks, m.lib, []string{"NETLOOM_DAEMON=" + addr, "NETLOOM_OUTPUT=" + out,
+		"NETLOOM_PEER_LIMIT=2", "NETLOOM_TOP_PEERS=1"}, nil, prog)
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	finals := 0
+	for _, b := range got() {
+		d := &agentpb.Datagram{}
+		if err := proto.Unmarshal(b, d); err != nil {
+			t.Fatal(err)
+		}
+		if !d.Final {
+			continue
+		}
+		finals++
+		right := (d.Rank + 1) % agentRanks // the ring's bytes make it the top peer
+		if !d.PeersTruncated || len(d.Peers) != 1 || d.Peers[0].Peer != right || len(d.Nodes) != agentRanks/agentPPN {
+			t.Errorf("rank %d: truncated=%v peers=%v nodes=%d", d.Rank, d.PeersTruncated, d.Peers, len(d.Nodes))
+		}
+	}
+	if finals != agentRanks {
+		t.Errorf("%d final reports, want %d", finals, agentRanks)
+	}
+	for _, d := range readProfiles(t, out, agentRanks) {
+		if d.PeersTruncated || len(d.Peers) < 3 {
+			t.Errorf("rank %d profile: truncated=%v, %d peers", d.Rank, d.PeersTruncated, len(d.Peers))
+		}
+	}
+}
