@@ -731,3 +731,35 @@ func TestAgentTopPeers(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentThreadMultiple counts messages sent concurrently by 4 threads per
+// rank under MPI_THREAD_MULTIPLE (relaxed atomic increments, communicator
+// translations created concurrently): nothing may be lost.
+func TestAgentThreadMultiple(t *testing.T) {
+	buildAgent(t)
+	for _, m := range impls(t) {
+		t.Run(m.name, func(t *testing.T) {
+			needMPI(t, m)
+			prog := compile(t, m, "testdata/mpi/threads.c")
+			out := t.TempDir()
+			runJob(t, m, agentRanks, m.lib, []string{"NETLOOM_OUTPUT=" + out}, nil, prog)
+			const msgs = 4 * 500
+			for r, d := range readProfiles(t, out, agentRanks) {
+				var right *agentpb.PeerTraffic
+				for _, p := range d.Peers {
+					if int(p.Peer) == (r+1)%agentRanks {
+						right = p
+					}
+				}
+				if got := tr(right.GetP2P()); got != (traffic{8 * msgs, msgs}) || len(right.GetSizeHistogram()) != 5 || right.GetSizeHistogram()[4] != msgs {
+					t.Errorf("rank %d -> right: %+v, histogram %v; want %d messages of 8 bytes", r, got, right.GetSizeHistogram(), msgs)
+				}
+				for _, f := range d.Functions {
+					if f.Name == "MPI_Isend" && f.Calls != msgs {
+						t.Errorf("rank %d: MPI_Isend called %d times, want %d", r, f.Calls, msgs)
+					}
+				}
+			}
+		})
+	}
+}
