@@ -168,7 +168,7 @@ func writeC(w io.Writer, fns []function, fortran bool) error {
 			continue
 		}
 		fmt.Fprintf(w, "%s\n{\n", f.decl("MPI_"))
-		fmt.Fprintf(w, "\tconst uint64_t nl_t0 = nl_ticks();\n")
+		fmt.Fprintf(w, "\tconst uint64_t nl_t0 = nl_begin(NL_FN_%s);\n", f.name)
 		if f.pre != "" || f.post != "" {
 			fmt.Fprintf(w, "\tconst int F = NL_FN_%s;\n\t(void)F;\n", f.name)
 		}
@@ -268,7 +268,7 @@ func writeFortran(w io.Writer, f function) error {
 	fmt.Fprintf(w, "static nl_f_%s_t nl_real_f_%s;\n", lower, lower)
 	fmt.Fprintf(w, "void mpi_%s_(%s)\n{\n", lower, sig)
 	fmt.Fprintf(w, "\tnl_f_%s_t real = (nl_f_%s_t)nl_fsym((void **)&nl_real_f_%s, \"pmpi_%s_\");\n", lower, lower, lower, lower)
-	fmt.Fprintf(w, "\tconst uint64_t nl_t0 = nl_ticks();\n")
+	fmt.Fprintf(w, "\tconst uint64_t nl_t0 = nl_begin(NL_FN_%s);\n", f.name)
 	if f.pre != "" || f.post != "" || f.hasFpost {
 		fmt.Fprintf(w, "\tconst int F = NL_FN_%s;\n\t(void)F;\n", f.name)
 	}

@@ -70,6 +70,7 @@ struct nl_agent {
 extern struct nl_agent nl_agent;
 
 uint64_t nl_mono_ns(void);
+uint64_t nl_fn_ticks(int f);
 int64_t nl_unix_ns(void);
 double nl_ns_per_tick(void);
 void nl_totals(uint64_t bytes[NL_NCLASS], uint64_t msgs[NL_NCLASS], uint64_t *mpi_ticks);

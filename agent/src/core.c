@@ -12,7 +12,6 @@
 
 #include "agent.h"
 
-
 struct nl_fn nl_fns[NL_NFUNCS];
 struct nl_peer *nl_peers;
 int nl_world_size, nl_world_rank_self;
@@ -25,6 +24,18 @@ struct nl_agent nl_agent = {
 };
 
 uint64_t nl_io_bytes[2]; /* MPI-IO bytes read [0] and written [1] */
+uint64_t nl_time_mask;
+
+/* nl_fn_ticks is the time in f, scaled up from the timed calls to all. */
+uint64_t nl_fn_ticks(int f)
+{
+	uint64_t calls = __atomic_load_n(&nl_fns[f].calls, __ATOMIC_RELAXED);
+	uint64_t timed = __atomic_load_n(&nl_fns[f].timed, __ATOMIC_RELAXED);
+	uint64_t ticks = __atomic_load_n(&nl_fns[f].ticks, __ATOMIC_RELAXED);
+	if (!timed)
+		return 0;
+	return timed >= calls ? ticks : (uint64_t)((double)ticks * (double)calls / (double)timed);
+}
 
 /* ---------------------------------------------------------------- time */
 
@@ -733,7 +744,7 @@ void nl_totals(uint64_t bytes[NL_NCLASS], uint64_t msgs[NL_NCLASS], uint64_t *mp
 		}
 	uint64_t t = 0;
 	for (int f = 0; f < NL_NFUNCS; f++)
-		t += __atomic_load_n(&nl_fns[f].ticks, __ATOMIC_RELAXED);
+		t += nl_fn_ticks(f);
 	*mpi_ticks = t;
 }
 
@@ -928,6 +939,8 @@ void nl_start_agent(void)
 	nl_agent.interval_s = env_double("NETLOOM_INTERVAL", 5.0);
 	nl_agent.peer_limit = (int)env_double("NETLOOM_PEER_LIMIT", 256);
 	nl_agent.top_peers = (int)env_double("NETLOOM_TOP_PEERS", 32);
+	for (uint64_t s = 1; s < (uint64_t)env_double("NETLOOM_TIME_SAMPLE", 1) && s < (1u << 20); s <<= 1)
+		nl_time_mask = (s << 1) - 1;
 	copy_env(nl_agent.output_dir, sizeof nl_agent.output_dir, "NETLOOM_OUTPUT", NULL);
 
 	gethostname(nl_agent.host, sizeof nl_agent.host);

@@ -34,6 +34,7 @@ struct nl_peer {
 
 struct nl_fn {
 	uint64_t calls, ticks, sent, recvd;
+	uint64_t timed; /* calls whose time is in ticks (see nl_begin) */
 };
 
 extern const char *const nl_fn_names[NL_NFUNCS];
@@ -42,6 +43,7 @@ extern struct nl_peer *nl_peers; /* world_size entries, NULL before MPI_Init */
 extern int nl_world_size, nl_world_rank_self;
 extern int nl_mt;                 /* MPI_THREAD_MULTIPLE: use atomic read-modify-write */
 extern volatile int nl_poll_due;  /* set by the helper thread: read MPI_T pvars */
+extern uint64_t nl_time_mask;     /* time one call in NETLOOM_TIME_SAMPLE (a power of two) */
 
 static inline uint64_t nl_ticks(void)
 {
@@ -67,11 +69,22 @@ static inline void nl_add(uint64_t *p, uint64_t v)
 
 void nl_poll(void);
 
+/* nl_begin starts timing a call of f: every call, or with NETLOOM_TIME_SAMPLE=N
+ * one call in N (the first, the N+1th, ...), 0 meaning "not timed". */
+static inline uint64_t nl_begin(int f)
+{
+	if (__atomic_load_n(&nl_fns[f].calls, __ATOMIC_RELAXED) & nl_time_mask)
+		return 0;
+	return nl_ticks();
+}
+
 static inline void nl_fn_done(int f, uint64_t t0)
 {
-	uint64_t t1 = nl_ticks();
 	nl_add(&nl_fns[f].calls, 1);
-	nl_add(&nl_fns[f].ticks, t1 - t0);
+	if (t0) {
+		nl_add(&nl_fns[f].ticks, nl_ticks() - t0);
+		nl_add(&nl_fns[f].timed, 1);
+	}
 	if (__builtin_expect(nl_poll_due, 0))
 		nl_poll();
 }

@@ -234,7 +234,7 @@ static int take(struct snapshot *s, int final, int all_peers)
 	uint64_t mpi_ticks = 0;
 	for (int f = 0; f < NL_NFUNCS; f++) {
 		uint64_t calls = ld(&nl_fns[f].calls);
-		uint64_t ticks = ld(&nl_fns[f].ticks);
+		uint64_t ticks = nl_fn_ticks(f);
 		mpi_ticks += ticks;
 		if (!calls)
 			continue;

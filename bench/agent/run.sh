@@ -1,7 +1,8 @@
 #!/bin/sh
 # Agent overhead, measured in one run: the same benchmark (bench.c) without
 # the agent, with it (LD_PRELOAD), and with Open MPI's monitoring components
-# (--mca pml_monitoring_enable 1), ROUNDS times interleaved; medians printed
+# (--mca pml_monitoring_enable 1), and with the agent timing one call in 16
+# (NETLOOM_TIME_SAMPLE=16), ROUNDS times interleaved; medians printed
 # with the time the agent and the monitoring add, and their ratio.
 #   bench/agent/run.sh [iterations] [rounds]
 set -eu
@@ -18,12 +19,13 @@ run() { # config
 	case $1 in
 	plain) mpirun --oversubscribe --bind-to core -np 2 "$tmp/bench" "$iters" ;;
 	agent) mpirun --oversubscribe --bind-to core -np 2 -x LD_PRELOAD="$root/bin/lib/libnetloom-ompi.so" -x NETLOOM_DAEMON=127.0.0.1:9 "$tmp/bench" "$iters" ;;
+	sampled) mpirun --oversubscribe --bind-to core -np 2 -x LD_PRELOAD="$root/bin/lib/libnetloom-ompi.so" -x NETLOOM_DAEMON=127.0.0.1:9 -x NETLOOM_TIME_SAMPLE=16 "$tmp/bench" "$iters" ;;
 	monitoring) mpirun --oversubscribe --bind-to core -np 2 --mca pml_monitoring_enable 1 "$tmp/bench" "$iters" ;;
 	esac
 }
 i=0
 while [ $i -lt "$rounds" ]; do
-	for c in plain agent monitoring; do
+	for c in plain agent sampled monitoring; do
 		run $c | sed "s/^/$c /" >>"$tmp/results"
 	done
 	i=$((i + 1))
@@ -37,13 +39,14 @@ function median(k,   m, i, j, t, a) {
 	return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
 }
 END {
-	printf "%-22s %10s %10s %10s %12s %12s %8s\n", "metric", "plain", "agent", "ompi-mon", "agent-added", "mon-added", "agent/mon"
+	printf "%-22s %9s %9s %9s %9s %11s %11s %11s %9s %9s\n", "metric", "plain", "agent", "sampled", "ompi-mon", "agent-add", "sampl-add", "mon-add", "agent/mon", "sampl/mon"
 	split("pingpong_0B_oneway pingpong_8B_oneway msgrate_ns_per_msg send_procnull kernel_us_per_iter", order, " ")
 	for (i = 1; i <= 5; i++) {
 		m = order[i]; if (!(m in metrics)) continue
-		p = median("plain," m); a = median("agent," m); o = median("monitoring," m)
-		r = (o - p) != 0 ? (a - p) / (o - p) : 0
-		printf "%-22s %10.2f %10.2f %10.2f %+12.2f %+12.2f %8.2f\n", m, p, a, o, a - p, o - p, r
+		p = median("plain," m); a = median("agent," m); s = median("sampled," m); o = median("monitoring," m)
+		r = (o - p) > 0.005 * p ? sprintf("%.2f", (a - p) / (o - p)) : "-"
+		rs = (o - p) > 0.005 * p ? sprintf("%.2f", (s - p) / (o - p)) : "-"
+		printf "%-22s %9.2f %9.2f %9.2f %9.2f %+11.2f %+11.2f %+11.2f %9s %9s\n", m, p, a, s, o, a - p, s - p, o - p, r, rs
 	}
 	print "(ns, except kernel in us per iteration; ping-pong one-way = 2 MPI calls per rank: added per call is half)"
 }' "$tmp/results"
