@@ -121,7 +121,9 @@ func (d *Daemon) ingestLoop(ctx context.Context) error {
 				d.agents.live.Store(tr.Publish(time.Now()))
 				return <-readerDone
 			}
-			_ = tr.Add(it.D, it.Size, it.At) // counted by reason in the metrics
+			if err := tr.Add(it.D, it.Size, it.At); err != nil && invalid.Add(1)%1000 == 1 { // counted by reason in the metrics
+				d.log.Warn("agent datagram rejected", "err", err, "rejected", invalid.Load())
+			}
 		case now := <-tick.C:
 			tr.Tick(now)
 			d.agents.live.Store(tr.Publish(now))

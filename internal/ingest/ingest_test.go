@@ -326,7 +326,24 @@ func TestTrackerRejects(t *testing.T) {
 	if err := add(t, tr, back, now); reasonOf(err) != ReasonBackwards {
 		t.Errorf("backwards: %v", err)
 	}
-	back = snapshot("9", 0, 4, 2, false)
+	// Times may wobble a little (agent clock conversion), counts may not.
+	jitter := snapshot("9", 0, 4, 2, false)
+	jitter.Functions[0].TimeNs = 400e6*2 - 500
+	jitter.Process.MpiSeconds = 1.9999
+	if err := add(t, tr, jitter, now); err != nil {
+		t.Errorf("time jitter rejected: %v", err)
+	}
+	back = snapshot("9", 0, 4, 3, false)
+	back.Functions[0].Calls = 1
+	if err := add(t, tr, back, now); reasonOf(err) != ReasonBackwards {
+		t.Errorf("calls backwards: %v", err)
+	}
+	back = snapshot("9", 0, 4, 3, false)
+	back.Functions[0].TimeNs = 100e6
+	if err := add(t, tr, back, now); reasonOf(err) != ReasonBackwards {
+		t.Errorf("time far backwards: %v", err)
+	}
+	back = snapshot("9", 0, 4, 3, false)
 	back.Peers[0].P2P.Bytes = 10
 	if err := add(t, tr, back, now); reasonOf(err) != ReasonBackwards {
 		t.Errorf("peer backwards: %v", err)
@@ -541,4 +558,25 @@ func FuzzDecodeDatagram(f *testing.F) {
 			BuildRegions(j)
 		}
 	})
+}
+
+// TestPublishAfterFinal: the view published after the last rank's final
+// report shows the job finished (a save rebuilding the view must not hide
+// it from Publish).
+func TestPublishAfterFinal(t *testing.T) {
+	tr, _, _, _ := newTracker(Options{})
+	for seq := uint64(0); seq < 2; seq++ {
+		for r := range 2 {
+			if err := add(t, tr, snapshot("f", r, 2, seq, seq == 1), t0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if seq == 0 {
+			tr.Publish(t0)
+		}
+	}
+	j := tr.Publish(t0).Jobs["f"]
+	if j.State != store.JobFinished || j.Finalized != 2 || j.Processes[0].Seq != 1 {
+		t.Errorf("published %+v", j.JobSummary)
+	}
 }

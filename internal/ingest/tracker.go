@@ -357,7 +357,7 @@ func backwards(a, b *store.Process) string {
 	switch {
 	case b.CPUUser < a.CPUUser || b.CPUSystem < a.CPUSystem:
 		return "CPU time"
-	case b.Wall < a.Wall || b.MPI < a.MPI:
+	case timeBack(a.Wall, b.Wall) || timeBack(a.MPI, b.MPI):
 		return "wall or MPI time"
 	case b.Time.Before(a.Time):
 		return "snapshot time"
@@ -371,7 +371,7 @@ func backwards(a, b *store.Process) string {
 		fa[f.Name] = f
 	}
 	for _, f := range b.Functions {
-		if o, ok := fa[f.Name]; ok && (f.Calls < o.Calls || f.TimeNS < o.TimeNS || f.BytesSent < o.BytesSent || f.BytesReceived < o.BytesReceived) {
+		if o, ok := fa[f.Name]; ok && (f.Calls < o.Calls || nsBack(o.TimeNS, f.TimeNS) || f.BytesSent < o.BytesSent || f.BytesReceived < o.BytesReceived) {
 			return "function " + f.Name
 		}
 	}
@@ -398,6 +398,18 @@ func backwards(a, b *store.Process) string {
 	return ""
 }
 
+// Measured times may wobble by a little between snapshots (a clock source
+// recalibrated, a conversion rounded); a decrease within the tolerance is
+// jitter, not a new run. Counts must never decrease.
+const (
+	timeTolerance    = 1e-3 // seconds
+	timeToleranceRel = 1e-3
+)
+
+func timeBack(a, b float64) bool { return b < a-max(timeTolerance, timeToleranceRel*a) }
+
+func nsBack(a, b uint64) bool { return b < a && timeBack(float64(a)/1e9, float64(b)/1e9) }
+
 func lessTraffic(a, b store.Traffic) bool { return a.Bytes < b.Bytes || a.Msgs < b.Msgs }
 
 func lessClasses(a, b store.Classes) bool {
@@ -419,7 +431,7 @@ func subUint(a, b uint64) uint64 {
 func delta(job string, a, b *store.Process) store.ProcessSample {
 	sa, sb := a.Sent(), b.Sent()
 	s := store.ProcessSample{Job: job, Rank: b.Rank, Time: b.Time, Span: b.Time.Sub(a.Time),
-		CPUUser: b.CPUUser - a.CPUUser, CPUSystem: b.CPUSystem - a.CPUSystem, MPI: b.MPI - a.MPI,
+		CPUUser: b.CPUUser - a.CPUUser, CPUSystem: b.CPUSystem - a.CPUSystem, MPI: max(b.MPI-a.MPI, 0),
 		VmRSS: b.VmRSS, VmSize: b.VmSize,
 		IORead: b.IORead - a.IORead, IOWrite: b.IOWrite - a.IOWrite, MPIIORead: b.MPIIORead - a.MPIIORead, MPIIOWrite: b.MPIIOWrite - a.MPIIOWrite,
 		IntraNode: subTraffic(b.IntraNode, a.IntraNode), InterNode: subTraffic(b.InterNode, a.InterNode)}
@@ -581,8 +593,9 @@ func (t *Tracker) view(j *jobState) *store.Job {
 // jobs that did not change are reused.
 func (t *Tracker) Publish(now time.Time) *Live {
 	changed := false
-	for _, j := range t.jobs {
-		if j.dirty || j.view == nil {
+	for id, j := range t.jobs {
+		// A view rebuilt by a save is newer than the published one too.
+		if j.dirty || j.view == nil || t.live.Jobs[id] != j.view {
 			changed = true
 			break
 		}
