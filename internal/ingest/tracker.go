@@ -311,20 +311,20 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *agentpb.Dat
 	slices.SortFunc(np.Peers, func(a, b store.PeerTraffic) int { return cmp.Compare(a.Peer, b.Peer) })
 	for i := 1; i < len(np.Peers); i++ {
 		if np.Peers[i].Peer == np.Peers[i-1].Peer {
-			t.m.drop(ReasonPeer, int(p.n))
+			t.m.drop(ReasonPeer, int(p.n)-1) // Add counts the last one
 			return reject(ReasonPeer, "job %s rank %d snapshot %d: peer %d twice", j.id, np.Rank, np.Seq, np.Peers[i].Peer)
 		}
 	}
 	slices.SortFunc(np.ToNodes, func(a, b store.NodeTraffic) int { return cmp.Compare(a.Node, b.Node) })
 	for i := 1; i < len(np.ToNodes); i++ {
 		if np.ToNodes[i].Node == np.ToNodes[i-1].Node {
-			t.m.drop(ReasonPeer, int(p.n))
+			t.m.drop(ReasonPeer, int(p.n)-1) // Add counts the last one
 			return reject(ReasonPeer, "job %s rank %d snapshot %d: destination node %q twice", j.id, np.Rank, np.Seq, np.ToNodes[i].Node)
 		}
 	}
 	if r.has {
 		if what := backwards(&r.cur, &np); what != "" {
-			t.m.drop(ReasonBackwards, int(p.n))
+			t.m.drop(ReasonBackwards, int(p.n)-1) // Add counts the last one
 			return reject(ReasonBackwards, "job %s rank %d snapshot %d: %s decreased since snapshot %d", j.id, np.Rank, np.Seq, what, r.cur.Seq)
 		}
 		s := delta(j.id, &r.cur, &np)
