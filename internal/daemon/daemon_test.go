@@ -68,7 +68,8 @@ func startSim(t *testing.T, db string) *simDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Listen: "127.0.0.1:0", DB: db, Fabric: "sim", SweepInterval: 50 * time.Millisecond, DiscoverInterval: time.Second}
+	cfg := Config{Listen: "127.0.0.1:0", DB: db, Fabric: "sim", SweepInterval: 50 * time.Millisecond, DiscoverInterval: time.Second,
+		AgentListen: "off", AgentAddressFile: "-"}
 	d := New(cfg, src, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan net.Addr, 1)

@@ -319,7 +319,14 @@ func flows(j *job, rank int, jitter float64, limit int) (peers, nodes []flow, tr
 	switch j.pattern {
 	case "halo":
 		for _, off := range []int{1, -1, j.ppn, -j.ppn} {
-			if p := ((rank+off)%n + n) % n; p != rank {
+			p := ((rank+off)%n + n) % n
+			if p == rank {
+				continue
+			}
+			// In small jobs two neighbours can be the same rank: one row.
+			if i := slices.IndexFunc(peers, func(f flow) bool { return f.to == p }); i >= 0 {
+				peers[i].rate += 50e6 * jitter
+			} else {
 				peers = append(peers, flow{to: p, rate: 50e6 * jitter})
 			}
 		}

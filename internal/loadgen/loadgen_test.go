@@ -48,6 +48,13 @@ func TestRunSendsValidCumulativeSnapshots(t *testing.T) {
 			if n > 64<<10 || d.Version != 1 || d.Chunk >= d.Chunks || d.Rank >= d.WorldSize {
 				t.Errorf("bad datagram: %d bytes, %v", n, &d)
 			}
+			peers := map[uint32]bool{}
+			for _, pt := range d.Peers {
+				if peers[pt.Peer] || pt.Peer >= d.WorldSize {
+					t.Errorf("%s rank %d: peer %d twice or out of range", d.JobId, d.Rank, pt.Peer)
+				}
+				peers[pt.Peer] = true
+			}
 			k := key{d.JobId, d.Rank}
 			if d.Chunk == 0 && d.Process != nil {
 				b := d.Process.InterNode.GetBytes() + d.Process.IntraNode.GetBytes()

@@ -86,7 +86,7 @@ type daemon struct {
 
 func startDaemon(t *testing.T, f *ibsim.Fabric, db string, extra ...string) *daemon {
 	t.Helper()
-	args := append([]string{"serve", "--fabric", "ib", "--db", db, "--listen", "127.0.0.1:0",
+	args := append([]string{"serve", "--fabric", "ib", "--db", db, "--listen", "127.0.0.1:0", "--agent-listen", "off", "--agent-address-file", "-",
 		"--sweep-interval", "300ms", "--discover-interval", "2s", "--log-level", "debug"}, extra...)
 	cmd := exec.Command(netloomBin, args...)
 	cmd.Dir = f.Dir
