@@ -10,3 +10,5 @@ echo "== storage: bytes on disk per port sample"
 go run ./bench/storage
 echo "== ui: map first frame and live colour update, Stampede size"
 node bench/ui/bench.mjs
+echo "== agent: added cost per MPI call versus Open MPI's monitoring, memory per rank"
+bench/agent/run.sh
