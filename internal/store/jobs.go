@@ -22,6 +22,8 @@ type JobStore interface {
 	// ProcessSamples returns the samples of the job's ranks in [from, to],
 	// oldest first, per rank; nil ranks means all.
 	ProcessSamples(ctx context.Context, job string, ranks []int, from, to time.Time) (map[int][]ProcessSample, error)
+
+	AttributionStore
 }
 
 // Job states.
@@ -108,6 +110,16 @@ type JobSummary struct {
 	InterNode   Traffic `json:"inter_node"`
 	AgentDrops  uint64  `json:"agent_datagrams_dropped"`
 	PeersCapped bool    `json:"peers_truncated"` // some rank sent only its top peers
+
+	// Scheduler is the batch scheduler's view of the job (nil: it does
+	// not know the job). Agent is whether MPI agents reported it, and
+	// TrafficSource where its traffic numbers come from (SourceAgent,
+	// SourceFabricCounters).
+	Scheduler     *SchedInfo       `json:"scheduler,omitempty"`
+	Agent         bool             `json:"agent"`
+	TrafficSource string           `json:"traffic_source,omitempty"`
+	Attribution   *Attribution     `json:"attribution,omitempty"`
+	HostLinks     *HostLinkTraffic `json:"host_links,omitempty"`
 }
 
 // Process is one rank's state: counters cumulative since MPI_Init, as of

@@ -372,7 +372,8 @@ func (s *Store) pruneJobs(ctx context.Context, before time.Time) error {
 			return 0, err
 		}
 		for _, id := range ids {
-			for _, q := range []string{`DELETE FROM job_samples WHERE job = ?`, `DELETE FROM job_processes WHERE job = ?`, `DELETE FROM jobs WHERE id = ?`} {
+			for _, q := range []string{`DELETE FROM job_samples WHERE job = ?`, `DELETE FROM job_processes WHERE job = ?`,
+				`DELETE FROM job_link_totals WHERE job = ?`, `DELETE FROM jobs WHERE id = ?`} {
 				if _, err := tx.ExecContext(ctx, q, id); err != nil {
 					return 0, fmt.Errorf("job %s: %w", id, err)
 				}

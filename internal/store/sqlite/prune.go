@@ -26,6 +26,9 @@ func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 		if err := s.pruneJobSamples(ctx, r.Samples); err != nil {
 			return err
 		}
+		if err := s.pruneLinkJobSamples(ctx, r.Samples); err != nil {
+			return err
+		}
 	}
 	if !r.Jobs.IsZero() {
 		if err := s.pruneJobs(ctx, r.Jobs); err != nil {

@@ -118,6 +118,28 @@ var migrations = []migration{
 		) WITHOUT ROWID`,
 		`CREATE INDEX job_samples_time ON job_samples(time_ns)`,
 	}},
+	{4, "link attribution: per link direction, job and interval, and per-job totals", []string{
+		// Bytes a job sent over the direction leaving port (guid, port)
+		// in the interval ending at time_ns.
+		`CREATE TABLE link_job_samples (
+			guid    INTEGER NOT NULL,
+			port    INTEGER NOT NULL,
+			time_ns INTEGER NOT NULL,
+			job     TEXT NOT NULL,
+			span_ns INTEGER NOT NULL,
+			bytes   INTEGER NOT NULL,
+			PRIMARY KEY (guid, port, time_ns, job)
+		) WITHOUT ROWID`,
+		`CREATE INDEX link_job_samples_job ON link_job_samples(job, time_ns)`,
+		`CREATE INDEX link_job_samples_time ON link_job_samples(time_ns)`,
+		`CREATE TABLE job_link_totals (
+			job   TEXT NOT NULL,
+			guid  INTEGER NOT NULL,
+			port  INTEGER NOT NULL,
+			bytes INTEGER NOT NULL,
+			PRIMARY KEY (job, guid, port)
+		) WITHOUT ROWID`,
+	}},
 }
 
 // SchemaVersion is the version this code writes.

@@ -37,6 +37,8 @@ func Run(t *testing.T, open Opener) {
 		{"JobList", testJobList},
 		{"ProcessSamples", testProcessSamples},
 		{"PruneJobs", testPruneJobs},
+		{"Attribution", testAttribution},
+		{"SchedJobs", testSchedJobs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
