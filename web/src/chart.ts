@@ -8,6 +8,8 @@ export interface Line {
   values: (number | null)[];
   color: string;
   dash?: number[];
+  /** Join points across missing samples (series sampled at different times). */
+  spanGaps?: boolean;
 }
 
 export interface ChartSpec {
@@ -70,6 +72,7 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
         stroke: l.color,
         width: 1.5,
         dash: l.dash,
+        spanGaps: l.spanGaps,
         points: { show: spec.time.length < 60 },
         value: (_u: uPlot, v: number | null) => (v == null ? "–" : spec.format(v)),
       })),

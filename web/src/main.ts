@@ -4,6 +4,8 @@ import { h } from "./dom";
 import { lastSweep, onStreamStatus, onSweep } from "./live";
 import { errorsPage } from "./pages/errors";
 import { eventsPage } from "./pages/events";
+import { jobPage } from "./pages/job";
+import { jobsPage } from "./pages/jobs";
 import { linkPage } from "./pages/link";
 import { networkPage } from "./pages/network";
 import { nodePage } from "./pages/node";
@@ -14,11 +16,14 @@ import type { TimeView } from "./time";
 route("/network", "network", networkPage);
 route("/links/{id}", "network", linkPage);
 route("/nodes/{node}", "network", nodePage);
+route("/jobs", "jobs", jobsPage);
+route("/jobs/{job}", "jobs", jobPage);
 route("/errors", "errors", errorsPage);
 route("/events", "events", eventsPage);
 
 const NAV: [string, string][] = [
   ["network", "Network"],
+  ["jobs", "Jobs"],
   ["errors", "Errors"],
   ["events", "Events"],
 ];

@@ -30,6 +30,8 @@ export const SWITCH_COLOR = ["#64748b", "#475569", "#334155", "#1e293b", "#0f172
 export const HOST_COLOR = "#94a3b8";
 export const ERROR_COLOR = "#dc2626";
 export const HIGHLIGHT_COLOR = "#7c3aed";
+/** Hosts of the job chosen with ?job=. */
+export const JOB_COLOR = "#059669";
 
 export function utilGradientCss(): string {
   return `linear-gradient(to right, ${[0, 64, 127, 190, 254].map((q) => UTIL_COLOR[q]).join(", ")})`;

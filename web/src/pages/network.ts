@@ -8,10 +8,12 @@ import Graph from "graphology";
 import Sigma from "sigma";
 import type { Layout, SweepMessage } from "../api";
 import { get } from "../api";
-import { h, link, loading } from "../dom";
+import { append, h, link, loading } from "../dom";
 import * as fmt from "../format";
-import { decode, onSweep, onTopology } from "../live";
-import { ERROR_COLOR, HIGHLIGHT_COLOR, HOST_COLOR, SWITCH_COLOR, UNMEASURED, UTIL_COLOR, utilGradientCss } from "../map/colors";
+import { decode, onSweep, onTopology, refreshOnSweep } from "../live";
+import type { NodeView } from "../jobs/api";
+import { jobPath } from "../jobs/api";
+import { ERROR_COLOR, HIGHLIGHT_COLOR, HOST_COLOR, JOB_COLOR, SWITCH_COLOR, UNMEASURED, UTIL_COLOR, utilGradientCss } from "../map/colors";
 import { HalfEdgeProgram } from "../map/halfedge";
 import type { PageContext } from "../router";
 import { navigate, render, setQuery } from "../router";
@@ -32,6 +34,9 @@ interface MapDebug {
   expanded: boolean;
   util: Uint8Array;
   edgeColors(j: number): [string, string];
+  /** Layout indices of the hosts highlighted for ?job=. */
+  highlighted: number[];
+  job: string | null;
   nodeColor(i: number): string;
 }
 
@@ -72,6 +77,8 @@ export async function networkPage(ctx: PageContext): Promise<void> {
   const zoomReset = h("button", { type: "button", class: "btn", title: "Show the whole fabric" }, "Fit");
   const container = h("div", { class: "map", id: "map", tabindex: "0", "aria-label": "Network map" });
   const overlay = h("div", { class: "map-overlay" }, loading("Loading the fabric layout…"));
+  const jobId = search.get("job");
+  const jobBar = h("div", { class: "job-bar", role: "status", hidden: !jobId });
   root.append(
     h(
       "div",
@@ -83,6 +90,7 @@ export async function networkPage(ctx: PageContext): Promise<void> {
       legend,
       stats,
     ),
+    jobBar,
     h("div", { class: "map-wrap" }, container, overlay, info),
   );
 
@@ -173,6 +181,9 @@ export async function networkPage(ctx: PageContext): Promise<void> {
   let errors = new Uint8Array(Math.ceil(n / 8));
   let expanded = !collapsible;
   let selected = -1;
+  // Hosts highlighted for a job (?job=ID), and the collapsed groups holding them.
+  let highlighted = new Set<number>();
+  let highlightedGroups = new Set<number>();
   let hoveredEdge: string | null = null;
   let sweep = -1;
   let updates = 0;
@@ -181,6 +192,7 @@ export async function networkPage(ctx: PageContext): Promise<void> {
 
   const nodeColor = (i: number): string => {
     if (i === selected) return HIGHLIGHT_COLOR;
+    if (highlighted.has(i)) return JOB_COLOR;
     if (layout.type[i] === 1) return hasError(i) ? ERROR_COLOR : SWITCH_COLOR[Math.min(layout.level[i]! - 1, SWITCH_COLOR.length - 1)]!;
     return hasError(i) ? ERROR_COLOR : HOST_COLOR;
   };
@@ -202,7 +214,8 @@ export async function networkPage(ctx: PageContext): Promise<void> {
       const out = { ...data };
       if (key.charCodeAt(0) === 103 /* g */) {
         out.hidden = expanded;
-        out.color = HOST_COLOR;
+        out.color = highlightedGroups.has(data.group as number) ? JOB_COLOR : HOST_COLOR;
+        if (highlightedGroups.has(data.group as number)) out.zIndex = 2;
         return out;
       }
       const i = data.i as number;
@@ -211,6 +224,12 @@ export async function networkPage(ctx: PageContext): Promise<void> {
       if (hasError(i)) {
         out.size = (data.size as number) + 1.5;
         out.zIndex = 1;
+      }
+      if (highlighted.has(i)) {
+        out.size = (data.size as number) + 3;
+        out.zIndex = 2;
+        out.hidden = false;
+        out.forceLabel = highlighted.size <= 24;
       }
       if (i === selected) {
         out.size = (data.size as number) + 4;
@@ -431,6 +450,10 @@ export async function networkPage(ctx: PageContext): Promise<void> {
       return [d?.color ?? "", d?.color2 ?? ""];
     },
     nodeColor,
+    get highlighted() {
+      return [...highlighted].sort((a, b) => a - b);
+    },
+    job: jobId,
   };
 
   // First frame: the whole map with whatever colours have arrived.
@@ -443,6 +466,63 @@ export async function networkPage(ctx: PageContext): Promise<void> {
   if (initial) {
     const i = layout.guid.indexOf(initial);
     if (i >= 0) select(i, false);
+  }
+  if (jobId) {
+    // The job's hosts: its node names matched to host names ("n7" is host
+    // "n7 HCA-1"), refreshed while live since a running job may grow.
+    const byName = new Map<string, number>();
+    for (let i = 0; i < n; i++) {
+      if (layout.level[i] !== 0) continue;
+      const name = layout.name[i]!;
+      byName.set(name, i);
+      const first = name.split(" ")[0]!;
+      if (!byName.has(first)) byName.set(first, i);
+    }
+    const showJob = async () => {
+      try {
+        const r = await get<{ nodes: NodeView[] }>(jobPath(jobId, "/nodes"), {}, signal);
+        const hit = new Set<number>();
+        const missing: string[] = [];
+        for (const nd of r.nodes) {
+          const i = byName.get(nd.node) ?? byName.get(nd.node.split(".")[0]!);
+          if (i === undefined) missing.push(nd.node);
+          else hit.add(i);
+        }
+        highlighted = hit;
+        highlightedGroups = new Set([...hit].map((i) => layout.group[i]!).filter((g) => g >= 0));
+        renderer.refresh();
+        container.dataset.jobHosts = String(hit.size);
+        jobBar.replaceChildren();
+        append(
+          jobBar,
+          h("span", { class: "swatch round", style: `background:${JOB_COLOR}` }),
+          h("span", {}, "Job "),
+          link(`/jobs/${encodeURIComponent(jobId)}${timeQuery(t)}`, jobId),
+          h("span", {}, `: ${hit.size} of its ${r.nodes.length} node${r.nodes.length === 1 ? "" : "s"} highlighted`),
+          hit.size ? h("span", { class: "dim-text" }, ` (${[...hit].map((i) => layout.name[i]!.split(" ")[0]).slice(0, 12).join(", ")}${hit.size > 12 ? ", …" : ""})`) : null,
+          missing.length ? h("span", { class: "warn-text" }, ` · not in this fabric: ${missing.slice(0, 6).join(", ")}${missing.length > 6 ? ", …" : ""}`) : null,
+          h(
+            "button",
+            {
+              type: "button",
+              class: "btn small",
+              onclick: () => {
+                const q = new URLSearchParams(location.search);
+                q.delete("job");
+                navigate(location.pathname + (q.toString() ? "?" + q.toString() : ""));
+              },
+            },
+            "Clear",
+          ),
+        );
+      } catch (err) {
+        if (signal.aborted) return;
+        jobBar.replaceChildren(h("span", { class: "warn-text" }, `Job ${jobId}: ${err instanceof Error ? err.message : String(err)}`));
+      }
+    };
+    jobBar.replaceChildren(h("span", {}, `Loading the nodes of job ${jobId}…`));
+    void showJob();
+    if (t.mode === "live") refreshOnSweep(() => void showJob(), signal, 5000);
   }
   requestAnimationFrame(() => {
     if (signal.aborted) return;

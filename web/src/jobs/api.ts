@@ -1,0 +1,189 @@
+// Types of the MPI job endpoints (docs/api.md, "Jobs").
+import { get } from "../api";
+
+export interface Traffic {
+  bytes: number;
+  msgs: number;
+}
+
+export interface Classes {
+  p2p: Traffic;
+  coll: Traffic;
+  rma: Traffic;
+}
+
+export interface JobSummary {
+  id: string;
+  state: "running" | "finished";
+  end_reason?: string;
+  start: string;
+  end?: string;
+  updated: string;
+  duration_seconds: number;
+  ranks: number;
+  reporting: number;
+  finalized: number;
+  nodes: number;
+  user?: string;
+  program?: string;
+  mpi_library?: string;
+  cpu_seconds: number;
+  cpu_percent: number;
+  mpi_seconds: number;
+  mpi_percent: number;
+  memory_bytes: number;
+  memory_peak_bytes: number;
+  io_read_bytes: number;
+  io_write_bytes: number;
+  mpiio_read_bytes: number;
+  mpiio_write_bytes: number;
+  traffic: Classes;
+  total: Traffic;
+  intra_node: Traffic;
+  inter_node: Traffic;
+  agent_datagrams_dropped: number;
+  peers_truncated: boolean;
+}
+
+export interface JobList {
+  total: number;
+  offset: number;
+  limit: number;
+  sort: string;
+  order: "asc" | "desc";
+  jobs: JobSummary[];
+}
+
+export interface ProcessView {
+  rank: number;
+  node: string;
+  host: string;
+  pid: number;
+  cpu: number;
+  time: string;
+  seq: number;
+  final: boolean;
+  cpu_percent: number;
+  cpu_user_seconds: number;
+  cpu_system_seconds: number;
+  wall_seconds: number;
+  mpi_seconds: number;
+  mpi_percent: number;
+  vm_size: number;
+  vm_peak: number;
+  vm_rss: number;
+  vm_hwm: number;
+  io_read_bytes: number;
+  io_write_bytes: number;
+  traffic: Classes;
+  total: Traffic;
+  intra_node: Traffic;
+  inter_node: Traffic;
+}
+
+export interface NodeView {
+  node: string;
+  hosts: string[];
+  ranks: number[];
+  cpu_seconds: number;
+  cpu_percent: number;
+  mpi_seconds: number;
+  memory_bytes: number;
+  memory_peak_bytes: number;
+  io_read_bytes: number;
+  io_write_bytes: number;
+  traffic: Classes;
+  total: Traffic;
+  intra_node: Traffic;
+  inter_node: Traffic;
+}
+
+export interface JobDetail {
+  job: JobSummary;
+  nodes: NodeView[];
+  processes: ProcessView[];
+}
+
+export interface JobSeries {
+  series: { time: number[]; span_seconds: number[]; values: Record<string, number[]> };
+}
+
+export interface MatrixResponse {
+  level: "rank" | "node";
+  class: string;
+  metric: "bytes" | "msgs";
+  labels: string[];
+  matrix: number[][];
+  peers_truncated: boolean;
+}
+
+export interface Histogram {
+  bin_min_bytes: number[];
+  job: number[];
+  ranks: number[];
+  per_rank: number[][];
+  peers?: Record<string, number[]>;
+}
+
+export interface FunctionTotal {
+  name: string;
+  calls: number;
+  time_ns: number;
+  bytes_sent: number;
+  bytes_received: number;
+  ranks: number;
+  mpi_percent: number;
+}
+
+export interface Profile {
+  functions: string[];
+  ranks: number[];
+  time_ns: number[][];
+  calls: number[][];
+  bytes_sent: number[][];
+  bytes_received: number[][];
+  wall_seconds: number[];
+  mpi_seconds: number[];
+  totals: FunctionTotal[];
+}
+
+export interface RegionTotal extends Classes {
+  name: string;
+  entries: number;
+  time_ns: number;
+  mpi_time_ns: number;
+  ranks: number[];
+}
+
+/** Sort keys of GET /jobs (docs/api.md). */
+export type JobSort =
+  | "start"
+  | "end"
+  | "updated"
+  | "duration"
+  | "ranks"
+  | "nodes"
+  | "cpu"
+  | "cpu_seconds"
+  | "mpi"
+  | "mpi_seconds"
+  | "memory"
+  | "memory_peak"
+  | "io"
+  | "bytes"
+  | "msgs"
+  | "inter_node_bytes"
+  | "intra_node_bytes"
+  | "p2p_bytes"
+  | "coll_bytes"
+  | "rma_bytes"
+  | "p2p_msgs"
+  | "coll_msgs"
+  | "rma_msgs"
+  | "id";
+
+export const jobPath = (id: string, rest = ""): string => `/jobs/${encodeURIComponent(id)}${rest}`;
+
+export function jobDetail(id: string, signal: AbortSignal): Promise<JobDetail> {
+  return get<JobDetail>(jobPath(id), {}, signal);
+}

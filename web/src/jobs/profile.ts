@@ -1,0 +1,156 @@
+// Time per MPI function per rank, MPInside-style: one stacked bar per rank
+// (x = rank, y = seconds), a segment per MPI function (the largest ones
+// coloured, the rest as "other MPI"), optionally the time outside MPI on
+// top. Drawn on a canvas so thousands of ranks fit: when ranks outnumber
+// pixel columns, a column shows the mean of its ranks. Hover or arrow keys
+// give a rank's breakdown.
+import { PALETTE } from "../chart";
+import { h } from "../dom";
+import type { Profile } from "./api";
+
+const TOP = 9;
+const OTHER_COLOR = "#cbd5e1";
+const OUTSIDE_COLOR = "#f1f5f9";
+const HEIGHT = 260;
+const AXIS_W = 56;
+const AXIS_H = 22;
+
+export const SETUP_FUNCTIONS = ["MPI_Init", "MPI_Init_thread", "MPI_Finalize"];
+
+export interface ProfileOptions {
+  includeSetup: boolean;
+  showOutside: boolean;
+}
+
+export function seconds(s: number): string {
+  if (!Number.isFinite(s)) return "–";
+  if (s === 0) return "0 s";
+  if (s < 1e-3) return `${(s * 1e6).toFixed(0)} µs`;
+  if (s < 1) return `${(s * 1e3).toFixed(s < 0.01 ? 2 : 1)} ms`;
+  return `${s.toFixed(s < 10 ? 2 : 1)} s`;
+}
+
+interface Segment {
+  name: string;
+  color: string;
+  values: Float64Array; // seconds per rank index
+}
+
+export function profileChart(p: Profile, opt: ProfileOptions): HTMLElement {
+  const n = p.ranks.length;
+  const keep = p.functions.map((f, k) => ({ f, k })).filter(({ f }) => opt.includeSetup || !SETUP_FUNCTIONS.includes(f));
+  if (n === 0 || keep.length === 0) return h("div", { class: "state empty profile-empty" }, "No MPI calls recorded yet.");
+  // Order functions by time over the kept set (p.functions is already by total time).
+  const top = keep.slice(0, TOP);
+  const rest = keep.slice(TOP);
+  const segs: Segment[] = top.map(({ f, k }, i) => ({ name: f, color: PALETTE[i % PALETTE.length]!, values: Float64Array.from(p.time_ns, (row) => (row[k] ?? 0) / 1e9) }));
+  if (rest.length) segs.push({ name: `other MPI (${rest.length})`, color: OTHER_COLOR, values: Float64Array.from(p.time_ns, (row) => rest.reduce((a, { k }) => a + (row[k] ?? 0), 0) / 1e9) });
+  if (opt.showOutside) segs.push({ name: "outside MPI", color: OUTSIDE_COLOR, values: Float64Array.from(p.wall_seconds, (w, i) => Math.max(0, w - (p.mpi_seconds[i] ?? 0))) });
+  const totals = Float64Array.from({ length: n }, (_, i) => segs.reduce((a, s) => a + s.values[i]!, 0));
+  const ymax = Math.max(...totals) || 1;
+
+  const canvas = h("canvas", { class: "profile-canvas", tabindex: "0", role: "img", "aria-label": "Time per MPI function, stacked per rank" });
+  const readout = h("div", { class: "heatmap-readout", "aria-live": "polite" }, "\u00a0");
+  const legend = h(
+    "div",
+    { class: "profile-legend" },
+    ...segs.map((s) => h("span", { class: "legend-item" }, h("span", { class: "swatch", style: `background:${s.color};${s.color === OUTSIDE_COLOR ? "border:1px solid #cbd5e1" : ""}` }), s.name)),
+  );
+  const wrap = h("div", { class: "profile" }, h("div", { class: "profile-stage" }, canvas), legend, readout);
+  wrap.dataset.ranks = String(n);
+  wrap.dataset.segments = segs.map((s) => s.name).join(",");
+
+  let cols = 0;
+  let ranksPerCol = 1;
+  const rankRange = (c: number): [number, number] => [Math.floor(c * ranksPerCol), Math.min(n, Math.floor((c + 1) * ranksPerCol)) - 1];
+  const describeCol = (c: number) => {
+    const [lo, hi] = rankRange(c);
+    const cnt = hi - lo + 1;
+    const mean = (s: Segment) => {
+      let a = 0;
+      for (let i = lo; i <= hi; i++) a += s.values[i]!;
+      return a / cnt;
+    };
+    const parts = segs.map((s) => [s.name, mean(s)] as const).filter(([, v]) => v > 0);
+    const who = lo === hi ? `rank ${p.ranks[lo]}` : `ranks ${p.ranks[lo]}–${p.ranks[hi]} (mean)`;
+    return `${who}: ${parts.map(([name, v]) => `${name} ${seconds(v)}`).join(" · ") || "no MPI time"}`;
+  };
+
+  const draw = () => {
+    const W = Math.max(300, wrap.clientWidth || 900);
+    const dpr = window.devicePixelRatio || 1;
+    canvas.width = Math.round(W * dpr);
+    canvas.height = Math.round(HEIGHT * dpr);
+    canvas.style.width = `${W}px`;
+    canvas.style.height = `${HEIGHT}px`;
+    const ctx = canvas.getContext("2d")!;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, W, HEIGHT);
+    const plotW = W - AXIS_W - 8;
+    const plotH = HEIGHT - AXIS_H - 8;
+    cols = Math.min(n, Math.floor(plotW));
+    ranksPerCol = n / cols;
+    const colW = plotW / cols;
+    const gap = colW >= 6 ? Math.min(colW * 0.2, 8) : 0;
+    // Axis and grid.
+    ctx.font = "11px system-ui, sans-serif";
+    ctx.fillStyle = "#64748b";
+    ctx.strokeStyle = "#eef2f7";
+    ctx.textAlign = "right";
+    ctx.textBaseline = "middle";
+    for (let k = 0; k <= 4; k++) {
+      const v = (ymax * k) / 4;
+      const y = 8 + plotH - (plotH * k) / 4;
+      ctx.beginPath();
+      ctx.moveTo(AXIS_W, y + 0.5);
+      ctx.lineTo(AXIS_W + plotW, y + 0.5);
+      ctx.stroke();
+      ctx.fillText(seconds(v), AXIS_W - 6, y);
+    }
+    ctx.textAlign = "center";
+    ctx.textBaseline = "top";
+    const labelEvery = Math.max(1, Math.ceil(cols / Math.max(1, Math.floor(plotW / 48))));
+    for (let c = 0; c < cols; c++) {
+      const [lo, hi] = rankRange(c);
+      const cnt = hi - lo + 1;
+      let y = 8 + plotH;
+      for (const s of segs) {
+        let a = 0;
+        for (let i = lo; i <= hi; i++) a += s.values[i]!;
+        const hgt = (plotH * (a / cnt)) / ymax;
+        if (hgt <= 0) continue;
+        ctx.fillStyle = s.color;
+        ctx.fillRect(AXIS_W + c * colW + gap / 2, y - hgt, Math.max(colW - gap, 1), hgt);
+        y -= hgt;
+      }
+      if (c % labelEvery === 0) {
+        ctx.fillStyle = "#64748b";
+        ctx.fillText(String(p.ranks[lo]), AXIS_W + c * colW + colW / 2, 8 + plotH + 4);
+      }
+    }
+    ctx.textAlign = "left";
+    ctx.fillText("rank", AXIS_W + plotW - 24, 8 + plotH + 4);
+  };
+
+  let cursor = -1;
+  const show = (c: number) => {
+    cursor = c;
+    canvas.dataset.col = String(c);
+    readout.textContent = describeCol(c);
+  };
+  canvas.addEventListener("mousemove", (e) => {
+    const W = canvas.clientWidth;
+    const c = Math.floor(((e.offsetX - AXIS_W) / (W - AXIS_W - 8)) * cols);
+    if (c >= 0 && c < cols) show(c);
+  });
+  canvas.addEventListener("keydown", (e) => {
+    if (e.key !== "ArrowLeft" && e.key !== "ArrowRight") return;
+    e.preventDefault();
+    show(Math.max(0, Math.min(cols - 1, cursor < 0 ? 0 : cursor + (e.key === "ArrowLeft" ? -1 : 1))));
+  });
+  readout.textContent = `${n} ranks · max ${seconds(ymax)} per rank · hover a bar (or focus and use the arrow keys)`;
+  requestAnimationFrame(draw);
+  const ro = new ResizeObserver(() => draw());
+  ro.observe(wrap);
+  return wrap;
+}

@@ -1,0 +1,486 @@
+// The job page: summary, per-node and per-process tables and time series,
+// rank- and node-level communication matrices per class, message sizes,
+// time per MPI function per rank, regions, the links the job crosses (once
+// the daemon attributes link traffic to jobs) and a link to its nodes on
+// the network map. Refreshed live while the job runs.
+import { ApiError, get } from "../api";
+import { chartError, chartFrame, drawChart, PALETTE } from "../chart";
+import { h, link, loading, panel } from "../dom";
+import * as fmt from "../format";
+import type { Histogram, JobDetail, JobSeries, MatrixResponse, NodeView, ProcessView, Profile, RegionTotal } from "../jobs/api";
+import { jobPath } from "../jobs/api";
+import { heatmap } from "../jobs/heatmap";
+import { histogramBars } from "../jobs/histogram";
+import { profileChart, seconds, SETUP_FUNCTIONS } from "../jobs/profile";
+import type { PageContext } from "../router";
+import { setQuery } from "../router";
+import { table } from "../table";
+import { readTime, timeQuery } from "../time";
+import { duration, stateBadge } from "./jobs";
+import { metric } from "./link";
+
+/** Live refresh period while the job runs. */
+const JOB_REFRESH_MS = 3000;
+/** Time series are drawn for at most this many nodes or ranks. */
+const MAX_LINES = 16;
+
+const CLASSES: [string, string][] = [
+  ["p2p", "Point-to-point"],
+  ["coll", "Collective"],
+  ["rma", "One-sided"],
+  ["all", "All"],
+];
+const METRICS: [string, string][] = [
+  ["bytes", "Bytes"],
+  ["msgs", "Messages"],
+];
+
+export async function jobPage(ctx: PageContext): Promise<void> {
+  const t = readTime();
+  const { root, signal, search } = ctx;
+  const id = ctx.params.job!;
+  const tq = timeQuery(t);
+  const view = {
+    mclass: CLASSES.some(([c]) => c === search.get("mclass")) ? search.get("mclass")! : "p2p",
+    mmetric: search.get("mmetric") === "msgs" ? "msgs" : "bytes",
+    hrank: search.get("hrank") ?? "",
+    setup: search.get("setup") === "1",
+    outside: search.get("outside") === "1",
+  };
+  const saveView = () => {
+    const q = new URLSearchParams(location.search);
+    const put = (k: string, v: string, def: string) => (v === def ? q.delete(k) : q.set(k, v));
+    put("mclass", view.mclass, "p2p");
+    put("mmetric", view.mmetric, "bytes");
+    put("hrank", view.hrank, "");
+    put("setup", view.setup ? "1" : "0", "0");
+    put("outside", view.outside ? "1" : "0", "0");
+    setQuery(q);
+  };
+
+  // Skeleton: every section has its final place and a loading state.
+  const title = h("h1", {}, `Job ${id}`);
+  const sub = h("p", { class: "sub" }, "\u00a0");
+  const mapLink = link(`/network?job=${encodeURIComponent(id)}${tq ? "&" + tq.slice(1) : ""}`, "Show its nodes on the network map");
+  mapLink.classList.add("btn");
+  const cards = h("div", { class: "cards one" }, h("div", { class: "card" }, loading()));
+  const nodesBox = h("div", {}, loading("Loading nodes…"));
+  const procsBox = h("div", {}, loading("Loading processes…"));
+  const charts = {
+    nodeBytes: chartFrame("Sent per node (bytes/s)"),
+    nodeCpu: chartFrame("CPU per node (% of one core)"),
+    rankBytes: chartFrame("Sent per rank (bytes/s)"),
+    rankMpi: chartFrame("Time in MPI per rank (% of wall time)"),
+  };
+  const rankHeat = heatmap("Rank to rank");
+  const nodeHeat = heatmap("Node to node");
+  const seg = (items: [string, string][], current: () => string, set: (v: string) => void, label: string) => {
+    const buttons = items.map(([v, l]) =>
+      h(
+        "button",
+        {
+          type: "button",
+          class: "seg",
+          "data-value": v,
+          "aria-pressed": String(v === current()),
+          onclick: () => {
+            set(v);
+            for (const b of buttons) b.setAttribute("aria-pressed", String(b.dataset.value === current()));
+            saveView();
+            void loadMatrices();
+          },
+        },
+        l,
+      ),
+    );
+    return h("div", { class: "segmented light", role: "group", "aria-label": label }, ...buttons);
+  };
+  const matrixTools = h(
+    "div",
+    { class: "panel-tools" },
+    seg(CLASSES, () => view.mclass, (v) => (view.mclass = v), "Traffic class"),
+    seg(METRICS, () => view.mmetric, (v) => (view.mmetric = v), "Metric"),
+  );
+  const histRank = h("select", { class: "small-select", "aria-label": "Message sizes of" }, h("option", { value: "" }, "All ranks"));
+  histRank.addEventListener("change", () => {
+    view.hrank = histRank.value;
+    saveView();
+    void loadHistogram();
+  });
+  const histBox = h("div", { class: "histo-box" }, loading());
+  const regionsBox = h("div", {}, loading("Loading regions…"));
+  const setupBox = h("input", { type: "checkbox", id: "profile-setup", checked: view.setup });
+  const outsideBox = h("input", { type: "checkbox", id: "profile-outside", checked: view.outside });
+  for (const [box, key] of [
+    [setupBox, "setup"],
+    [outsideBox, "outside"],
+  ] as const) {
+    box.addEventListener("change", () => {
+      view[key] = box.checked;
+      saveView();
+      drawProfile();
+    });
+  }
+  const profileBox = h("div", { class: "profile-box" }, loading("Loading the profile…"));
+  const functionsBox = h("div", {}, "");
+  const linksBox = h("div", {}, loading("Loading links…"));
+
+  root.append(
+    h(
+      "div",
+      { class: "page-head" },
+      h("nav", { class: "crumbs" }, link(`/jobs${tq}`, "Jobs"), " / job"),
+      h("div", { class: "head-row" }, title, mapLink),
+      sub,
+    ),
+    cards,
+    panel("Nodes", nodesBox),
+    h("div", { class: "grid2" }, charts.nodeBytes, charts.nodeCpu),
+    panel("Processes", procsBox),
+    h("div", { class: "grid2" }, charts.rankBytes, charts.rankMpi),
+    panel("Communication matrix", h("div", { class: "heatmaps" }, rankHeat.el, nodeHeat.el), matrixTools),
+    h(
+      "div",
+      { class: "grid2" },
+      panel("Point-to-point message sizes", histBox, histRank),
+      panel("Regions", regionsBox),
+    ),
+    panel(
+      "Time per MPI function",
+      h("div", {}, profileBox, functionsBox),
+      h(
+        "div",
+        { class: "panel-tools" },
+        h("label", { class: "check" }, setupBox, " MPI_Init / Finalize"),
+        h("label", { class: "check" }, outsideBox, " time outside MPI"),
+      ),
+    ),
+    panel("Links the job's traffic crosses", linksBox),
+  );
+
+  let detail: JobDetail | null = null;
+
+  const loadDetail = async () => {
+    const d = await get<JobDetail>(jobPath(id), {}, signal);
+    detail = d;
+    const j = d.job;
+    title.textContent = `Job ${j.id}`;
+    sub.replaceChildren(
+      stateBadge(j),
+      ` ${j.program || "unknown program"}`,
+      j.user ? ` · user ${j.user}` : "",
+      j.mpi_library ? ` · ${j.mpi_library}` : "",
+      ` · started ${fmt.time(j.start)}`,
+      j.end ? ` · ended ${fmt.time(j.end)}` : ` · last report ${fmt.ago(j.updated)}`,
+    );
+    root.dataset.state = j.state;
+    cards.replaceChildren(
+      h(
+        "div",
+        { class: "card job-summary" },
+        h(
+          "div",
+          { class: "metrics" },
+          metric("Ranks", j.reporting === j.ranks ? fmt.count(j.ranks) : `${fmt.count(j.reporting)} of ${fmt.count(j.ranks)}`),
+          metric("Nodes", fmt.count(j.nodes)),
+          metric("Duration", duration(j.duration_seconds)),
+          metric("CPU", fmt.pct(j.cpu_percent)),
+          metric("MPI", fmt.pct(j.mpi_percent)),
+          metric("Memory", fmt.bytes(j.memory_bytes)),
+          metric("Sent", fmt.bytes(j.total.bytes)),
+          metric("Inter-node", fmt.bytes(j.inter_node.bytes)),
+          metric("Intra-node", fmt.bytes(j.intra_node.bytes)),
+          metric("Point-to-point", fmt.bytes(j.traffic.p2p.bytes)),
+          metric("Collective", fmt.bytes(j.traffic.coll.bytes)),
+          metric("One-sided", fmt.bytes(j.traffic.rma.bytes)),
+          j.agent_datagrams_dropped ? metric("Agent drops", fmt.count(j.agent_datagrams_dropped), "bad") : null,
+        ),
+      ),
+    );
+    nodesBox.replaceChildren(
+      table<NodeView>({
+        label: "Nodes of the job",
+        param: "n",
+        rows: d.nodes,
+        defaultSort: "node",
+        defaultDir: "asc",
+        pageSize: 20,
+        empty: "No node has reported yet.",
+        columns: [
+          { key: "node", label: "Node", value: (n) => n.node, cell: (n) => link(`/nodes/${encodeURIComponent(n.node)}${tq}`, n.node) },
+          { key: "ranks", label: "Ranks", value: (n) => n.ranks.length, cell: (n) => rankList(n.ranks), numeric: true },
+          { key: "cpu", label: "CPU", value: (n) => n.cpu_percent, cell: (n) => fmt.pct(n.cpu_percent), numeric: true, title: "Sum over its ranks: 200% is two cores busy" },
+          { key: "mpi", label: "MPI time", value: (n) => n.mpi_seconds, cell: (n) => seconds(n.mpi_seconds), numeric: true },
+          { key: "mem", label: "Memory", value: (n) => n.memory_bytes, cell: (n) => fmt.bytes(n.memory_bytes), numeric: true },
+          { key: "sent", label: "Sent", value: (n) => n.total.bytes, cell: (n) => fmt.bytes(n.total.bytes), numeric: true },
+          { key: "inter", label: "Inter-node", value: (n) => n.inter_node.bytes, cell: (n) => fmt.bytes(n.inter_node.bytes), numeric: true },
+          { key: "intra", label: "Intra-node", value: (n) => n.intra_node.bytes, cell: (n) => fmt.bytes(n.intra_node.bytes), numeric: true },
+          { key: "p2p", label: "P2P", value: (n) => n.traffic.p2p.bytes, cell: (n) => fmt.bytes(n.traffic.p2p.bytes), numeric: true },
+          { key: "coll", label: "Coll", value: (n) => n.traffic.coll.bytes, cell: (n) => fmt.bytes(n.traffic.coll.bytes), numeric: true },
+          { key: "rma", label: "RMA", value: (n) => n.traffic.rma.bytes, cell: (n) => fmt.bytes(n.traffic.rma.bytes), numeric: true },
+        ],
+      }),
+    );
+    procsBox.replaceChildren(
+      table<ProcessView>({
+        label: "Processes of the job",
+        param: "p",
+        rows: d.processes,
+        defaultSort: "rank",
+        defaultDir: "asc",
+        pageSize: 32,
+        empty: "No rank has reported yet.",
+        columns: [
+          { key: "rank", label: "Rank", value: (p) => p.rank, numeric: true },
+          { key: "node", label: "Node", value: (p) => p.node },
+          { key: "host", label: "Host · PID", value: (p) => p.host, cell: (p) => `${p.host} · ${p.pid}` },
+          { key: "cpu", label: "CPU", value: (p) => p.cpu_percent, cell: (p) => fmt.pct(p.cpu_percent), numeric: true },
+          { key: "mpi", label: "MPI", value: (p) => p.mpi_percent, cell: (p) => fmt.pct(p.mpi_percent), numeric: true, title: "Time in MPI / wall time" },
+          { key: "mem", label: "Memory", value: (p) => p.vm_rss, cell: (p) => fmt.bytes(p.vm_rss), numeric: true },
+          { key: "sent", label: "Sent", value: (p) => p.total.bytes, cell: (p) => fmt.bytes(p.total.bytes), numeric: true },
+          { key: "inter", label: "Inter-node", value: (p) => p.inter_node.bytes, cell: (p) => fmt.bytes(p.inter_node.bytes), numeric: true },
+          { key: "intra", label: "Intra-node", value: (p) => p.intra_node.bytes, cell: (p) => fmt.bytes(p.intra_node.bytes), numeric: true },
+          { key: "p2p", label: "P2P", value: (p) => p.traffic.p2p.bytes, cell: (p) => fmt.bytes(p.traffic.p2p.bytes), numeric: true },
+          { key: "coll", label: "Coll", value: (p) => p.traffic.coll.bytes, cell: (p) => fmt.bytes(p.traffic.coll.bytes), numeric: true },
+          { key: "rma", label: "RMA", value: (p) => p.traffic.rma.bytes, cell: (p) => fmt.bytes(p.traffic.rma.bytes), numeric: true },
+          { key: "state", label: "State", value: (p) => (p.final ? "finalized" : "running"), cell: (p) => h("span", { class: `badge ${p.final ? "" : "run"}` }, p.final ? "finalized" : "running") },
+        ],
+      }),
+    );
+    // Histogram rank choices follow the ranks that reported.
+    if (histRank.options.length !== d.processes.length + 1) {
+      histRank.replaceChildren(h("option", { value: "" }, "All ranks"), ...d.processes.map((p) => h("option", { value: String(p.rank) }, `Rank ${p.rank}`)));
+      histRank.value = view.hrank;
+    }
+    return d;
+  };
+
+  const seriesRange = (): Record<string, string> => (t.mode === "range" ? { from: String(t.from), to: String(t.to) } : {});
+
+  const loadSeries = async () => {
+    const d = detail!;
+    try {
+      const nodes = [...d.nodes].sort((a, b) => b.total.bytes - a.total.bytes).slice(0, MAX_LINES);
+      const ranks = [...d.processes].sort((a, b) => b.total.bytes - a.total.bytes || a.rank - b.rank).slice(0, MAX_LINES);
+      const [ns, rs] = await Promise.all([
+        Promise.all(nodes.map((n) => get<JobSeries>(jobPath(id, `/nodes/${encodeURIComponent(n.node)}/series`), seriesRange(), signal))),
+        Promise.all(ranks.map((p) => get<JobSeries>(jobPath(id, `/processes/${p.rank}/series`), seriesRange(), signal))),
+      ]);
+      const nodeAl = alignJob(ns);
+      const rankAl = alignJob(rs);
+      const lines = (al: ReturnType<typeof alignJob>, names: string[], key: string) =>
+        names.map((name, k) => ({ label: name, values: al.col(k, key), color: PALETTE[k % PALETTE.length]!, dash: k >= PALETTE.length ? [4, 3] : undefined, spanGaps: true }));
+      const nodeNames = nodes.map((n) => n.node);
+      const rankNames = ranks.map((p) => `rank ${p.rank}`);
+      drawChart(charts.nodeBytes, { title: "", time: nodeAl.time, format: fmt.rate, lines: lines(nodeAl, nodeNames, "bytes_per_second") }, signal);
+      drawChart(charts.nodeCpu, { title: "", time: nodeAl.time, format: fmt.pct, lines: lines(nodeAl, nodeNames, "cpu_percent") }, signal);
+      drawChart(charts.rankBytes, { title: "", time: rankAl.time, format: fmt.rate, lines: lines(rankAl, rankNames, "bytes_per_second") }, signal);
+      drawChart(charts.rankMpi, { title: "", time: rankAl.time, format: fmt.pct, lines: lines(rankAl, rankNames, "mpi_percent") }, signal);
+      for (const [f, what, total] of [
+        [charts.nodeBytes, "nodes", d.nodes.length],
+        [charts.rankBytes, "ranks", d.processes.length],
+      ] as const) {
+        f.dataset.lines = String(Math.min(total, MAX_LINES));
+        if (total > MAX_LINES) f.querySelector("figcaption")!.textContent = `Sent per ${what === "nodes" ? "node" : "rank"} (bytes/s) · the ${MAX_LINES} ${what} that sent most`;
+      }
+    } catch (err) {
+      if (signal.aborted) return;
+      for (const f of Object.values(charts)) chartError(f, err);
+    }
+  };
+
+  const loadMatrices = async () => {
+    const q = { class: view.mclass, metric: view.mmetric };
+    await Promise.all(
+      (
+        [
+          [rankHeat, "rank"],
+          [nodeHeat, "node"],
+        ] as const
+      ).map(async ([hm, level]) => {
+        try {
+          hm.set(await get<MatrixResponse>(jobPath(id, "/matrix"), { level, ...q }, signal));
+        } catch (err) {
+          if (signal.aborted) return;
+          hm.fail(err instanceof Error ? err.message : String(err));
+        }
+      }),
+    );
+  };
+
+  const loadHistogram = async () => {
+    try {
+      const r = await get<{ histogram: Histogram }>(jobPath(id, "/histogram"), { rank: view.hrank }, signal);
+      const hg = r.histogram;
+      const counts = view.hrank === "" ? hg.job : (hg.per_rank[hg.ranks.indexOf(Number(view.hrank))] ?? []);
+      histBox.replaceChildren(histogramBars(counts, hg.bin_min_bytes, view.hrank === "" ? "No point-to-point messages yet." : `Rank ${view.hrank} sent no point-to-point messages.`));
+    } catch (err) {
+      if (signal.aborted) return;
+      histBox.replaceChildren(h("div", { class: "state error" }, err instanceof Error ? err.message : String(err)));
+    }
+  };
+
+  const loadRegions = async () => {
+    try {
+      const r = await get<{ regions: RegionTotal[] }>(jobPath(id, "/regions"), {}, signal);
+      regionsBox.replaceChildren(
+        table<RegionTotal>({
+          label: "Regions",
+          param: "r",
+          rows: r.regions,
+          defaultSort: "time",
+          defaultDir: "desc",
+          pageSize: 20,
+          empty: "No regions: mark phases with netloom_region_begin/end or MPI_Pcontrol.",
+          columns: [
+            { key: "name", label: "Region", value: (x) => x.name },
+            { key: "entries", label: "Entries", value: (x) => x.entries, cell: (x) => fmt.count(x.entries), numeric: true },
+            { key: "time", label: "Time", value: (x) => x.time_ns, cell: (x) => seconds(x.time_ns / 1e9), numeric: true, title: "Wall time inside, summed over ranks" },
+            { key: "mpi", label: "MPI time", value: (x) => x.mpi_time_ns, cell: (x) => seconds(x.mpi_time_ns / 1e9), numeric: true },
+            { key: "p2p", label: "P2P", value: (x) => x.p2p.bytes, cell: (x) => fmt.bytes(x.p2p.bytes), numeric: true },
+            { key: "coll", label: "Coll", value: (x) => x.coll.bytes, cell: (x) => fmt.bytes(x.coll.bytes), numeric: true },
+            { key: "rma", label: "RMA", value: (x) => x.rma.bytes, cell: (x) => fmt.bytes(x.rma.bytes), numeric: true },
+            { key: "ranks", label: "Ranks", value: (x) => x.ranks.length, cell: (x) => fmt.count(x.ranks.length), numeric: true },
+          ],
+        }),
+      );
+    } catch (err) {
+      if (signal.aborted) return;
+      regionsBox.replaceChildren(h("div", { class: "state error" }, err instanceof Error ? err.message : String(err)));
+    }
+  };
+
+  let profile: Profile | null = null;
+  const drawProfile = () => {
+    if (!profile) return;
+    profileBox.replaceChildren(profileChart(profile, { includeSetup: view.setup, showOutside: view.outside }));
+  };
+  const loadProfile = async () => {
+    try {
+      const r = await get<{ profile: Profile }>(jobPath(id, "/profile"), {}, signal);
+      profile = r.profile;
+      drawProfile();
+      functionsBox.replaceChildren(
+        table({
+          label: "MPI functions",
+          param: "f",
+          rows: r.profile.totals,
+          defaultSort: "time",
+          defaultDir: "desc",
+          pageSize: 15,
+          empty: "No MPI calls recorded yet.",
+          rowClass: (x) => (SETUP_FUNCTIONS.includes(x.name) ? "dim" : ""),
+          columns: [
+            { key: "name", label: "Function", value: (x) => x.name, cell: (x) => h("code", {}, x.name) },
+            { key: "calls", label: "Calls", value: (x) => x.calls, cell: (x) => fmt.count(x.calls), numeric: true },
+            { key: "time", label: "Time", value: (x) => x.time_ns, cell: (x) => seconds(x.time_ns / 1e9), numeric: true, title: "Summed over ranks" },
+            { key: "pct", label: "% of MPI", value: (x) => x.mpi_percent, cell: (x) => fmt.pct(x.mpi_percent), numeric: true },
+            { key: "sent", label: "Sent", value: (x) => x.bytes_sent, cell: (x) => fmt.bytes(x.bytes_sent), numeric: true },
+            { key: "recv", label: "Received", value: (x) => x.bytes_received, cell: (x) => fmt.bytes(x.bytes_received), numeric: true },
+            { key: "ranks", label: "Ranks", value: (x) => x.ranks, cell: (x) => fmt.count(x.ranks), numeric: true },
+          ],
+        }),
+      );
+    } catch (err) {
+      if (signal.aborted) return;
+      profileBox.replaceChildren(h("div", { class: "state error" }, err instanceof Error ? err.message : String(err)));
+    }
+  };
+
+  // Link attribution (GET /jobs/{job}/links) is another engineer's work in
+  // progress: shown when the daemon answers, a clear note while it 404s.
+  const loadLinks = async () => {
+    try {
+      const r = await get<{ links?: AttributedLink[] }>(jobPath(id, "/links"), {}, signal);
+      const rows = r.links ?? [];
+      linksBox.replaceChildren(
+        table<AttributedLink>({
+          label: "Links crossed by the job",
+          param: "l",
+          rows,
+          defaultSort: "bytes",
+          pageSize: 20,
+          empty: "The job's traffic crosses no switch link (all its ranks share a leaf, or it sent nothing between nodes).",
+          columns: [
+            { key: "link", label: "Link", value: (x) => linkName(x), cell: (x) => (x.link ? link(`/links/${x.link}${tq}`, linkName(x)) : linkName(x)) },
+            { key: "bytes", label: "Job bytes", value: (x) => x.bytes ?? 0, cell: (x) => fmt.bytes(x.bytes ?? 0), numeric: true },
+            { key: "share", label: "Share of link", value: (x) => x.share_pct ?? NaN, cell: (x) => fmt.pct(x.share_pct ?? NaN), numeric: true },
+          ],
+        }),
+      );
+    } catch (err) {
+      if (signal.aborted) return;
+      const missing = err instanceof ApiError && (err.status === 404 || err.status === 405);
+      linksBox.replaceChildren(
+        h(
+          "div",
+          { class: "state empty", "data-hook": "attribution" },
+          missing ? "Link attribution is not available from this daemon yet (GET /api/v1/jobs/{job}/links)." : `Links unavailable: ${err instanceof Error ? err.message : String(err)}`,
+        ),
+      );
+    }
+  };
+
+  const loadAll = async () => {
+    await loadDetail();
+    await Promise.all([loadSeries(), loadMatrices(), loadHistogram(), loadRegions(), loadProfile()]);
+  };
+  await loadDetail();
+  await Promise.all([loadSeries(), loadMatrices(), loadHistogram(), loadRegions(), loadProfile(), loadLinks()]);
+  root.dataset.ready = "true";
+
+  // Live: refresh while the job runs, once more when it ends, then stop.
+  if (detail!.job.state === "running") {
+    let busy = false;
+    const timer = setInterval(() => {
+      if (busy) return;
+      busy = true;
+      void loadAll()
+        .then(() => {
+          if (detail!.job.state !== "running") clearInterval(timer);
+          root.dataset.refreshed = String(Number(root.dataset.refreshed ?? 0) + 1);
+        })
+        .catch(() => {})
+        .finally(() => (busy = false));
+    }, JOB_REFRESH_MS);
+    signal.addEventListener("abort", () => clearInterval(timer));
+  }
+}
+
+interface AttributedLink {
+  link?: string;
+  from?: string;
+  to?: string;
+  bytes?: number;
+  share_pct?: number;
+}
+
+function linkName(x: AttributedLink): string {
+  return x.from && x.to ? `${x.from} → ${x.to}` : (x.link ?? "link");
+}
+
+/** "0–3" or "0, 2, 5" or "0, 2, 5 … (40)". */
+function rankList(ranks: number[]): string {
+  if (!ranks.length) return "–";
+  const s = [...ranks].sort((a, b) => a - b);
+  if (s[s.length - 1]! - s[0]! === s.length - 1) return s.length === 1 ? String(s[0]) : `${s[0]}–${s[s.length - 1]} (${s.length})`;
+  return s.length <= 4 ? s.join(", ") : `${s.slice(0, 3).join(", ")} … (${s.length})`;
+}
+
+/** Aligns job series (one per node or rank) on the union of their times. */
+function alignJob(list: JobSeries[]): { time: number[]; col: (k: number, key: string) => (number | null)[] } {
+  const set = new Set<number>();
+  for (const s of list) for (const x of s.series.time) set.add(Math.round(x * 1000) / 1000);
+  const time = [...set].sort((a, b) => a - b);
+  const pos = new Map(time.map((x, i) => [x, i]));
+  return {
+    time,
+    col: (k, key) => {
+      const out: (number | null)[] = time.map(() => null);
+      const s = list[k]!.series;
+      const vals = s.values[key] ?? [];
+      s.time.forEach((x, i) => (out[pos.get(Math.round(x * 1000) / 1000)!] = vals[i] ?? null));
+      return out;
+    },
+  };
+}
