@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # make demo: a simulated InfiniBand fabric (ibsim + OpenSM) monitored by
 # `netloom serve` on the embedded database, with synthetic traffic injected
-# through ibsim's console so the counters move. Ctrl-C stops everything.
+# through ibsim's console so the counters move, and a real MPI job (Open MPI,
+# 8 ranks on hosts n1..n4) run under the Netloom agent again and again. The
+# UI is at http://DEMO_LISTEN/. Ctrl-C stops everything.
 #
 # Environment: DEMO_HOSTS (default 64), DEMO_LISTEN (default localhost:8466),
+# DEMO_AGENT (UDP for the agents, default 127.0.0.1:8467),
 # DEMO_SECONDS (stop after this many seconds; default: run until Ctrl-C).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 hosts=${DEMO_HOSTS:-64}
 listen=${DEMO_LISTEN:-localhost:8466}
+agent=${DEMO_AGENT:-127.0.0.1:8467}
 dir=$(pwd)/var/demo
 preload=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
 rm -rf "$dir" && mkdir -p "$dir"
@@ -18,6 +22,7 @@ export IBSIM_SOCKNAME="netloom-demo-$$" OSM_TMP_DIR="$dir" OSM_CACHE_DIR="$dir"
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  pkill -f "$dir/halo" 2>/dev/null || true   # the MPI job's launcher and ranks
   wait 2>/dev/null || true
 }
 trap cleanup EXIT INT TERM
@@ -38,6 +43,7 @@ for _ in $(seq 60); do LD_PRELOAD=$preload ibtracert 1 2 >/dev/null 2>&1 && brea
 
 echo "demo: starting netloom serve on http://$listen"
 LD_PRELOAD=$preload bin/netloom serve --fabric ib --db "$dir/netloom.db" --listen "$listen" \
+  --agent-listen "$agent" --agent-address-file "$dir/agent-address" \
   --sweep-interval 5s --discover-interval 1m > "$dir/netloom.log" 2>&1 & pids+=($!)
 for _ in $(seq 60); do curl -sf "http://$listen/api/v1/status" >/dev/null 2>&1 && break; sleep 0.5; done
 
@@ -57,6 +63,16 @@ switches=$(grep -o '^Switch[[:space:]]*[0-9]* "[^"]*"' "$dir/fabric.net" | sed '
   done
 ) & pids+=($!)
 
+# A real MPI job under the agent, over and over: 8 ranks, two per host.
+mpicc -O2 -o "$dir/halo" scripts/demo/halo.c
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+(
+  while true; do
+    bin/netloom run --daemon "$agent" --interval 2s -- \
+      mpirun --oversubscribe -np 8 scripts/demo/onnode.sh "$dir/halo" 60 >> "$dir/mpi.log" 2>&1 || sleep 5
+  done
+) & pids+=($!)
+
 cat <<MSG
 
 Netloom demo is running.
@@ -65,6 +81,8 @@ Netloom demo is running.
   top links:   curl 'http://$listen/api/v1/links/top?by=utilization&n=5'
   route:       curl 'http://$listen/api/v1/routes?src=n1&dst=n$hosts'
   events:      curl http://$listen/api/v1/events
+  MPI jobs:    curl http://$listen/api/v1/jobs
+  UI:          http://$listen/
   metrics:     curl http://$listen/metrics
   CLI:         IBSIM_SOCKNAME=$IBSIM_SOCKNAME LD_PRELOAD=$preload bin/netloom fabric route n1 n$hosts
 Logs in $dir. Press Ctrl-C to stop.
