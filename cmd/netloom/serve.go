@@ -41,6 +41,9 @@ Fabric sources (--fabric):
 		agent    = fs.String("agent-listen", "", "UDP `address` MPI agents send to, or off (default "+daemon.DefaultAgentListen+")")
 		agentF   = fs.String("agent-address-file", "", "`file` the agent address is written to for agents, - for none (default "+daemon.DefaultAgentAddressFile+")")
 		jobTO    = fs.Duration("job-timeout", 0, "end a job silent for this `long` (and 6 of its intervals; default 30s)")
+		schedS   = fs.String("scheduler", "", "batch `scheduler` jobs are learnt from: none or slurm[:OPTIONS] (default none)")
+		schedIv  = fs.Duration("scheduler-interval", 0, "scheduler polling `interval` (default 10s)")
+		nodeMap  = fs.String("node-map", "", "`file` mapping node names to host adapters (NAME GUID or NAME \"DESCRIPTION\" per line)")
 	)
 	if err := parse(fs, args, 0, 0); err != nil {
 		return err
@@ -62,6 +65,11 @@ Fabric sources (--fabric):
 	override(&cfg.Fabric, *fabricS)
 	override(&cfg.AgentListen, *agent)
 	override(&cfg.AgentAddressFile, *agentF)
+	override(&cfg.Scheduler, *schedS)
+	override(&cfg.NodeMap, *nodeMap)
+	if *schedIv != 0 {
+		cfg.SchedulerInterval = *schedIv
+	}
 	if *jobTO != 0 {
 		cfg.JobTimeout = *jobTO
 	}

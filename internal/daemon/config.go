@@ -39,6 +39,15 @@ type Config struct {
 	// of its snapshot intervals).
 	JobTimeout time.Duration `yaml:"job_timeout"`
 
+	// Scheduler names the batch scheduler jobs are learnt from: "none"
+	// (default) or "slurm" (with options, e.g. "slurm:accounting=off"),
+	// polled every SchedulerInterval (default 10s).
+	Scheduler         string        `yaml:"scheduler"`
+	SchedulerInterval time.Duration `yaml:"scheduler_interval"`
+	// NodeMap is a file mapping node names to host adapters where their
+	// descriptions do not start with the node name (docs/operations.md).
+	NodeMap string `yaml:"node_map"`
+
 	Retention RetentionConfig `yaml:"retention"`
 }
 
@@ -62,6 +71,8 @@ const (
 	DefaultAgentListen      = "0.0.0.0:8467"
 	DefaultAgentAddressFile = "/run/netloom/agent-address"
 	DefaultJobTimeout       = 30 * time.Second
+	DefaultScheduler        = "none"
+	DefaultSchedInterval    = 10 * time.Second
 )
 
 // WithDefaults fills every zero field with its default.
@@ -80,6 +91,8 @@ func (c Config) WithDefaults() Config {
 	set(&c.DB, DefaultDB)
 	set(&c.Fabric, DefaultFabric)
 	set(&c.AgentAddressFile, DefaultAgentAddressFile)
+	set(&c.Scheduler, DefaultScheduler)
+	setD(&c.SchedulerInterval, DefaultSchedInterval)
 	setD(&c.JobTimeout, DefaultJobTimeout)
 	setD(&c.Retention.Jobs, 365*24*time.Hour)
 	setD(&c.DiscoverInterval, DefaultDiscoverInterval)
@@ -106,6 +119,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sweep_parallel %d: must be 0..4096", c.SweepParallel)
 	case c.ResetThreshold < 0 || c.ResetThreshold >= 1:
 		return fmt.Errorf("reset_threshold %g: must be 0 (off) or a fraction below 1", c.ResetThreshold)
+	case c.SchedulerInterval < 100*time.Millisecond:
+		return fmt.Errorf("scheduler_interval %s: must be at least 100ms", c.SchedulerInterval)
 	case c.JobTimeout < 0:
 		return fmt.Errorf("job_timeout %s: must not be negative", c.JobTimeout)
 	case parseAgentListen(c.AgentListen) != nil:

@@ -21,6 +21,7 @@ import (
 	"github.com/netloom/netloom/internal/api"
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/ingest"
+	"github.com/netloom/netloom/internal/sched"
 	"github.com/netloom/netloom/internal/store"
 	"github.com/netloom/netloom/web"
 )
@@ -40,6 +41,15 @@ type Daemon struct {
 	agents       agentSide
 	agentDefault bool // AgentListen was not set: a busy default port is not fatal
 
+	// Jobs from the scheduler and link attribution, published atomically
+	// by their goroutines; merged is the jobs API's cached merge of both
+	// with the agents' live jobs.
+	scheduler     sched.Scheduler // nil: none
+	sched         atomic.Pointer[schedView]
+	attrib        atomic.Pointer[AttributionView]
+	merged        atomic.Pointer[mergedJobs]
+	nodeOverrides map[string]string
+
 	// Owned by the fabric goroutine only.
 	prev map[fabric.PortRef]*fabric.PortReading
 	ft   fabric.ForwardingTables
@@ -50,6 +60,8 @@ type metrics struct {
 	writeDropped, writeErrors                            *prometheus.CounterVec
 	events                                               *prometheus.CounterVec
 	writeQueue                                           prometheus.GaugeFunc
+	attr                                                 attributionMetrics
+	sched                                                schedMetrics
 }
 
 // writeOp is one unit of work for the writer goroutine. done, when set,
@@ -91,6 +103,8 @@ func New(cfg Config, src fabric.Source, st store.Store, log *slog.Logger) *Daemo
 	d.m.writeQueue = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "netloom_store_write_queue_length",
 		Help: "Store writes waiting for the writer."}, func() float64 { return float64(len(d.writes)) })
 	d.agents.m = ingest.NewMetrics(d.reg)
+	d.m.attr = newAttributionMetrics(d.reg)
+	d.m.sched = newSchedMetrics(d.reg)
 	d.reg.MustRegister(d.m.writeQueue, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return d
 }
@@ -102,13 +116,25 @@ func (d *Daemon) State() *api.FabricState { return d.state.Load() }
 func (d *Daemon) Handler() *api.Server {
 	srv := api.New(api.Options{Store: d.st, State: d.State, Registry: d.reg, SweepInterval: d.cfg.SweepInterval, Log: d.log})
 	srv.Mux().Handle("/", api.UI(web.Dist()))
-	srv.ServeJobs(d.Jobs)
+	srv.ServeJobs(d.liveJobs)
+	srv.ServeAttribution(api.AttributionOptions{Jobs: d.liveJobs, Nodes: func() api.NodeMapper {
+		if v := d.attrib.Load(); v != nil && v.Nodes != nil {
+			return v.Nodes
+		}
+		return nil
+	}})
 	return srv
 }
 
 // Run serves until ctx is cancelled or an activity fails. ready, when not
 // nil, receives the HTTP listener's address once it listens.
-func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) error {
+func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error) {
+	if d.nodeOverrides, err = loadNodeOverrides(d.cfg.NodeMap); err != nil {
+		return err
+	}
+	if d.scheduler, err = openScheduler(d.cfg.Scheduler); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", d.cfg.Listen, err)
@@ -131,6 +157,8 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) error {
 	g.Go(func() error { return d.fabricLoop(gctx) })
 	g.Go(func() error { d.pruner(gctx); return nil })
 	g.Go(func() error { return d.ingestLoop(gctx) })
+	g.Go(func() error { return d.attributionLoop(gctx) })
+	g.Go(func() error { return d.schedLoop(gctx) })
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http: %w", err)

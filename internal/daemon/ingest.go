@@ -105,6 +105,7 @@ func (d *Daemon) ingestLoop(ctx context.Context) error {
 	tr := ingest.NewTracker(ingest.Options{
 		JobTimeout: d.cfg.JobTimeout,
 		SaveJob: func(j *store.Job) {
+			j.JobSummary = d.mergeSummary(j.JobSummary)
 			d.enqueue(writeOp{kind: "jobs", apply: func(ctx context.Context, st store.Store) error { return st.SaveJob(ctx, j) }})
 		},
 		Samples: func(s []store.ProcessSample) {

@@ -15,7 +15,8 @@ type AttributionStore interface {
 	// the jobs' per-direction totals. Samples of one call may span jobs.
 	AddLinkJobSamples(ctx context.Context, s []LinkJobSample) error
 	// LinkJobs sums, per job and direction, the bytes attributed to the
-	// directions leaving the given ports in [from, to].
+	// directions leaving the given ports in [from, to]; nil ports: every
+	// direction with traffic in the range.
 	LinkJobs(ctx context.Context, ports []fabric.PortRef, from, to time.Time) ([]LinkJobBytes, error)
 	// JobLinks returns a job's directions by bytes, largest first (at most
 	// limit; 0: all): summed over [from, to], or the job's running totals

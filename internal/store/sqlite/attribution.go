@@ -60,6 +60,27 @@ func (s *Store) AddLinkJobSamples(ctx context.Context, samples []store.LinkJobSa
 // LinkJobs implements store.Store.
 func (s *Store) LinkJobs(ctx context.Context, ports []fabric.PortRef, from, to time.Time) ([]store.LinkJobBytes, error) {
 	out := []store.LinkJobBytes{}
+	if ports == nil {
+		rows, err := s.r.QueryContext(ctx, `SELECT guid, port, job, SUM(bytes) FROM link_job_samples
+			WHERE time_ns BETWEEN ? AND ? GROUP BY guid, port, job`, lowerBound(from), upperBound(to))
+		if err != nil {
+			return nil, fmt.Errorf("link attribution: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var g, b int64
+			var x store.LinkJobBytes
+			if err := rows.Scan(&g, &x.Port.Port, &x.Job, &b); err != nil {
+				return nil, fmt.Errorf("link attribution: %w", err)
+			}
+			x.Port.GUID, x.Bytes = fabric.GUID(g), uint64(b)
+			out = append(out, x)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("link attribution: %w", err)
+		}
+		return out, nil
+	}
 	for _, p := range ports {
 		rows, err := s.r.QueryContext(ctx, `SELECT job, SUM(bytes) FROM link_job_samples
 			WHERE guid = ? AND port = ? AND time_ns BETWEEN ? AND ? GROUP BY job`,

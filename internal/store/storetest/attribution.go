@@ -44,6 +44,10 @@ func testAttribution(t *testing.T, s store.Store) {
 	if !reflect.DeepEqual(sums, want) {
 		t.Errorf("LinkJobs(a, b, all) = %v, want %v", sums, want)
 	}
+	all, err := s.LinkJobs(ctx, nil, T0, T0.Add(time.Hour))
+	if err != nil || len(all) != 4 {
+		t.Errorf("LinkJobs(every port) = %+v, %v; want 4 (job, port) sums", all, err)
+	}
 	// The range is inclusive and selects intervals by their end.
 	got, err = s.LinkJobs(ctx, []fabric.PortRef{a}, T0.Add(2*iv), T0.Add(2*iv))
 	if err != nil {
