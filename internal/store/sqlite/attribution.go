@@ -171,4 +171,3 @@ func (s *Store) pruneLinkJobSamples(ctx context.Context, before time.Time) error
 		return res.RowsAffected()
 	})
 }
-
