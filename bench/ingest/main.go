@@ -1,0 +1,319 @@
+// Command ingest benchmarks the daemon under a whole system's load, in one
+// run per system size: `netloom serve --fabric sim:SYSTEM` sweeps the
+// simulated fabric's switch ports while `netloom loadgen --system SYSTEM`
+// sends every process's agent datagrams, both on this machine. It prints
+// records offered and stored per second, drops by reason, arrival-to-
+// queryable latency (p50/p99), the daemon's CPU and RSS, database bytes per
+// sample, and API latency under load, and compares with the scalable-INAM
+// paper's figure (a quarter million inserts per 45 s).
+//
+//	go run ./bench/ingest --systems stampede,10x-stampede --duration 3m
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	systems := flag.String("systems", "stampede,10x-stampede", "comma-separated sim systems")
+	duration := flag.Duration("duration", 3*time.Minute, "load per system")
+	bin := flag.String("netloom", "bin/netloom", "netloom binary")
+	interval := flag.Duration("interval", 45*time.Second, "agent snapshot interval (the paper's 45 s)")
+	sweep := flag.Duration("sweep-interval", 30*time.Second, "switch port sweep interval (the paper's 30 s)")
+	flag.Parse()
+	fmt.Println("paper baseline (scalable INAM, Stampede): 27,504 ports / 30 s + 104,656 processes / 45 s, about 250,000 inserts per 45 s")
+	for _, s := range strings.Split(*systems, ",") {
+		if err := run(s, *bin, *duration, *interval, *sweep); err != nil {
+			fmt.Fprintln(os.Stderr, "bench/ingest:", s+":", err)
+			os.Exit(1)
+		}
+	}
+}
+
+func freePort(network string) string {
+	if network == "udp" {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		defer c.Close()
+		return c.LocalAddr().String()
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func run(system, bin string, duration, interval, sweep time.Duration) error {
+	dir, err := os.MkdirTemp("", "netloom-bench-ingest-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	httpAddr, agentAddr := freePort("tcp"), freePort("udp")
+	db := filepath.Join(dir, "netloom.db")
+	serve := exec.Command(bin, "serve", "--fabric", "sim:"+system, "--db", db, "--listen", httpAddr,
+		"--agent-listen", agentAddr, "--agent-address-file", "-", "--sweep-interval", sweep.String(), "--log-level", "warn")
+	logf, _ := os.Create(filepath.Join(dir, "serve.log"))
+	serve.Stdout, serve.Stderr = logf, logf
+	if err := serve.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = serve.Process.Kill(); _ = serve.Wait() }()
+	base := "http://" + httpAddr
+	if err := waitUp(base, 2*time.Minute); err != nil {
+		return fmt.Errorf("daemon: %w (log %s)", err, tail(filepath.Join(dir, "serve.log")))
+	}
+	fmt.Printf("\n== %s: %s of load\n", system, duration)
+
+	ctx, cancel := context.WithTimeout(context.Background(), duration+5*time.Minute)
+	defer cancel()
+	lg := exec.CommandContext(ctx, bin, "loadgen", "--system", system, "--target", agentAddr,
+		"--duration", duration.String(), "--interval", interval.String(), "--json")
+	var lgOut bytes.Buffer
+	lg.Stdout, lg.Stderr = &lgOut, os.Stderr
+	startCPU := cpuSeconds(serve.Process.Pid)
+	start := time.Now()
+	if err := lg.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- lg.Wait() }()
+
+	var lat, apiJobs, apiLink []float64
+	var maxRSS int64
+	seen := map[string]time.Time{}
+	link := firstLink(base)
+	poll := time.NewTicker(200 * time.Millisecond)
+	defer poll.Stop()
+	var lgErr error
+loop:
+	for {
+		select {
+		case lgErr = <-done:
+			break loop
+		case <-poll.C:
+		}
+		maxRSS = max(maxRSS, rssBytes(serve.Process.Pid))
+		// Arrival to queryable: when a job's newest snapshot time advances,
+		// how long ago was that snapshot sent.
+		t0 := time.Now()
+		var jobs struct {
+			Jobs []struct {
+				ID      string    `json:"id"`
+				Updated time.Time `json:"updated"`
+			} `json:"jobs"`
+		}
+		if getJSON(base+"/api/v1/jobs?state=running&sort=updated&order=desc&limit=20", &jobs) == nil {
+			apiJobs = append(apiJobs, time.Since(t0).Seconds())
+			for _, j := range jobs.Jobs {
+				if prev, ok := seen[j.ID]; ok && j.Updated.After(prev) {
+					lat = append(lat, time.Since(j.Updated).Seconds())
+				}
+				seen[j.ID] = j.Updated
+			}
+		}
+		if link != "" {
+			t1 := time.Now()
+			if getJSON(base+"/api/v1/links/"+link+"/counters?from=-1h&counters=xmit_data_bytes", nil) == nil {
+				apiLink = append(apiLink, time.Since(t1).Seconds())
+			}
+		}
+	}
+	if lgErr != nil {
+		return fmt.Errorf("loadgen: %w", lgErr)
+	}
+	time.Sleep(3 * time.Second) // let the daemon drain its queues
+	elapsed := time.Since(start).Seconds()
+	cpu := cpuSeconds(serve.Process.Pid) - startCPU
+
+	var rep struct {
+		Processes     int     `json:"processes"`
+		DatagramsSent uint64  `json:"datagrams_sent"`
+		Snapshots     uint64  `json:"snapshots"`
+		Seconds       float64 `json:"seconds"`
+	}
+	if err := json.Unmarshal(lgOut.Bytes(), &rep); err != nil {
+		return fmt.Errorf("loadgen report: %w: %s", err, lgOut.String())
+	}
+	m := metrics(base)
+	var status struct {
+		Store map[string]int64 `json:"store"`
+		Sweep struct {
+			Ports int     `json:"ports"`
+			Count int64   `json:"count"`
+			Secs  float64 `json:"seconds"`
+		} `json:"sweep"`
+	}
+	_ = getJSON(base+"/api/v1/status", &status)
+
+	received := m["netloom_ingest_datagrams_received_total"]
+	accepted := m["netloom_ingest_datagrams_accepted_total"]
+	snapshots := m["netloom_ingest_snapshots_total"]
+	portSamples := float64(status.Store["port_samples"])
+	procSamples := float64(status.Store["process_samples"])
+	offered := float64(rep.Snapshots)/rep.Seconds + float64(status.Sweep.Ports)/sweep.Seconds()
+	stored := snapshots/rep.Seconds + float64(status.Sweep.Ports)/sweep.Seconds()
+	fmt.Printf("processes %d, switch ports %d\n", rep.Processes, status.Sweep.Ports)
+	fmt.Printf("offered: %.0f datagrams/s, %.0f process snapshots/s + %.0f port samples/s = %.0f records/s (%.0f per 45 s: %.2fx the paper's load)\n",
+		float64(rep.DatagramsSent)/rep.Seconds, float64(rep.Snapshots)/rep.Seconds, float64(status.Sweep.Ports)/sweep.Seconds(),
+		offered, offered*45, offered*45/250000)
+	fmt.Printf("daemon: received %.0f, accepted %.0f datagrams (%.4f%% lost before the daemon), %.0f snapshots => %.0f records/s stored\n",
+		received, accepted, 100*(1-received/float64(rep.DatagramsSent)), snapshots, stored)
+	fmt.Printf("drops by reason:%s\n", drops(m))
+	fmt.Printf("arrival to queryable: p50 %.3fs p99 %.3fs (n=%d)\n", pct(lat, 50), pct(lat, 99), len(lat))
+	fmt.Printf("API under load: jobs page p50 %.0f ms p99 %.0f ms; link history p50 %.0f ms p99 %.0f ms\n",
+		1e3*pct(apiJobs, 50), 1e3*pct(apiJobs, 99), 1e3*pct(apiLink, 50), 1e3*pct(apiLink, 99))
+	fmt.Printf("daemon CPU %.0f%% of one core, max RSS %.0f MiB; last sweep %.3fs\n", 100*cpu/elapsed, float64(maxRSS)/(1<<20), status.Sweep.Secs)
+	if n := portSamples + procSamples; n > 0 {
+		fmt.Printf("store: %.1f MB for %.0f port + %.0f process samples = %.1f bytes per sample\n",
+			float64(status.Store["bytes"])/1e6, portSamples, procSamples, float64(status.Store["bytes"])/n)
+	}
+	return nil
+}
+
+func waitUp(base string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		var st struct {
+			Sweep struct{ Count int } `json:"sweep"`
+		}
+		if getJSON(base+"/api/v1/status", &st) == nil && st.Sweep.Count > 0 {
+			return nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return fmt.Errorf("not up after %s", timeout)
+}
+
+func getJSON(url string, v any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("%s: %d", url, resp.StatusCode)
+	}
+	if v == nil {
+		return nil
+	}
+	return json.Unmarshal(b, v)
+}
+
+func firstLink(base string) string {
+	var links struct {
+		Links []struct {
+			ID string `json:"id"`
+		} `json:"links"`
+	}
+	if getJSON(base+"/api/v1/fabric/links", &links) != nil || len(links.Links) == 0 {
+		return ""
+	}
+	return links.Links[len(links.Links)/2].ID
+}
+
+var metricLine = regexp.MustCompile(`^([a-z_]+)(\{[^}]*\})? ([0-9.e+-]+)$`)
+
+// metrics sums each metric over its labels; drops keep their reason.
+func metrics(base string) map[string]float64 {
+	out := map[string]float64{}
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := metricLine.FindStringSubmatch(sc.Text())
+		if m == nil || !strings.HasPrefix(m[1], "netloom_") || strings.HasPrefix(m[1], "netloom_port_") {
+			continue
+		}
+		v, _ := strconv.ParseFloat(m[3], 64)
+		out[m[1]] += v
+		if strings.HasSuffix(m[1], "_dropped_total") && v > 0 {
+			out[m[1]+m[2]] = v
+		}
+	}
+	return out
+}
+
+func drops(m map[string]float64) string {
+	var out []string
+	for k, v := range m {
+		if strings.Contains(k, "_dropped_total{") {
+			out = append(out, fmt.Sprintf(" %s=%.0f", k, v))
+		}
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return " none"
+	}
+	return strings.Join(out, "")
+}
+
+func pct(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[min(len(s)-1, int(float64(len(s))*p/100))]
+}
+
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
+
+func rssBytes(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			kb, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
