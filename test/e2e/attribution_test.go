@@ -401,4 +401,3 @@ func startAttribDaemon(t *testing.T, f *ibsim.Fabric, c *slurmtest.Cluster) (*da
 	})
 	return d, agent
 }
-
