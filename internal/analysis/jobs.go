@@ -16,6 +16,10 @@ type JobCounter struct {
 	index map[string]int32
 	names []string
 	prev  []uint64 // cumulative, destination-major, len(names)^2
+	// rows caches, per rank, the node index of each of its ToNodes
+	// entries: agents send them in a stable order, so a name compare
+	// replaces a map lookup per pair.
+	rows map[int][]int32
 }
 
 // Interval is one job's inter-node traffic over one interval, ready to
@@ -31,7 +35,7 @@ type Interval struct {
 }
 
 // NewJobCounter returns an empty counter.
-func NewJobCounter() *JobCounter { return &JobCounter{index: map[string]int32{}} }
+func NewJobCounter() *JobCounter { return &JobCounter{index: map[string]int32{}, rows: map[int][]int32{}} }
 
 func (c *JobCounter) node(name string) int32 {
 	if i, ok := c.index[name]; ok {
@@ -62,12 +66,23 @@ func (c *JobCounter) grow(old int) {
 // unmapped). Intra-node traffic never reaches a link and is left out.
 func (c *JobCounter) Next(j *store.Job, lid func(name string) (fabric.LID, bool), scratch []uint64) (Interval, []uint64) {
 	old := len(c.names)
+	srcs := make([]int32, len(j.Processes))
 	for i := range j.Processes {
 		p := &j.Processes[i]
-		c.node(p.Node)
-		for _, t := range p.ToNodes {
-			c.node(t.Node)
+		srcs[i] = c.node(p.Node)
+		row := c.rows[p.Rank]
+		if len(row) != len(p.ToNodes) {
+			row = make([]int32, len(p.ToNodes))
+			for k := range row {
+				row[k] = -1
+			}
 		}
+		for k := range p.ToNodes {
+			if r := row[k]; r < 0 || c.names[r] != p.ToNodes[k].Node {
+				row[k] = c.node(p.ToNodes[k].Node)
+			}
+		}
+		c.rows[p.Rank] = row
 	}
 	c.grow(old)
 	n := len(c.names)
@@ -78,10 +93,11 @@ func (c *JobCounter) Next(j *store.Job, lid func(name string) (fabric.LID, bool)
 	clear(cur)
 	for i := range j.Processes {
 		p := &j.Processes[i]
-		src := int(c.index[p.Node])
-		for _, t := range p.ToNodes {
-			dst := int(c.index[t.Node])
-			if dst != src {
+		src := int(srcs[i])
+		row := c.rows[p.Rank]
+		for k := range p.ToNodes {
+			t := &p.ToNodes[k]
+			if dst := int(row[k]); dst != src {
 				cur[dst*n+src] += t.P2P.Bytes + t.Coll.Bytes + t.RMA.Bytes
 			}
 		}
