@@ -35,7 +35,9 @@ type Interval struct {
 }
 
 // NewJobCounter returns an empty counter.
-func NewJobCounter() *JobCounter { return &JobCounter{index: map[string]int32{}, rows: map[int][]int32{}} }
+func NewJobCounter() *JobCounter {
+	return &JobCounter{index: map[string]int32{}, rows: map[int][]int32{}}
+}
 
 func (c *JobCounter) node(name string) int32 {
 	if i, ok := c.index[name]; ok {
