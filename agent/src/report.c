@@ -193,6 +193,7 @@ static int take(struct snapshot *s, int final, int all_peers)
 	d->time_unix_ns = nl_unix_ns();
 	d->final = final;
 	d->start_unix_ns = nl_agent.start_unix_ns;
+	d->interval_ns = (uint64_t)(nl_agent.interval_s * 1e9);
 
 	uint64_t intra[2] = {0, 0}, inter[2] = {0, 0};
 	int self_node = nl_agent.peer_node[nl_world_rank_self];

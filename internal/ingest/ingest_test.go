@@ -580,3 +580,25 @@ func TestPublishAfterFinal(t *testing.T) {
 		t.Errorf("published %+v", j.JobSummary)
 	}
 }
+
+// A job whose agent says it reports every 45 s is not timed out between
+// its first and second snapshots, however short --job-timeout is.
+func TestAgentIntervalSetsTimeout(t *testing.T) {
+	tr, _, _, _ := newTracker(Options{JobTimeout: 10 * time.Second, JobTimeoutIntervals: 6, Linger: time.Minute})
+	d := snapshot("slow", 0, 2, 0, false)
+	d.IntervalNs = uint64(45 * time.Second)
+	now := t0
+	if err := add(t, tr, d, now); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(50 * time.Second)
+	tr.Tick(now)
+	if j := tr.Publish(now).Jobs["slow"]; j == nil || j.State == store.JobFinished {
+		t.Fatalf("job timed out within one agent interval: %+v", j)
+	}
+	now = now.Add(6 * 45 * time.Second)
+	tr.Tick(now)
+	if j := tr.Publish(now).Jobs["slow"]; j == nil || j.State != store.JobFinished {
+		t.Fatalf("job not timed out after 6 intervals of silence: %+v", j)
+	}
+}

@@ -167,6 +167,10 @@ func (t *Tracker) add(d *agentpb.Datagram, size int, now time.Time) error {
 	if int(d.WorldSize) != j.world {
 		return reject(ReasonWorldChanged, "job %s rank %d: world size %d, job has %d", d.JobId, d.Rank, d.WorldSize, j.world)
 	}
+	if j.interval == 0 && d.IntervalNs > 0 && d.IntervalNs <= uint64(time.Hour) {
+		// Until two snapshots show it, the agent's own word for its interval.
+		j.interval = time.Duration(d.IntervalNs)
+	}
 	rank := int(d.Rank)
 	r := j.ranks[rank]
 	if r == nil {

@@ -285,6 +285,7 @@ func (g *generator) send(j *job, rank int, now time.Time, final bool, rep *Repor
 	j.seq[rank]++
 	d.TimeUnixNs = now.UnixNano()
 	d.StartUnixNs = j.start.UnixNano()
+	d.IntervalNs = uint64(g.cfg.Interval)
 	d.Final = final
 	chunks := chunk(d)
 	for _, c := range chunks {
@@ -440,7 +441,7 @@ func chunk(d *agentpb.Datagram) []*agentpb.Datagram {
 	room := maxDatagram - proto.Size(head)
 	next := func() {
 		cur = &agentpb.Datagram{Version: d.Version, JobId: d.JobId, Rank: d.Rank, WorldSize: d.WorldSize, Seq: d.Seq,
-			TimeUnixNs: d.TimeUnixNs, StartUnixNs: d.StartUnixNs, Final: d.Final, PeersTruncated: d.PeersTruncated}
+			TimeUnixNs: d.TimeUnixNs, StartUnixNs: d.StartUnixNs, IntervalNs: d.IntervalNs, Final: d.Final, PeersTruncated: d.PeersTruncated}
 		out = append(out, cur)
 		room = maxDatagram - proto.Size(cur) - 16
 	}

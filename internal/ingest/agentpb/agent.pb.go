@@ -51,6 +51,9 @@ type Datagram struct {
 	// else the top-K peers by bytes (peers_truncated is then true).
 	Peers          []*PeerTraffic `protobuf:"bytes,15,rep,name=peers,proto3" json:"peers,omitempty"`
 	PeersTruncated bool           `protobuf:"varint,16,opt,name=peers_truncated,json=peersTruncated,proto3" json:"peers_truncated,omitempty"`
+	// The agent's snapshot interval, so the daemon can tell a quiet job from
+	// a finished one from the first snapshot on (0: unknown).
+	IntervalNs uint64 `protobuf:"varint,17,opt,name=interval_ns,json=intervalNs,proto3" json:"interval_ns,omitempty"`
 	// Reserved for authenticated data (MUNGE credential over the payload).
 	Credential    []byte `protobuf:"bytes,20,opt,name=credential,proto3" json:"credential,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -197,6 +200,13 @@ func (x *Datagram) GetPeersTruncated() bool {
 		return x.PeersTruncated
 	}
 	return false
+}
+
+func (x *Datagram) GetIntervalNs() uint64 {
+	if x != nil {
+		return x.IntervalNs
+	}
+	return 0
 }
 
 func (x *Datagram) GetCredential() []byte {
@@ -823,7 +833,7 @@ var File_netloom_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1cnetloom/agent/v1/agent.proto\x12\x10netloom.agent.v1\"\xe4\x04\n" +
+	"\x1cnetloom/agent/v1/agent.proto\x12\x10netloom.agent.v1\"\x85\x05\n" +
 	"\bDatagram\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x12\n" +
@@ -843,7 +853,9 @@ const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"\aregions\x18\r \x03(\v2\x18.netloom.agent.v1.RegionR\aregions\x123\n" +
 	"\x05nodes\x18\x0e \x03(\v2\x1d.netloom.agent.v1.NodeTrafficR\x05nodes\x123\n" +
 	"\x05peers\x18\x0f \x03(\v2\x1d.netloom.agent.v1.PeerTrafficR\x05peers\x12'\n" +
-	"\x0fpeers_truncated\x18\x10 \x01(\bR\x0epeersTruncated\x12\x1e\n" +
+	"\x0fpeers_truncated\x18\x10 \x01(\bR\x0epeersTruncated\x12\x1f\n" +
+	"\vinterval_ns\x18\x11 \x01(\x04R\n" +
+	"intervalNs\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x14 \x01(\fR\n" +
 	"credential\"3\n" +
