@@ -628,7 +628,6 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 				others[o.Job] += o.Bytes
 			}
 		}
-		w.Jobs = nil
 		out = append(out, w)
 	}
 	type other struct {
