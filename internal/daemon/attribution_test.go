@@ -1,12 +1,16 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,5 +213,28 @@ func TestDaemonAttributesJobsToLinks(t *testing.T) {
 	s.waitFor("the stored job links", func() bool { return s.get("/api/v1/jobs/ring-1/links?limit=100", &stored) == 200 })
 	if len(stored.Links) != len(want) || stored.Attribution.Bytes != 2*snaps<<20 {
 		t.Errorf("stored: %+v", stored)
+	}
+}
+
+func TestDaemonRefusesBadSchedulerAndNodeMap(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "nodes.map")
+	if err := os.WriteFile(bad, []byte("n1 0x10\nn2 not-a-guid\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Scheduler: "pbs"}, `scheduler "pbs"`},
+		{Config{NodeMap: bad}, "nodes.map:2"},
+		{Config{NodeMap: filepath.Join(dir, "missing.map")}, "missing.map"},
+	} {
+		tc.cfg.Listen, tc.cfg.AgentListen, tc.cfg.AgentAddressFile = "127.0.0.1:0", "off", "-"
+		d := New(tc.cfg, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		err := d.Run(context.Background(), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Run(%+v) = %v, want an error naming %s", tc.cfg, err, tc.want)
+		}
 	}
 }
