@@ -12,3 +12,5 @@ echo "== ui: map first frame and live colour update, Stampede size"
 node bench/ui/bench.mjs
 echo "== agent: added cost per MPI call versus Open MPI's monitoring, memory per rank"
 bench/agent/run.sh
+echo "== ingest: the daemon under 1x and 10x Stampede load"
+go run ./bench/ingest --systems "${BENCH_SYSTEMS:-stampede,10x-stampede}" --duration "${BENCH_DURATION:-3m}" --netloom bin/netloom
