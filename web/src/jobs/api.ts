@@ -187,3 +187,84 @@ export const jobPath = (id: string, rest = ""): string => `/jobs/${encodeURIComp
 export function jobDetail(id: string, signal: AbortSignal): Promise<JobDetail> {
   return get<JobDetail>(jobPath(id), {}, signal);
 }
+
+// Link attribution (docs/api.md, "Jobs on links").
+
+export interface LinkRef {
+  id: string;
+  a: { guid: string; port: number };
+  b: { guid: string; port: number };
+  capacity_bytes_per_second: number;
+}
+
+export interface JobOnLink {
+  job: string;
+  user?: string;
+  link: LinkRef;
+  direction: string;
+  from: { guid: string; port: number };
+  to: { guid: string; port: number };
+  from_description: string;
+  to_description: string;
+  bytes: number;
+  utilization_pct: number;
+}
+
+export interface DirectionLoad {
+  from: { guid: string; port: number };
+  to: { guid: string; port: number };
+  direction: string;
+  from_description: string;
+  to_description: string;
+  measured: { bytes: number; xmit_wait: number; measured: boolean };
+  measured_utilization_pct: number;
+  monitored_bytes: number;
+  monitored_utilization_pct: number;
+  unmonitored_bytes: number;
+  unmonitored_utilization_pct: number;
+  explained_pct: number | null;
+  jobs: JobOnLink[];
+}
+
+export interface LinkJobs {
+  link: LinkRef;
+  from: string;
+  to: string;
+  jobs: JobOnLink[];
+  directions: DirectionLoad[];
+}
+
+export interface LinkPairs {
+  directions: {
+    from: { guid: string; port: number };
+    to: { guid: string; port: number };
+    direction: string;
+    bytes: number;
+    total_pairs: number;
+    level?: string;
+    pairs: { src_rank: number; dst_rank: number; src_node: string; dst_node: string; bytes: number }[];
+  }[];
+}
+
+export interface Attribution {
+  bytes: number;
+  unmapped_nodes: string[];
+  unmapped_bytes: number;
+  intervals: number;
+  errors?: string[];
+}
+
+export interface WhyLink extends DirectionLoad {
+  link: LinkRef;
+  job_bytes: number;
+  job_share_pct: number;
+  utilization_pct: number;
+  others: JobOnLink[];
+}
+
+export interface Why {
+  job: string;
+  attribution?: Attribution;
+  links: WhyLink[];
+  sharing_jobs?: { job: string; user?: string; bytes: number }[];
+}

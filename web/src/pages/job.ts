@@ -7,7 +7,7 @@ import { ApiError, get } from "../api";
 import { chartError, chartFrame, drawChart, PALETTE } from "../chart";
 import { h, link, loading, panel } from "../dom";
 import * as fmt from "../format";
-import type { Histogram, JobDetail, JobSeries, MatrixResponse, NodeView, ProcessView, Profile, RegionTotal } from "../jobs/api";
+import type { Histogram, JobDetail, JobSeries, MatrixResponse, NodeView, ProcessView, Profile, RegionTotal, Why, WhyLink } from "../jobs/api";
 import { jobPath } from "../jobs/api";
 import { heatmap } from "../jobs/heatmap";
 import { histogramBars } from "../jobs/histogram";
@@ -387,43 +387,57 @@ export async function jobPage(ctx: PageContext): Promise<void> {
     }
   };
 
-  // Link attribution (GET /jobs/{job}/links) is another engineer's work in
-  // progress: shown when the daemon answers, a clear note while it 404s.
+  // Link attribution: the job's heaviest link directions, how loaded they
+  // are and which other jobs share them (GET /jobs/{job}/why).
   const loadLinks = async () => {
     try {
-      const r = await get<{ links?: AttributedLink[] }>(jobPath(id, "/links"), {}, signal);
-      const rows = r.links ?? [];
-      linksBox.replaceChildren(
-        table<AttributedLink>({
+      const r = await get<Why>(jobPath(id, "/why"), { limit: 20 }, signal);
+      const a = r.attribution;
+      const note = a
+        ? h(
+            "p",
+            { class: "panel-note" },
+            `${fmt.bytes(a.bytes)} of inter-node traffic routed over links in ${fmt.count(a.intervals)} intervals`,
+            a.unmapped_nodes.length ? h("span", { class: "warn-text" }, ` · nodes not found in the fabric: ${a.unmapped_nodes.join(", ")} (${fmt.bytes(a.unmapped_bytes)} left out)`) : "",
+            r.sharing_jobs?.length ? ` · shares links with ${r.sharing_jobs.length} other job${r.sharing_jobs.length === 1 ? "" : "s"}` : "",
+          )
+        : null;
+      const box = h("div", {});
+      if (note) box.append(note);
+      box.append(
+        table<WhyLink>({
           label: "Links crossed by the job",
           param: "l",
-          rows,
+          rows: r.links,
           defaultSort: "bytes",
           pageSize: 20,
-          empty: "The job's traffic crosses no switch link (all its ranks share a leaf, or it sent nothing between nodes).",
+          empty: "No attributed link traffic: the job sent nothing between nodes yet, or its nodes are not in this fabric.",
           columns: [
-            { key: "link", label: "Link", value: (x) => linkName(x), cell: (x) => (x.link ? link(`/links/${x.link}${tq}`, linkName(x)) : linkName(x)) },
-            { key: "bytes", label: "Job bytes", value: (x) => x.bytes ?? 0, cell: (x) => fmt.bytes(x.bytes ?? 0), numeric: true },
-            { key: "share", label: "Share of link", value: (x) => x.share_pct ?? NaN, cell: (x) => fmt.pct(x.share_pct ?? NaN), numeric: true },
+            { key: "dir", label: "Link direction", value: (x) => `${x.from_description} → ${x.to_description}`, cell: (x) => link(`/links/${x.link.id}?job=${encodeURIComponent(id)}${tq ? "&" + tq.slice(1) : ""}`, `${x.from_description}:${x.from.port} → ${x.to_description}:${x.to.port}`) },
+            { key: "bytes", label: "Job bytes", value: (x) => x.job_bytes, cell: (x) => fmt.bytes(x.job_bytes), numeric: true },
+            { key: "share", label: "Job share", value: (x) => x.job_share_pct, cell: (x) => fmt.pct(x.job_share_pct), numeric: true, title: "Of the traffic monitored jobs put on this direction" },
+            { key: "util", label: "Utilization", value: (x) => x.utilization_pct, cell: (x) => fmt.pct(x.utilization_pct), numeric: true, title: "Measured load of the direction over the job's life" },
+            { key: "expl", label: "Explained", value: (x) => x.explained_pct ?? -1, cell: (x) => (x.explained_pct == null ? "–" : fmt.pct(x.explained_pct)), numeric: true, title: "Monitored jobs' bytes ÷ measured bytes" },
+            {
+              key: "others",
+              label: "Other jobs",
+              value: (x) => x.others.length,
+              cell: (x) => (x.others.length ? h("span", {}, ...x.others.slice(0, 4).flatMap((o, k) => [k ? ", " : "", link(`/jobs/${encodeURIComponent(o.job)}${tq}`, o.job)]), x.others.length > 4 ? ` +${x.others.length - 4}` : "") : "none"),
+            },
           ],
         }),
       );
+      linksBox.replaceChildren(box);
     } catch (err) {
       if (signal.aborted) return;
       const missing = err instanceof ApiError && (err.status === 404 || err.status === 405);
-      linksBox.replaceChildren(
-        h(
-          "div",
-          { class: "state empty", "data-hook": "attribution" },
-          missing ? "Link attribution is not available from this daemon yet (GET /api/v1/jobs/{job}/links)." : `Links unavailable: ${err instanceof Error ? err.message : String(err)}`,
-        ),
-      );
+      linksBox.replaceChildren(h("div", { class: "state empty" }, missing ? "Link attribution is not available from this daemon." : `Links unavailable: ${err instanceof Error ? err.message : String(err)}`));
     }
   };
 
   const loadAll = async () => {
     await loadDetail();
-    await Promise.all([loadSeries(), loadMatrices(), loadHistogram(), loadRegions(), loadProfile()]);
+    await Promise.all([loadSeries(), loadMatrices(), loadHistogram(), loadRegions(), loadProfile(), loadLinks()]);
   };
   await loadDetail();
   await Promise.all([loadSeries(), loadMatrices(), loadHistogram(), loadRegions(), loadProfile(), loadLinks()]);
@@ -445,18 +459,6 @@ export async function jobPage(ctx: PageContext): Promise<void> {
     }, JOB_REFRESH_MS);
     signal.addEventListener("abort", () => clearInterval(timer));
   }
-}
-
-interface AttributedLink {
-  link?: string;
-  from?: string;
-  to?: string;
-  bytes?: number;
-  share_pct?: number;
-}
-
-function linkName(x: AttributedLink): string {
-  return x.from && x.to ? `${x.from} → ${x.to}` : (x.link ?? "link");
 }
 
 /** "0–3" or "0, 2, 5" or "0, 2, 5 … (40)". */

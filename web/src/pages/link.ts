@@ -3,6 +3,7 @@
 // that cross the link each way.
 import type { FabricNode, LinkCounters, LinkResponse, LinkRoutes, Series } from "../api";
 import { get, nodesAt } from "../api";
+import { linkJobs } from "../jobs/linkjobs";
 import { chartError, chartFrame, drawChart, PALETTE } from "../chart";
 import { h, link, loading, panel } from "../dom";
 import * as fmt from "../format";
@@ -27,10 +28,12 @@ export async function linkPage(ctx: PageContext): Promise<void> {
     wait: chartFrame("Transmit wait per interval (ticks)"),
   };
   const routes = h("div", { class: "routes" }, loading("Loading routes…"));
+  const jobs = linkJobs(id, t, signal);
   root.append(
     h("div", { class: "page-head" }, h("nav", { class: "crumbs" }, link(`/network${timeQuery(t)}`, "Network"), " / link"), title, sub),
     cards,
     h("div", { class: "grid2" }, charts.bytes, charts.pct, charts.errors, charts.wait),
+    panel("Traffic by job", jobs.el),
     panel("Routes crossing this link", routes),
   );
 
@@ -137,9 +140,9 @@ export async function linkPage(ctx: PageContext): Promise<void> {
       routes.replaceChildren(h("div", { class: "state empty" }, `Routes unavailable: ${err instanceof Error ? err.message : String(err)}`));
     }
   };
-  await loadRoutes();
+  await Promise.all([loadRoutes(), jobs.load()]);
 
-  if (t.mode === "live") refreshOnSweep(() => void loadNow().then(loadSeries), signal, 5000);
+  if (t.mode === "live") refreshOnSweep(() => void loadNow().then(loadSeries).then(jobs.load), signal, 5000);
 }
 
 function nodeLink(guid: string | undefined, name: string, t: ReturnType<typeof readTime>): Node | string {

@@ -105,7 +105,7 @@ export async function networkPage(ctx: PageContext): Promise<void> {
     get<SweepMessage>("/fabric/utilization", atParams(t), signal).then(receive, () => {});
   }
 
-  const layout = await get<Layout>("/fabric/layout", atParams(t), signal);
+  const layout = normalizeLayout(await get<Layout>("/fabric/layout", atParams(t), signal));
   if (signal.aborted) return;
   const n = layout.x.length;
   const m = layout.edges.length / 2;
@@ -535,4 +535,13 @@ function countHot(util: Uint8Array): number {
   let k = 0;
   for (let i = 0; i < util.length; i++) if (util[i]! >= 203 && util[i] !== 255) k++;
   return k;
+}
+
+/** The server sends the byte arrays (type, level) base64-encoded, as Go
+ * encodes []uint8; make them plain number arrays. */
+export function normalizeLayout(l: Layout): Layout {
+  const bytes = (v: number[] | string): number[] => (typeof v === "string" ? Array.from(decode(v)) : v);
+  l.type = bytes(l.type as number[] | string);
+  l.level = bytes(l.level as number[] | string);
+  return l;
 }

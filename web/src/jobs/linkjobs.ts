@@ -1,0 +1,124 @@
+// The link page's "traffic by job" section: per direction, what the
+// counters measured, how much of it monitored jobs explain, and those jobs
+// ranked by bytes; for the job chosen with ?job=, the rank pairs that
+// cross the link (GET /links/{link}/jobs and /links/{link}/jobs/{job}/pairs).
+import { get } from "../api";
+import { h, link, loading } from "../dom";
+import * as fmt from "../format";
+import { setQuery } from "../router";
+import { table } from "../table";
+import type { TimeView } from "../time";
+import { rangeParams, timeQuery } from "../time";
+import type { LinkJobs, LinkPairs } from "./api";
+
+export function linkJobs(linkId: string, t: TimeView, signal: AbortSignal): { el: HTMLElement; load: () => Promise<void> } {
+  const el = h("div", { class: "link-jobs" }, loading("Loading jobs on this link…"));
+  const pairsBox = h("div", { class: "link-pairs" });
+  const tq = timeQuery(t);
+  let chosen = new URLSearchParams(location.search).get("job") ?? "";
+
+  const loadPairs = async () => {
+    if (!chosen) {
+      pairsBox.replaceChildren();
+      return;
+    }
+    pairsBox.replaceChildren(loading(`Loading the pairs of job ${chosen}…`));
+    try {
+      const r = await get<LinkPairs>(`/links/${encodeURIComponent(linkId)}/jobs/${encodeURIComponent(chosen)}/pairs`, { limit: 200 }, signal);
+      pairsBox.replaceChildren(
+        h("h3", { class: "sub-head" }, "Pairs of job ", link(`/jobs/${encodeURIComponent(chosen)}${tq}`, chosen), " on this link (cumulative)"),
+        h(
+          "div",
+          { class: "grid2 pad" },
+          ...r.directions.map((d, k) =>
+            h(
+              "div",
+              {},
+              h("div", { class: "dir-head" }, `${k === 0 ? "A → B" : "B → A"}: ${fmt.bytes(d.bytes)} · ${fmt.count(d.total_pairs)} pair${d.total_pairs === 1 ? "" : "s"}`),
+              table({
+                label: `Pairs ${k === 0 ? "A to B" : "B to A"}`,
+                param: k === 0 ? "pa" : "pb",
+                rows: d.pairs,
+                defaultSort: "bytes",
+                pageSize: 10,
+                empty: "No pair of this job crosses the link this way.",
+                columns: [
+                  { key: "src", label: "From", value: (p) => p.src_rank, cell: (p) => (p.src_rank >= 0 ? `rank ${p.src_rank} (${p.src_node})` : p.src_node) },
+                  { key: "dst", label: "To", value: (p) => p.dst_rank, cell: (p) => (p.dst_rank >= 0 ? `rank ${p.dst_rank} (${p.dst_node})` : p.dst_node) },
+                  { key: "bytes", label: "Bytes", value: (p) => p.bytes, cell: (p) => fmt.bytes(p.bytes), numeric: true },
+                ],
+              }),
+            ),
+          ),
+        ),
+      );
+    } catch (err) {
+      if (signal.aborted) return;
+      pairsBox.replaceChildren(h("div", { class: "state empty" }, `Pairs unavailable: ${err instanceof Error ? err.message : String(err)}`));
+    }
+  };
+
+  const load = async () => {
+    try {
+      const r = await get<LinkJobs>(`/links/${encodeURIComponent(linkId)}/jobs`, rangeParams(t, 3600), signal);
+      const dirs = r.directions.map((d) =>
+        h(
+          "div",
+          { class: "card" },
+          h("div", { class: "card-title" }, `${d.from_description}:${d.from.port} → ${d.to_description}:${d.to.port}`),
+          h(
+            "div",
+            { class: "metrics" },
+            metricBox("Measured", d.measured.measured ? fmt.bytes(d.measured.bytes) : "not swept"),
+            metricBox("By monitored jobs", fmt.bytes(d.monitored_bytes)),
+            metricBox("Other traffic", fmt.bytes(d.unmonitored_bytes)),
+            metricBox("Explained", d.explained_pct == null ? "–" : fmt.pct(d.explained_pct)),
+          ),
+        ),
+      );
+      const choose = (job: string) => {
+        chosen = chosen === job ? "" : job;
+        const q = new URLSearchParams(location.search);
+        if (chosen) q.set("job", chosen);
+        else q.delete("job");
+        setQuery(q);
+        void load();
+      };
+      el.replaceChildren(
+        h("div", { class: "cards pad" }, ...dirs),
+        table({
+          label: "Jobs on this link",
+          param: "j",
+          rows: r.jobs,
+          defaultSort: "bytes",
+          pageSize: 20,
+          empty: "No monitored job sent traffic over this link in this time range.",
+          rowClass: (x) => (x.job === chosen ? "chosen" : ""),
+          columns: [
+            { key: "job", label: "Job", value: (x) => x.job, cell: (x) => link(`/jobs/${encodeURIComponent(x.job)}${tq}`, x.job) },
+            { key: "user", label: "User", value: (x) => x.user ?? "" },
+            { key: "dir", label: "Direction", value: (x) => x.from_description, cell: (x) => `${x.from_description} → ${x.to_description}` },
+            { key: "bytes", label: "Bytes", value: (x) => x.bytes, cell: (x) => fmt.bytes(x.bytes), numeric: true },
+            { key: "util", label: "Utilization", value: (x) => x.utilization_pct, cell: (x) => fmt.pct(x.utilization_pct), numeric: true },
+            {
+              key: "pairs",
+              label: "Pairs",
+              value: (x) => x.job,
+              cell: (x) => h("button", { type: "button", class: "btn small", "aria-pressed": String(x.job === chosen), "data-job": x.job, onclick: () => choose(x.job) }, x.job === chosen ? "Hide pairs" : "Show pairs"),
+            },
+          ],
+        }),
+        pairsBox,
+      );
+      await loadPairs();
+    } catch (err) {
+      if (signal.aborted) return;
+      el.replaceChildren(h("div", { class: "state empty" }, `Jobs on this link unavailable: ${err instanceof Error ? err.message : String(err)}`));
+    }
+  };
+  return { el, load };
+}
+
+function metricBox(label: string, value: string): HTMLElement {
+  return h("div", { class: "metric" }, h("div", { class: "metric-label" }, label), h("div", { class: "metric-value" }, value));
+}
