@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,10 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 
 	"github.com/netloom/netloom/internal/fabric"
-	"github.com/netloom/netloom/internal/ingest/agentpb"
 )
 
 type dirJobJSON struct {
@@ -34,21 +31,7 @@ type dirJobJSON struct {
 // is reported rather than guessed, and the link, pair and why endpoints.
 func TestDaemonAttributesJobsToLinks(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "netloom.db")
-	s, agentAddr := startAgentDaemon(t, db)
-	conn, err := net.Dial("udp", agentAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	send := func(d *agentpb.Datagram) {
-		b, err := proto.Marshal(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Write(b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, _, send := startAgentDaemon(t, db)
 	const n, snaps = 4, 4
 	start := time.Now().Add(-time.Second).Truncate(time.Millisecond)
 	for k := uint64(1); k <= snaps; k++ {
@@ -205,7 +188,7 @@ func TestDaemonAttributesJobsToLinks(t *testing.T) {
 	}
 	// After a restart the attribution comes from the store.
 	s.stop()
-	s, _ = startAgentDaemon(t, db)
+	s, _, _ = startAgentDaemon(t, db)
 	var stored struct {
 		Links       []dirJobJSON
 		Attribution struct{ Bytes uint64 }

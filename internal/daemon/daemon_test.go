@@ -48,6 +48,7 @@ func TestParseConfig(t *testing.T) {
 // simDaemon runs a daemon on a small simulated fat tree and its store.
 type simDaemon struct {
 	t      *testing.T
+	d      *Daemon
 	src    *sim.Source
 	base   string
 	cancel context.CancelFunc
@@ -56,7 +57,16 @@ type simDaemon struct {
 
 func startSim(t *testing.T, db string) *simDaemon {
 	t.Helper()
-	sp, err := sim.ParseSpec("fat-tree:hosts=32,radix=8")
+	return startDaemon(t, db, "fat-tree:hosts=32,radix=8", func(c *Config) {
+		c.SweepInterval, c.AgentListen, c.AgentAddressFile = 50*time.Millisecond, "off", "-"
+	})
+}
+
+// startDaemon runs a daemon on a simulated fabric and its store, with the
+// defaults of these tests changed by setup, and waits for three sweeps.
+func startDaemon(t *testing.T, db, spec string, setup func(*Config)) *simDaemon {
+	t.Helper()
+	sp, err := sim.ParseSpec(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,13 +78,13 @@ func startSim(t *testing.T, db string) *simDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Listen: "127.0.0.1:0", DB: db, Fabric: "sim", SweepInterval: 50 * time.Millisecond, DiscoverInterval: time.Second,
-		AgentListen: "off", AgentAddressFile: "-"}
-	d := New(cfg, src, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cfg := Config{Listen: "127.0.0.1:0", DB: db, Fabric: "sim", SweepInterval: 100 * time.Millisecond, DiscoverInterval: time.Second}
+	setup(&cfg)
+	s := &simDaemon{t: t, src: src, d: New(cfg, src, st, slog.New(slog.NewTextHandler(io.Discard, nil))), done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
 	addr := make(chan net.Addr, 1)
-	s := &simDaemon{t: t, src: src, cancel: cancel, done: make(chan error, 1)}
-	go func() { s.done <- d.Run(ctx, func(a net.Addr) { addr <- a }); st.Close() }()
+	go func() { s.done <- s.d.Run(ctx, func(a net.Addr) { addr <- a }); st.Close() }()
 	select {
 	case a := <-addr:
 		s.base = "http://" + a.String()

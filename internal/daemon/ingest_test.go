@@ -1,10 +1,8 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -17,49 +15,39 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/netloom/netloom/internal/fabric/sim"
 	"github.com/netloom/netloom/internal/ingest/agentpb"
-	"github.com/netloom/netloom/internal/store/sqlite"
 )
 
-// startAgentDaemon runs a daemon whose agent socket is on a free local port.
-func startAgentDaemon(t *testing.T, db string) (*simDaemon, string) {
+// startAgentDaemon runs a daemon whose agent socket is on a free local
+// port; it returns the daemon, a connection to that socket and a sender of
+// datagrams over it.
+func startAgentDaemon(t *testing.T, db string) (*simDaemon, net.Conn, func(*agentpb.Datagram)) {
 	t.Helper()
-	sp, err := sim.ParseSpec("fat-tree:hosts=8,radix=8")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := sim.NewSource(context.Background(), sp, sim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sqlite.Open(context.Background(), db, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	addrFile := filepath.Join(t.TempDir(), "agent-address")
-	cfg := Config{Listen: "127.0.0.1:0", DB: db, Fabric: "sim", SweepInterval: 100 * time.Millisecond, DiscoverInterval: time.Second,
-		AgentListen: "127.0.0.1:0", AgentAddressFile: addrFile, JobTimeout: 2 * time.Second}
-	d := New(cfg, src, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan net.Addr, 1)
-	s := &simDaemon{t: t, src: src, cancel: cancel, done: make(chan error, 1)}
-	go func() { s.done <- d.Run(ctx, func(a net.Addr) { addr <- a }); st.Close() }()
-	select {
-	case a := <-addr:
-		s.base = "http://" + a.String()
-	case err := <-s.done:
-		t.Fatalf("daemon exited: %v", err)
-	}
-	t.Cleanup(s.stop)
+	s := startDaemon(t, db, "fat-tree:hosts=8,radix=8", func(c *Config) {
+		c.AgentListen, c.AgentAddressFile, c.JobTimeout = "127.0.0.1:0", addrFile, 2*time.Second
+	})
 	b, err := os.ReadFile(addrFile)
 	if err != nil {
 		t.Fatalf("agent address file: %v", err)
 	}
-	if got := strings.TrimSpace(string(b)); got != d.AgentAddr() || !strings.HasPrefix(got, "127.0.0.1:") {
-		t.Fatalf("agent address file says %q, daemon %q", got, d.AgentAddr())
+	if got := strings.TrimSpace(string(b)); got != s.d.AgentAddr() || !strings.HasPrefix(got, "127.0.0.1:") {
+		t.Fatalf("agent address file says %q, daemon %q", got, s.d.AgentAddr())
 	}
-	return s, d.AgentAddr()
+	conn, err := net.Dial("udp", s.d.AgentAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return s, conn, func(d *agentpb.Datagram) {
+		b, err := proto.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // ringSnapshot is rank's cumulative snapshot k (from 1) of a ring job:
@@ -89,21 +77,7 @@ func ringSnapshot(job string, rank, n int, k uint64, start time.Time, final bool
 
 func TestDaemonIngestsJobs(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "netloom.db")
-	s, agentAddr := startAgentDaemon(t, db)
-	conn, err := net.Dial("udp", agentAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	send := func(d *agentpb.Datagram) {
-		b, err := proto.Marshal(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Write(b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, conn, send := startAgentDaemon(t, db)
 	const n, snaps = 4, 4
 	start := time.Now().Add(-time.Second).Truncate(time.Millisecond)
 	for k := uint64(1); k <= snaps; k++ {
@@ -162,7 +136,7 @@ func TestDaemonIngestsJobs(t *testing.T) {
 
 	// After a restart the job comes from the store.
 	s.stop()
-	s, _ = startAgentDaemon(t, db)
+	s, _, _ = startAgentDaemon(t, db)
 	checkJobAPI(t, s, "stored")
 }
 
