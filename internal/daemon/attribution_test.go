@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/netloom/netloom/internal/fabric"
 )
 
