@@ -2,6 +2,7 @@
 // Debian Chromium driven by playwright-core, for the end-to-end tests.
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, existsSync } from "node:fs";
+import { createSocket } from "node:dgram";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -33,14 +34,29 @@ export function freePort() {
   });
 }
 
-/** Starts the daemon; resolves once it has swept `sweeps` times. */
-export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", sweep = "500ms", sweeps = 3 } = {}) {
+/** A UDP port free right now on 127.0.0.1 (for the agent socket). */
+export function freeUdpPort() {
+  return new Promise((ok, fail) => {
+    const s = createSocket("udp4");
+    s.once("error", fail);
+    s.bind(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => ok(port));
+    });
+  });
+}
+
+/** Starts the daemon; resolves once it has swept `sweeps` times. `args`
+ * are added to the command line (for example the agent socket). */
+export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", sweep = "500ms", sweeps = 3, args = [] } = {}) {
   const bin = process.env.NETLOOM_BIN ?? resolve(webDir, "../bin/netloom");
   if (!existsSync(bin)) throw new Error(`${bin} not found: run make build (or set NETLOOM_BIN)`);
   const dir = mkdtempSync(join(tmpdir(), "netloom-web-"));
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  const proc = spawn(bin, ["serve", "--fabric", fabric, "--db", join(dir, "netloom.db"), "--listen", `127.0.0.1:${port}`, "--sweep-interval", sweep], {
+  // No agent socket unless asked: tests never touch the default port or address file.
+  if (!args.includes("--agent-listen")) args = [...args, "--agent-listen", "off", "--agent-address-file", "-"];
+  const proc = spawn(bin, ["serve", "--fabric", fabric, "--db", join(dir, "netloom.db"), "--listen", `127.0.0.1:${port}`, "--sweep-interval", sweep, ...args], {
     cwd: dir,
     stdio: ["ignore", "pipe", "pipe"],
   });
