@@ -1,15 +1,11 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -361,37 +357,10 @@ func waitAPI(t *testing.T, d *daemon, limit time.Duration, what string, cond fun
 func startAttribDaemon(t *testing.T, f *ibsim.Fabric, c *slurmtest.Cluster) (*daemon, string) {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command(netloomBin, "serve", "--fabric", "ib", "--db", filepath.Join(dir, "netloom.db"),
-		"--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0", "--agent-address-file", "-",
+	d, agent := serve(t, f.Dir, append(f.Env(), c.Env()...), "--fabric", "ib", "--db", filepath.Join(dir, "netloom.db"),
+		"--agent-listen", "127.0.0.1:0", "--agent-address-file", "-",
 		"--scheduler", "slurm", "--scheduler-interval", "500ms", "--sweep-interval", "300ms", "--discover-interval", "5s",
-		"--job-timeout", "20s", "--log-level", "debug")
-	cmd.Dir = f.Dir
-	cmd.Env = append(append(os.Environ(), f.Env()...), c.Env()...)
-	d := &daemon{t: t, cmd: cmd, log: &bytes.Buffer{}}
-	cmd.Stderr = d.log
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.kill)
-	r := bufio.NewReader(out)
-	var agent string
-	for d.base == "" || agent == "" {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("daemon did not start: %v\n%s", err, d.log)
-		}
-		if m := regexp.MustCompile(`http://(\S+)`).FindStringSubmatch(line); m != nil {
-			d.base = "http://" + m[1]
-		}
-		if m := regexp.MustCompile(`udp://(\S+)`).FindStringSubmatch(line); m != nil {
-			agent = m[1]
-		}
-	}
-	go io.Copy(io.Discard, out)
+		"--job-timeout", "20s")
 	waitAPI(t, d, 60*time.Second, "two sweeps with routes", func() bool {
 		var st struct {
 			Sweep  struct{ Count int } `json:"sweep"`

@@ -86,11 +86,30 @@ type daemon struct {
 
 func startDaemon(t *testing.T, f *ibsim.Fabric, db string, extra ...string) *daemon {
 	t.Helper()
-	args := append([]string{"serve", "--fabric", "ib", "--db", db, "--listen", "127.0.0.1:0", "--agent-listen", "off", "--agent-address-file", "-",
-		"--sweep-interval", "300ms", "--discover-interval", "2s", "--log-level", "debug"}, extra...)
-	cmd := exec.Command(netloomBin, args...)
-	cmd.Dir = f.Dir
-	cmd.Env = append(os.Environ(), f.Env()...)
+	d, _ := serve(t, f.Dir, f.Env(), append([]string{"--fabric", "ib", "--db", db, "--agent-listen", "off", "--agent-address-file", "-",
+		"--sweep-interval", "300ms", "--discover-interval", "2s"}, extra...)...)
+	d.waitFor(func() bool {
+		var st struct {
+			Sweep struct{ Count int } `json:"sweep"`
+		}
+		return d.get("/api/v1/status", &st) == 200 && st.Sweep.Count >= 2
+	}, "two sweeps")
+	return d
+}
+
+var (
+	httpLine = regexp.MustCompile(`http://(\S+)`)
+	udpLine  = regexp.MustCompile(`udp://(\S+)`)
+)
+
+// serve starts `netloom serve --listen 127.0.0.1:0 --log-level debug ARGS`
+// in dir with env added, and returns once it printed its HTTP address and,
+// unless ARGS turn agents off, its agent address (returned too).
+func serve(t *testing.T, dir string, env []string, args ...string) (*daemon, string) {
+	t.Helper()
+	cmd := exec.Command(netloomBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--log-level", "debug"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	d := &daemon{t: t, cmd: cmd, log: &bytes.Buffer{}}
 	cmd.Stderr = d.log
 	out, err := cmd.StdoutPipe()
@@ -101,23 +120,23 @@ func startDaemon(t *testing.T, f *ibsim.Fabric, db string, extra ...string) *dae
 		t.Fatal(err)
 	}
 	t.Cleanup(d.kill)
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("daemon did not start: %v\n%s", err, d.log)
-	}
-	m := regexp.MustCompile(`http://(\S+)`).FindStringSubmatch(line)
-	if m == nil {
-		t.Fatalf("no address in %q", line)
+	wantAgent := !strings.Contains(strings.Join(args, " "), "--agent-listen off")
+	r := bufio.NewReader(out)
+	var agent string
+	for d.base == "" || (wantAgent && agent == "") {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("daemon did not start: %v\n%s", err, d.log)
+		}
+		if m := httpLine.FindStringSubmatch(line); m != nil {
+			d.base = "http://" + m[1]
+		}
+		if m := udpLine.FindStringSubmatch(line); m != nil {
+			agent = m[1]
+		}
 	}
 	go io.Copy(io.Discard, out)
-	d.base = "http://" + m[1]
-	d.waitFor(func() bool {
-		var st struct {
-			Sweep struct{ Count int } `json:"sweep"`
-		}
-		return d.get("/api/v1/status", &st) == 200 && st.Sweep.Count >= 2
-	}, "two sweeps")
-	return d
+	return d, agent
 }
 
 // in returns the daemon bound to a subtest, so its failures stop that test.

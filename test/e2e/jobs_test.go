@@ -1,16 +1,13 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -78,34 +75,9 @@ func jobMPIs(t *testing.T) []jobMPI {
 func startJobsDaemon(t *testing.T) (*daemon, string) {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command(netloomBin, "serve", "--fabric", "sim:fat-tree:hosts=8,radix=8", "--db", filepath.Join(dir, "netloom.db"),
-		"--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0", "--agent-address-file", filepath.Join(dir, "agent-address"),
-		"--sweep-interval", "500ms", "--job-timeout", "10s", "--log-level", "debug")
-	d := &daemon{t: t, cmd: cmd, log: &bytes.Buffer{}}
-	cmd.Stderr = d.log
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.kill)
-	r := bufio.NewReader(out)
-	var agent string
-	for d.base == "" || agent == "" {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("daemon did not start: %v\n%s", err, d.log)
-		}
-		if m := regexp.MustCompile(`http://(\S+)`).FindStringSubmatch(line); m != nil {
-			d.base = "http://" + m[1]
-		}
-		if m := regexp.MustCompile(`udp://(\S+)`).FindStringSubmatch(line); m != nil {
-			agent = m[1]
-		}
-	}
-	go io.Copy(io.Discard, out)
+	d, agent := serve(t, dir, nil, "--fabric", "sim:fat-tree:hosts=8,radix=8", "--db", filepath.Join(dir, "netloom.db"),
+		"--agent-listen", "127.0.0.1:0", "--agent-address-file", filepath.Join(dir, "agent-address"),
+		"--sweep-interval", "500ms", "--job-timeout", "10s")
 	if b, err := os.ReadFile(filepath.Join(dir, "agent-address")); err != nil || strings.TrimSpace(string(b)) != agent {
 		t.Errorf("agent address file: %q %v, want %s", b, err, agent)
 	}
