@@ -150,7 +150,16 @@ export function profileChart(p: Profile, opt: ProfileOptions): HTMLElement {
   });
   readout.textContent = `${n} ranks · max ${seconds(ymax)} per rank · hover a bar (or focus and use the arrow keys)`;
   requestAnimationFrame(draw);
-  const ro = new ResizeObserver(() => draw());
+  // Redraw on resize; let go once the chart was replaced or the page left.
+  let seen = false;
+  const ro = new ResizeObserver(() => {
+    if (!wrap.isConnected) {
+      if (seen) ro.disconnect();
+      return;
+    }
+    seen = true;
+    draw();
+  });
   ro.observe(wrap);
   return wrap;
 }
