@@ -290,6 +290,68 @@ func TestAttributionWithSlurm(t *testing.T) {
 		}
 	})
 
+	t.Run("the counters measure a link and the jobs explain their share", func(t *testing.T) {
+		d := d.in(t)
+		// A direction only job A crosses, sent by a switch port.
+		var nodes struct{ Nodes []apiNode }
+		d.get("/api/v1/fabric/nodes?type=switch", &nodes)
+		var p fabric.PortRef
+		var sw apiNode
+		for q, b := range expect[idA] {
+			for _, n := range nodes.Nodes {
+				if n.GUID == q.GUID && b > 0 && expect[idB][q] == 0 && p.GUID == 0 {
+					p, sw = q, n
+				}
+			}
+		}
+		if p.GUID == 0 {
+			t.Fatalf("job A has no switch-sent direction of its own: %v", expect[idA])
+		}
+		job := expect[idA][p]
+		// ibsim carries no MPI traffic: make the port's transmit counter
+		// show a known amount more, about twice the job's bytes, so the
+		// job explains about half of what the counters measured.
+		out, err := f.Run(ctx, "perfquery", "-x", strconv.Itoa(int(sw.LID)), strconv.Itoa(p.Port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		words := (2*job + 3) / 4
+		before := perfField(t, string(out), "PortXmitData")
+		if err := f.Console(fmt.Sprintf(`PerformanceSet "S-%016x"[%d] PortCountersExtended.PortXmitData=%d`, uint64(sw.GUID), p.Port, before+words)); err != nil {
+			t.Fatal(err)
+		}
+		type dirJSON struct {
+			From           fabric.PortRef
+			Measured       struct{ Bytes uint64 }
+			MonitoredBytes uint64   `json:"monitored_bytes"`
+			Unmonitored    uint64   `json:"unmonitored_bytes"`
+			Explained      *float64 `json:"explained_pct"`
+		}
+		var got dirJSON
+		waitAPI(t, d, 30*time.Second, "the injected counter traffic on "+p.String(), func() bool {
+			var split struct{ Directions []dirJSON }
+			d.get("/api/v1/links/"+p.String()+"/jobs?from=-15m", &split)
+			for _, dir := range split.Directions {
+				if dir.From == p && dir.Measured.Bytes >= 4*words {
+					got = dir
+					return true
+				}
+			}
+			return false
+		})
+		// Management traffic (discovery, sweeps) adds a little to what was
+		// measured, never much.
+		noise := got.Measured.Bytes - 4*words
+		want := 100 * float64(job) / float64(got.Measured.Bytes)
+		if noise > 1<<20 || got.Explained == nil || *got.Explained < want-0.01 || *got.Explained > want+0.01 ||
+			got.MonitoredBytes != job || got.Unmonitored != got.Measured.Bytes-job {
+			t.Errorf("direction %s: %+v (explained %v); want monitored %d, measured %d + noise, explained %.2f%%",
+				p, got, got.Explained, job, 4*words, want)
+		}
+		t.Logf("direction %s: job %d bytes, measured %d (%d injected, %d management traffic): %.1f%% explained",
+			p, job, got.Measured.Bytes, 4*words, noise, *got.Explained)
+	})
+
 	t.Run("Slurm's id, user and nodes are on the jobs", func(t *testing.T) {
 		for id, wantNodes := range map[string]string{idA: "[n1 n2 n3]", idB: "[n1 n2]"} {
 			j := jobs[id]
