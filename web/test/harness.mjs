@@ -1,6 +1,7 @@
-// Starts a real `netloom serve` on a simulated fabric and a headless
+// Starts a real `netloom serve` on a simulated fabric (synthetic, or ibsim
+// + OpenSM) and a headless
 // Debian Chromium driven by playwright-core, for the end-to-end tests.
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, existsSync } from "node:fs";
 import { createSocket } from "node:dgram";
 import { createServer } from "node:net";
@@ -46,18 +47,61 @@ export function freeUdpPort() {
   });
 }
 
+/** Starts a real simulated InfiniBand fabric (ibsim + OpenSM, through the
+ * Go harness test/ibsim) of a generated fat tree with hosts n1..nHOSTS;
+ * resolves with the environment a client of the fabric needs and a stop
+ * function. */
+async function startIbsim(bin, dir, hosts, radix) {
+  const net = join(dir, "fabric.net");
+  execFileSync(bin, ["topo", "gen", "fat-tree", "--hosts", String(hosts), "--radix", String(radix), "-o", net], { stdio: "ignore" });
+  const up = join(dir, "ibsim-up");
+  execFileSync("go", ["build", "-o", up, "./test/ibsim/cmd/ibsim-up"], { cwd: resolve(webDir, ".."), stdio: "ignore" });
+  const proc = spawn(up, [net], { cwd: dir, stdio: ["pipe", "pipe", "pipe"] });
+  let out = "";
+  proc.stdout.on("data", (d) => (out += d));
+  proc.stderr.on("data", (d) => (out += d));
+  const deadline = Date.now() + 90_000;
+  while (!/^export (.*)$/m.test(out)) {
+    if (proc.exitCode !== null || Date.now() > deadline) {
+      proc.kill();
+      throw new Error(`ibsim did not come up:\n${out}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const env = Object.fromEntries(/^export (.*)$/m.exec(out)[1].split(" ").map((kv) => kv.split("=", 2)));
+  const exited = new Promise((r) => proc.once("exit", r));
+  return {
+    env,
+    async stop() {
+      proc.kill("SIGTERM"); // ibsim-up stops ibsim and OpenSM
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+    },
+  };
+}
+
 /** Starts the daemon; resolves once it has swept `sweeps` times. `args`
- * are added to the command line (for example the agent socket). */
+ * are added to the command line (for example the agent socket). `fabric`
+ * is a --fabric source, or "ibsim:HOSTS,RADIX" for a real simulated
+ * InfiniBand fabric read through the ib source. */
 export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", sweep = "500ms", sweeps = 3, args = [] } = {}) {
   const bin = process.env.NETLOOM_BIN ?? resolve(webDir, "../bin/netloom");
   if (!existsSync(bin)) throw new Error(`${bin} not found: run make build (or set NETLOOM_BIN)`);
   const dir = mkdtempSync(join(tmpdir(), "netloom-web-"));
+  let ibsim = null;
+  let env = process.env;
+  if (fabric.startsWith("ibsim:")) {
+    const [hosts, radix] = fabric.slice("ibsim:".length).split(",").map(Number);
+    ibsim = await startIbsim(bin, dir, hosts, radix);
+    env = { ...process.env, ...ibsim.env };
+    fabric = "ib";
+  }
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   // No agent socket unless asked: tests never touch the default port or address file.
   if (!args.includes("--agent-listen")) args = [...args, "--agent-listen", "off", "--agent-address-file", "-"];
   const proc = spawn(bin, ["serve", "--fabric", fabric, "--db", join(dir, "netloom.db"), "--listen", `127.0.0.1:${port}`, "--sweep-interval", sweep, ...args], {
     cwd: dir,
+    env,
     stdio: ["ignore", "pipe", "pipe"],
   });
   let log = "";
@@ -66,7 +110,10 @@ export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", s
   const exited = new Promise((r) => proc.once("exit", r));
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (proc.exitCode !== null) throw new Error(`netloom serve exited ${proc.exitCode}:\n${log}`);
+    if (proc.exitCode !== null) {
+      await ibsim?.stop();
+      throw new Error(`netloom serve exited ${proc.exitCode}:\n${log}`);
+    }
     if (Date.now() > deadline) {
       proc.kill();
       throw new Error(`netloom serve did not sweep ${sweeps} times in 60s:\n${log}`);
@@ -91,6 +138,7 @@ export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", s
       proc.kill("SIGTERM");
       await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
       if (proc.exitCode === null) proc.kill("SIGKILL");
+      await ibsim?.stop();
       rmSync(dir, { recursive: true, force: true });
     },
   };

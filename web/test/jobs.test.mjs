@@ -72,7 +72,8 @@ describe("MPI jobs", { skip }, () => {
     dir = mkdtempSync(join(tmpdir(), "netloom-web-mpi-"));
     execFileSync("mpicc", ["-O1", "-o", join(dir, "traffic"), join(mpiDir, "traffic.c")]);
     agentPort = await freeUdpPort();
-    daemon = await startDaemon({ fabric: "sim:fat-tree:hosts=16,radix=8", sweeps: 2, args: ["--agent-listen", `127.0.0.1:${agentPort}`, "--agent-address-file", "-", "--job-timeout", "10s"] });
+    // A real simulated InfiniBand fabric (ibsim + OpenSM) read by the ib source.
+    daemon = await startDaemon({ fabric: "ibsim:16,8", sweeps: 2, args: ["--agent-listen", `127.0.0.1:${agentPort}`, "--agent-address-file", "-", "--job-timeout", "10s"] });
     browser = await startBrowser();
     page = await newPage(browser, errors);
   });
