@@ -36,6 +36,7 @@ func main() {
 	bin := flag.String("netloom", "bin/netloom", "netloom binary")
 	interval := flag.Duration("interval", 45*time.Second, "agent snapshot interval (the paper's 45 s)")
 	sweep := flag.Duration("sweep-interval", 30*time.Second, "switch port sweep interval (the paper's 30 s)")
+	flag.StringVar(&pprofDir, "pprof", "", "write the daemon's CPU (30 s, from a third into the load) and heap profiles to DIR")
 	flag.Parse()
 	fmt.Println("paper baseline (scalable INAM, Stampede): 27,504 ports / 30 s + 104,656 processes / 45 s, about 250,000 inserts per 45 s")
 	for _, s := range strings.Split(*systems, ",") {
@@ -44,6 +45,31 @@ func main() {
 			os.Exit(1)
 		}
 	}
+}
+
+var pprofDir string
+
+// profile fetches the daemon's profiles (served on pprofAddr through
+// NETLOOM_PPROF) into pprofDir.
+func profile(system, pprofAddr string, delay time.Duration) {
+	time.Sleep(delay)
+	get := func(path, file string) {
+		resp, err := http.Get("http://" + pprofAddr + path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "pprof:", err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(pprofDir, system+"-"+file))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "pprof:", err)
+			return
+		}
+		defer f.Close()
+		_, _ = io.Copy(f, resp.Body)
+	}
+	get("/debug/pprof/profile?seconds=30", "cpu.prof")
+	get("/debug/pprof/heap", "heap.prof")
 }
 
 func freePort(network string) string {
@@ -73,6 +99,12 @@ func run(system, bin string, duration, interval, sweep time.Duration) error {
 	db := filepath.Join(dir, "netloom.db")
 	serve := exec.Command(bin, "serve", "--fabric", "sim:"+system, "--db", db, "--listen", httpAddr,
 		"--agent-listen", agentAddr, "--agent-address-file", "-", "--sweep-interval", sweep.String(), "--log-level", "warn")
+	pprofAddr := ""
+	if pprofDir != "" {
+		pprofAddr = freePort("tcp")
+		_ = os.MkdirAll(pprofDir, 0o755)
+		serve.Env = append(os.Environ(), "NETLOOM_PPROF="+pprofAddr)
+	}
 	logf, _ := os.Create(filepath.Join(dir, "serve.log"))
 	serve.Stdout, serve.Stderr = logf, logf
 	if err := serve.Start(); err != nil {
@@ -98,6 +130,9 @@ func run(system, bin string, duration, interval, sweep time.Duration) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- lg.Wait() }()
+	if pprofAddr != "" {
+		go profile(system, pprofAddr, duration/3)
+	}
 
 	var lat, apiJobs, apiLink []float64
 	var maxRSS int64

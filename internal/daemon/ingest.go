@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,6 +95,7 @@ func (d *Daemon) ingestLoop(ctx context.Context) error {
 		return nil
 	}
 	d.endStaleJobs(ctx)
+	startPprof(ctx, d)
 	var invalid atomic.Int64
 	l.OnInvalid(func(err error) {
 		if invalid.Add(1)%1000 == 1 { // the first, then every 1000th
@@ -160,4 +163,26 @@ func parseAgentListen(addr string) error {
 		return fmt.Errorf("agent_listen %q: want HOST:PORT or off", addr)
 	}
 	return nil
+}
+
+// startPprof serves Go's profiler on $NETLOOM_PPROF (HOST:PORT) when set:
+// an opt-in for benchmarks (bench/ingest --pprof), never on by default.
+func startPprof(ctx context.Context, d *Daemon) {
+	addr := os.Getenv("NETLOOM_PPROF")
+	if addr == "" {
+		return
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	srv := &http.Server{Addr: addr, Handler: mux}
+	context.AfterFunc(ctx, func() { srv.Close() })
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+			d.log.Warn("pprof", "err", err)
+		}
+	}()
+	d.log.Warn("profiler listening (NETLOOM_PPROF)", "addr", addr)
 }

@@ -16,8 +16,9 @@ const DefaultListen = "0.0.0.0:8467"
 // ListenOptions tune a Listener; the zero value is good.
 type ListenOptions struct {
 	// ReadBuffer is the socket receive buffer asked for (SO_RCVBUF, or
-	// SO_RCVBUFFORCE when allowed). Default 16 MiB: the burst of a large
-	// job's snapshots arrives at once.
+	// SO_RCVBUFFORCE when allowed). Default 64 MiB: about two seconds of
+	// ten Stampedes' datagrams, so that the reader may be descheduled for a
+	// while on busy cores without the kernel dropping any.
 	ReadBuffer int
 	// Queue bounds decoded datagrams waiting for the aggregator. Default 65536.
 	Queue  int
@@ -46,7 +47,7 @@ type Listener struct {
 // Listen opens the UDP socket at addr.
 func Listen(addr string, opt ListenOptions, m *Metrics) (*Listener, error) {
 	if opt.ReadBuffer <= 0 {
-		opt.ReadBuffer = 16 << 20
+		opt.ReadBuffer = 64 << 20
 	}
 	if opt.Queue <= 0 {
 		opt.Queue = 65536

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/netloom/netloom/internal/ingest/agentpb"
@@ -25,6 +26,12 @@ type Options struct {
 	Linger time.Duration
 	// SaveEvery is how often a running job's changes are saved. Default 10s.
 	SaveEvery time.Duration
+	// ViewEvery is the least time between rebuilds of the live view of a
+	// job of LargeJob ranks or more: a rebuild copies every rank, so a
+	// large job that changes all the time is republished at this pace
+	// rather than on every Publish. Defaults 1s and 4096.
+	ViewEvery time.Duration
+	LargeJob  int
 	// MaxJobs bounds live jobs; MaxPendingBytes the datagrams waiting for
 	// the rest of their snapshot. Defaults 10000 and 256 MiB.
 	MaxJobs         int
@@ -54,6 +61,12 @@ func (o Options) WithDefaults() Options {
 	if o.SaveEvery <= 0 {
 		o.SaveEvery = 10 * time.Second
 	}
+	if o.ViewEvery <= 0 {
+		o.ViewEvery = time.Second
+	}
+	if o.LargeJob <= 0 {
+		o.LargeJob = 4096
+	}
 	if o.MaxJobs <= 0 {
 		o.MaxJobs = 10000
 	}
@@ -74,6 +87,28 @@ type Tracker struct {
 	pendingBytes int
 	samples      []store.ProcessSample
 	live         *Live
+	// strs interns the strings every rank repeats (node, host, program,
+	// user, library, function, region and destination node names), so that
+	// a million ranks hold one copy of each.
+	strs map[string]string
+}
+
+// maxInterned bounds the interner; past it, it starts afresh.
+const maxInterned = 1 << 20
+
+func (t *Tracker) intern(s string) string {
+	if s == "" {
+		return ""
+	}
+	if v, ok := t.strs[s]; ok {
+		return v
+	}
+	if len(t.strs) >= maxInterned {
+		t.strs = make(map[string]string)
+	}
+	s = strings.Clone(s)
+	t.strs[s] = s
+	return s
 }
 
 type rankKey struct {
@@ -85,6 +120,8 @@ type jobState struct {
 	id         string
 	world      int
 	ranks      map[int]*rankState
+	order      []int // ranks with a snapshot, ascending; nil when it must be rebuilt
+	viewAt     time.Time
 	lastSeen   time.Time // daemon clock
 	interval   time.Duration
 	finals     int
@@ -128,7 +165,7 @@ type Live struct {
 // NewTracker makes a tracker; m may be nil.
 func NewTracker(opt Options, m *Metrics) *Tracker {
 	return &Tracker{opt: opt.WithDefaults(), m: m, jobs: map[string]*jobState{}, pending: map[rankKey]struct{}{},
-		live: &Live{Jobs: map[string]*store.Job{}}}
+		live: &Live{Jobs: map[string]*store.Job{}}, strs: map[string]string{}}
 }
 
 // Limits returns the limits in force.
@@ -177,6 +214,9 @@ func (t *Tracker) add(d *agentpb.Datagram, size int, now time.Time) error {
 		r = &rankState{}
 		j.ranks[rank] = r
 	}
+	if !r.has {
+		j.order = nil // a rank gets its first snapshot (or starts again): sort again
+	}
 	if r.has && d.StartUnixNs != r.cur.Start.UnixNano() {
 		if d.StartUnixNs < r.cur.Start.UnixNano() {
 			return reject(ReasonStale, "job %s rank %d: from an earlier run", d.JobId, d.Rank)
@@ -188,6 +228,7 @@ func (t *Tracker) add(d *agentpb.Datagram, size int, now time.Time) error {
 		}
 		r.has = false
 		r.cur = store.Process{}
+		j.order = nil
 	}
 	if r.has && d.Seq <= r.cur.Seq {
 		return reject(ReasonStale, "job %s rank %d: snapshot %d, have %d", d.JobId, d.Rank, d.Seq, r.cur.Seq)
@@ -225,7 +266,7 @@ func (t *Tracker) add(d *agentpb.Datagram, size int, now time.Time) error {
 	p.n++
 	p.bytes += size
 	t.pendingBytes += size
-	mergeChunk(&p.proc, d)
+	t.mergeChunk(&p.proc, d)
 	if d.Process != nil {
 		p.hasProc = true
 	}
@@ -255,35 +296,51 @@ func (t *Tracker) abandon(key rankKey, r *rankState, reason string) {
 	t.release(key, r)
 }
 
-func mergeChunk(p *store.Process, d *agentpb.Datagram) {
+func (t *Tracker) mergeChunk(p *store.Process, d *agentpb.Datagram) {
 	p.Seq, p.Final = d.Seq, d.Final
 	p.Start, p.Time = time.Unix(0, d.StartUnixNs).UTC(), time.Unix(0, d.TimeUnixNs).UTC()
 	p.PeersTruncated = p.PeersTruncated || d.PeersTruncated
 	if pr := d.Process; pr != nil {
-		p.Node, p.Host, p.PID, p.CPU = pr.Node, pr.Host, pr.Pid, pr.Cpu
-		p.MPILibrary, p.Program, p.User = pr.MpiLibrary, pr.Program, pr.User
+		p.Node, p.Host, p.PID, p.CPU = t.intern(pr.Node), t.intern(pr.Host), pr.Pid, pr.Cpu
+		p.MPILibrary, p.Program, p.User = t.intern(pr.MpiLibrary), t.intern(pr.Program), t.intern(pr.User)
 		p.CPUUser, p.CPUSystem, p.Wall, p.MPI = pr.CpuUserSeconds, pr.CpuSystemSeconds, pr.WallSeconds, pr.MpiSeconds
 		p.VmSize, p.VmPeak, p.VmRSS, p.VmHWM = pr.VmSize, pr.VmPeak, pr.VmRss, pr.VmHwm
 		p.IORead, p.IOWrite, p.MPIIORead, p.MPIIOWrite = pr.IoReadBytes, pr.IoWriteBytes, pr.MpiioReadBytes, pr.MpiioWriteBytes
 		p.IntraNode, p.InterNode = traffic(pr.IntraNode), traffic(pr.InterNode)
 		p.AgentDrops = pr.DatagramsDropped
 	}
+	// Rows are appended to exactly sized slices (one chunk is the usual
+	// case), and the peers' histograms share one backing array per chunk.
+	p.Functions = slices.Grow(p.Functions, len(d.Functions))
+	p.Regions = slices.Grow(p.Regions, len(d.Regions))
+	p.ToNodes = slices.Grow(p.ToNodes, len(d.Nodes))
+	p.Peers = slices.Grow(p.Peers, len(d.Peers))
+	bins := 0
+	for _, x := range d.Peers {
+		bins += len(x.SizeHistogram)
+	}
+	var hist []uint64
+	if bins > 0 {
+		hist = make([]uint64, 0, bins)
+	}
 	for _, f := range d.Functions {
-		p.Functions = append(p.Functions, store.Function{Name: f.Name, Calls: f.Calls, TimeNS: f.TimeNs,
+		p.Functions = append(p.Functions, store.Function{Name: t.intern(f.Name), Calls: f.Calls, TimeNS: f.TimeNs,
 			BytesSent: f.BytesSent, BytesReceived: f.BytesReceived})
 	}
 	for _, r := range d.Regions {
-		p.Regions = append(p.Regions, store.Region{Name: r.Name, Entries: r.Entries, TimeNS: r.TimeNs, MPITimeNS: r.MpiTimeNs,
+		p.Regions = append(p.Regions, store.Region{Name: t.intern(r.Name), Entries: r.Entries, TimeNS: r.TimeNs, MPITimeNS: r.MpiTimeNs,
 			Classes: store.Classes{P2P: traffic(r.P2P), Coll: traffic(r.Coll), RMA: traffic(r.Rma)}})
 	}
 	for _, n := range d.Nodes {
-		p.ToNodes = append(p.ToNodes, store.NodeTraffic{Node: n.Node,
+		p.ToNodes = append(p.ToNodes, store.NodeTraffic{Node: t.intern(n.Node),
 			Classes: store.Classes{P2P: traffic(n.P2P), Coll: traffic(n.Coll), RMA: traffic(n.Rma)}})
 	}
 	for _, x := range d.Peers {
 		pt := store.PeerTraffic{Peer: int(x.Peer), Classes: store.Classes{P2P: traffic(x.P2P), Coll: traffic(x.Coll), RMA: traffic(x.Rma)}}
 		if len(x.SizeHistogram) > 0 {
-			pt.Histogram = slices.Clone(x.SizeHistogram)
+			k := len(hist)
+			hist = append(hist, x.SizeHistogram...)
+			pt.Histogram = hist[k:len(hist):len(hist)]
 		}
 		if x.MonitoredP2P != nil || x.MonitoredColl != nil || x.MonitoredRma != nil {
 			pt.Monitored = &store.Classes{P2P: traffic(x.MonitoredP2P), Coll: traffic(x.MonitoredColl), RMA: traffic(x.MonitoredRma)}
@@ -581,13 +638,21 @@ func (t *Tracker) view(j *jobState) *store.Job {
 	if j.finished {
 		v.State, v.EndReason, v.End = store.JobFinished, j.endReason, j.end
 	}
-	v.Processes = make([]store.Process, 0, len(j.ranks))
-	for _, r := range j.ranks {
-		if r.has {
+	if j.order == nil {
+		j.order = make([]int, 0, len(j.ranks))
+		for rank, r := range j.ranks {
+			if r.has {
+				j.order = append(j.order, rank)
+			}
+		}
+		slices.Sort(j.order)
+	}
+	v.Processes = make([]store.Process, 0, len(j.order))
+	for _, rank := range j.order {
+		if r := j.ranks[rank]; r != nil && r.has {
 			v.Processes = append(v.Processes, r.cur)
 		}
 	}
-	slices.SortFunc(v.Processes, func(a, b store.Process) int { return cmp.Compare(a.Rank, b.Rank) })
 	Summarize(v)
 	j.view, j.dirty = v, false
 	return v
@@ -599,13 +664,13 @@ func (t *Tracker) Publish(now time.Time) *Live {
 	changed := false
 	for id, j := range t.jobs {
 		// A view rebuilt by a save is newer than the published one too.
-		if j.dirty || j.view == nil || t.live.Jobs[id] != j.view {
+		if (j.dirty && !t.throttled(j, now)) || j.view == nil || t.live.Jobs[id] != j.view {
 			changed = true
 			break
 		}
 	}
 	if changed || len(t.live.Jobs) != len(t.jobs) {
-		t.publishAll()
+		t.publish(now)
 		t.live.Time = now // not yet seen by anyone
 	}
 	running := 0
@@ -618,6 +683,33 @@ func (t *Tracker) Publish(now time.Time) *Live {
 	return t.live
 }
 
+// throttled says whether a large, running job's changed view waits for
+// its next rebuild (ViewEvery after the last).
+func (t *Tracker) throttled(j *jobState, now time.Time) bool {
+	return j.view != nil && !j.finished && len(j.ranks) >= t.opt.LargeJob && now.Sub(j.viewAt) < t.opt.ViewEvery
+}
+
+// publish rebuilds the views that changed, except throttled ones, which
+// keep their last view until their time comes.
+func (t *Tracker) publish(now time.Time) {
+	l := &Live{Time: t.live.Time, Jobs: make(map[string]*store.Job, len(t.jobs))}
+	for id, j := range t.jobs {
+		if len(j.ranks) == 0 || !j.anyRank() {
+			continue
+		}
+		if j.dirty && t.throttled(j, now) {
+			l.Jobs[id] = j.view
+			continue
+		}
+		if j.dirty || j.view == nil {
+			j.viewAt = now
+		}
+		l.Jobs[id] = t.view(j)
+	}
+	t.live = l
+}
+
+// publishAll rebuilds every changed view.
 func (t *Tracker) publishAll() {
 	l := &Live{Time: t.live.Time, Jobs: make(map[string]*store.Job, len(t.jobs))}
 	for id, j := range t.jobs {

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"compress/flate"
 	"context"
 	"database/sql"
@@ -8,8 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/netloom/netloom/internal/store"
@@ -62,12 +65,16 @@ func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
 		return fmt.Errorf("save job %s: %w", j.ID, err)
 	}
 	procs := make([][]byte, len(j.Processes))
+	zw := deflaters.Get().(*flate.Writer)
+	defer deflaters.Put(zw)
+	var raw bytes.Buffer
+	enc := json.NewEncoder(&raw)
 	for i := range j.Processes {
-		raw, err := json.Marshal(&j.Processes[i])
-		if err != nil {
+		raw.Reset()
+		if err := enc.Encode(&j.Processes[i]); err != nil {
 			return fmt.Errorf("save job %s rank %d: %w", j.ID, j.Processes[i].Rank, err)
 		}
-		if procs[i], err = deflate(raw, flate.BestSpeed); err != nil {
+		if procs[i], err = deflateWith(zw, bytes.TrimSuffix(raw.Bytes(), []byte("\n"))); err != nil {
 			return fmt.Errorf("save job %s rank %d: %w", j.ID, j.Processes[i].Rank, err)
 		}
 	}
@@ -394,4 +401,26 @@ func (s *Store) pruneJobSamples(ctx context.Context, before time.Time) error {
 		}
 		return res.RowsAffected()
 	})
+}
+
+// deflaters hold flate writers for process rows: a new writer allocates
+// about a megabyte, which for every process of every save was most of the
+// daemon's allocation (and so its GC work and RSS) under load.
+var deflaters = sync.Pool{New: func() any {
+	w, _ := flate.NewWriter(io.Discard, flate.BestSpeed)
+	return w
+}}
+
+// deflateWith compresses b with a pooled writer (as deflate does).
+func deflateWith(w *flate.Writer, b []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(len(b)/3 + 64)
+	w.Reset(&buf)
+	if _, err := w.Write(b); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

@@ -1,0 +1,173 @@
+package ingest
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/netloom/netloom/internal/ingest/agentpb"
+	"github.com/netloom/netloom/internal/store"
+)
+
+// lgSnapshot is a rank's snapshot shaped like netloom loadgen's: 16 ranks
+// a node, a halo-like pattern with the top 32 peers (18-bin histograms),
+// their destination nodes, four MPI functions and the process block.
+func lgSnapshot(job string, rank, world int, seq uint64) *agentpb.Datagram {
+	const ppn = 16
+	k := seq + 1
+	elapsed := 45 * float64(k)
+	at := t0.Add(time.Duration(k) * 45 * time.Second)
+	node := func(r int) string { return fmt.Sprintf("c%03d-%03d", r/ppn/100, r/ppn%100) }
+	d := &agentpb.Datagram{Version: 1, JobId: job, Rank: uint32(rank), WorldSize: uint32(world), Seq: seq, Chunks: 1,
+		TimeUnixNs: at.UnixNano(), StartUnixNs: t0.UnixNano(), IntervalNs: uint64(45 * time.Second), PeersTruncated: world > 64}
+	nodes := map[string]*agentpb.NodeTraffic{}
+	var order []string
+	for i := 1; i <= 32 && i < world; i++ {
+		peer := (rank + i*(1+i%3)) % world
+		if peer == rank {
+			continue
+		}
+		b := uint64(1e6*elapsed) / uint64(i)
+		t := &agentpb.Traffic{Bytes: b, Msgs: b / 65536}
+		hist := make([]uint64, 18)
+		hist[17] = t.Msgs
+		d.Peers = append(d.Peers, &agentpb.PeerTraffic{Peer: uint32(peer), P2P: t, SizeHistogram: hist})
+		n := node(peer)
+		nt := nodes[n]
+		if nt == nil {
+			nt = &agentpb.NodeTraffic{Node: n, P2P: &agentpb.Traffic{}, Coll: &agentpb.Traffic{}, Rma: &agentpb.Traffic{}}
+			nodes[n] = nt
+			order = append(order, n)
+		}
+		nt.P2P.Bytes += t.Bytes
+		nt.P2P.Msgs += t.Msgs
+	}
+	for _, n := range order {
+		d.Nodes = append(d.Nodes, nodes[n])
+	}
+	// Peers must be unique.
+	seen := map[uint32]bool{}
+	kept := d.Peers[:0]
+	for _, p := range d.Peers {
+		if !seen[p.Peer] {
+			seen[p.Peer] = true
+			kept = append(kept, p)
+		}
+	}
+	d.Peers = kept
+	mpi := 0.1 * elapsed
+	d.Process = &agentpb.Process{Node: node(rank), Host: node(rank), Pid: uint32(10000 + rank%ppn), Cpu: int32(rank % ppn),
+		MpiLibrary: "loadgen", Program: "halo", User: "loadgen",
+		CpuUserSeconds: 0.85 * elapsed, CpuSystemSeconds: 0.05 * elapsed, WallSeconds: elapsed, MpiSeconds: mpi,
+		VmSize: 2 << 30, VmPeak: 2 << 30, VmRss: 1 << 30, VmHwm: 1 << 30,
+		IntraNode: &agentpb.Traffic{Bytes: uint64(elapsed * 1e6), Msgs: uint64(elapsed * 10)},
+		InterNode: &agentpb.Traffic{Bytes: uint64(elapsed * 2e6), Msgs: uint64(elapsed * 20)}}
+	calls := uint64(elapsed * 1000)
+	d.Functions = []*agentpb.FunctionStat{
+		{Name: "MPI_Isend", Calls: calls, TimeNs: uint64(mpi * 0.2e9)},
+		{Name: "MPI_Irecv", Calls: calls, TimeNs: uint64(mpi * 0.1e9)},
+		{Name: "MPI_Waitall", Calls: calls / 2, TimeNs: uint64(mpi * 0.5e9)},
+		{Name: "MPI_Allreduce", Calls: calls / 10, TimeNs: uint64(mpi * 0.2e9)},
+	}
+	return d
+}
+
+// encodeLoad encodes snapshots seq 0..seqs-1 of jobs×world ranks, in the
+// order they arrive: every rank's seq 0, then every rank's seq 1...
+func encodeLoad(tb testing.TB, jobs, world, seqs int) [][]byte {
+	var out [][]byte
+	for s := 0; s < seqs; s++ {
+		for j := 0; j < jobs; j++ {
+			for r := 0; r < world; r++ {
+				b, err := proto.Marshal(lgSnapshot(fmt.Sprintf("bench-%d", j), r, world, uint64(s)))
+				if err != nil {
+					tb.Fatal(err)
+				}
+				out = append(out, b)
+			}
+		}
+	}
+	return out
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkTracker decodes and applies loadgen-shaped datagrams (the
+// daemon's aggregator path without the socket), publishing the live view
+// every 250 ms of datagrams as the daemon does, and reports datagrams/s
+// and the live heap per tracked process.
+func BenchmarkTracker(b *testing.B) {
+	const jobs, world = 4, 4096
+	lim := Limits{}.WithDefaults()
+	seqs := 3
+	load := encodeLoad(b, jobs, world, seqs)
+	perSeq := jobs * world
+	var samples int
+	tr := NewTracker(Options{Samples: func(s []store.ProcessSample) { samples += len(s) }, SaveJob: func(*store.Job) {}}, nil)
+	before := heapInUse()
+	// Warm up: two snapshots of every rank, so that every rank has state
+	// and a previous snapshot.
+	now := t0
+	for _, raw := range load[:2*perSeq] {
+		d, err := Decode(raw, lim)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := tr.Add(d, len(raw), now); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tr.Tick(now)
+	tr.Publish(now)
+	after := heapInUse()
+
+	// Steady state: later snapshots, re-encoded with increasing seq.
+	next := make([][]byte, perSeq)
+	seq := uint64(2)
+	refill := func() {
+		for j := 0; j < jobs; j++ {
+			for r := 0; r < world; r++ {
+				next[j*world+r], _ = proto.Marshal(lgSnapshot(fmt.Sprintf("bench-%d", j), r, world, seq))
+			}
+		}
+		seq++
+	}
+	refill()
+	b.ResetTimer()
+	i := 0
+	for n := 0; n < b.N; n++ {
+		if i == perSeq {
+			b.StopTimer()
+			refill()
+			i = 0
+			b.StartTimer()
+		}
+		raw := next[i]
+		d, err := Decode(raw, lim)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := tr.Add(d, len(raw), now); err != nil {
+			b.Fatal(err)
+		}
+		i++
+		if n%5800 == 0 { // 250 ms at 10x Stampede's 23,300 datagrams/s
+			now = now.Add(250 * time.Millisecond)
+			tr.Tick(now)
+			tr.Publish(now)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "datagrams/s")
+	b.ReportMetric(float64(after-before)/float64(perSeq), "heap-B/process")
+	b.ReportMetric(float64(len(load[0])), "B/datagram")
+}
