@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -600,5 +601,78 @@ func TestAgentIntervalSetsTimeout(t *testing.T) {
 	tr.Tick(now)
 	if j := tr.Publish(now).Jobs["slow"]; j == nil || j.State != store.JobFinished {
 		t.Fatalf("job not timed out after 6 intervals of silence: %+v", j)
+	}
+}
+
+// A large job's view is rebuilt at most every ViewEvery (a rebuild copies
+// every rank); a small one's on every Publish; a finished large job's at
+// once.
+func TestLargeJobViewThrottled(t *testing.T) {
+	tr, _, _, _ := newTracker(Options{LargeJob: 4, ViewEvery: time.Second})
+	const big, small = 4, 2
+	now := t0
+	for r := range big {
+		if err := add(t, tr, snapshot("big", r, big, 0, false), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for r := range small {
+		if err := add(t, tr, snapshot("small", r, small, 0, false), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l := tr.Publish(now); l.Jobs["big"].Reporting != big || l.Jobs["small"].Reporting != small {
+		t.Fatalf("first publish: big %+v small %+v", l.Jobs["big"], l.Jobs["small"])
+	}
+	now = now.Add(250 * time.Millisecond)
+	if err := add(t, tr, snapshot("big", 0, big, 1, false), now); err != nil {
+		t.Fatal(err)
+	}
+	if err := add(t, tr, snapshot("small", 0, small, 1, false), now); err != nil {
+		t.Fatal(err)
+	}
+	l := tr.Publish(now)
+	if got := l.Jobs["small"].Processes[0].Seq; got != 1 {
+		t.Errorf("small job not republished at once: rank 0 seq %d", got)
+	}
+	if got := l.Jobs["big"].Processes[0].Seq; got != 0 {
+		t.Errorf("large job republished within ViewEvery: rank 0 seq %d", got)
+	}
+	now = now.Add(time.Second)
+	if got := tr.Publish(now).Jobs["big"].Processes[0].Seq; got != 1 {
+		t.Errorf("large job not republished after ViewEvery: rank 0 seq %d", got)
+	}
+	// Ranks stay in rank order however they arrive.
+	for i, p := range tr.Publish(now).Jobs["big"].Processes {
+		if p.Rank != i {
+			t.Fatalf("process %d is rank %d", i, p.Rank)
+		}
+	}
+	now = now.Add(100 * time.Millisecond)
+	for r := range big {
+		if err := add(t, tr, snapshot("big", r, big, 2, true), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if j := tr.Publish(now).Jobs["big"]; j.State != store.JobFinished || j.Finalized != big {
+		t.Errorf("finished large job not republished at once: %+v", j.JobSummary)
+	}
+}
+
+// Ranks share one copy of the strings they repeat.
+func TestTrackerInternsStrings(t *testing.T) {
+	tr, _, _, _ := newTracker(Options{})
+	for r := range 4 {
+		if err := add(t, tr, snapshot("i", r, 4, 0, false), t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps := tr.Publish(t0).Jobs["i"].Processes
+	same := func(a, b string) bool { return len(a) > 0 && unsafe.StringData(a) == unsafe.StringData(b) }
+	if !same(ps[0].User, ps[3].User) || !same(ps[0].Node, ps[1].Node) || !same(ps[0].Functions[0].Name, ps[2].Functions[0].Name) {
+		t.Errorf("strings not interned: %q %q %q", ps[0].User, ps[0].Node, ps[0].Functions[0].Name)
+	}
+	if ps[0].Node != "node0" || ps[2].Node != "node1" || ps[0].Program != "ring" {
+		t.Errorf("wrong strings: %q %q %q", ps[0].Node, ps[2].Node, ps[0].Program)
 	}
 }
