@@ -24,17 +24,110 @@ struct nl_agent nl_agent = {
 };
 
 uint64_t nl_io_bytes[2]; /* MPI-IO bytes read [0] and written [1] */
-uint64_t nl_time_mask;
+struct nl_tcache nl_tcache[NL_TCACHE];
+static uint64_t time_span = 1; /* 2N-1 for NETLOOM_TIME_SAMPLE=N: gaps uniform in [1, 2N-1] */
 
-/* nl_fn_ticks is the time in f, scaled up from the timed calls to all. */
+/* nl_fn_timed records the time of a timed call (the call-th of f, 0-based)
+ * and picks the next call to time: the first call is always timed and kept
+ * apart (it often pays for lazy set-up), the second too, then one call in N on
+ * average, at gaps drawn uniformly from [1, 2N-1] (from the TSC's bits, so the
+ * samples do not lock onto a periodic pattern of the application). N = 1: every
+ * call. Out of line: it runs for one call in N only. */
+void nl_fn_timed(int f, uint64_t call, uint64_t ticks)
+{
+	struct nl_fn *p = &nl_fns[f];
+	uint64_t gap = 1;
+	if (call == 0) {
+		__atomic_store_n(&p->first, ticks, __ATOMIC_RELAXED);
+	} else {
+		nl_add(&p->ticks, ticks);
+		nl_add(&p->timed, 1);
+		if (time_span > 1) {
+			uint64_t x = (nl_ticks() + call) * 0x9E3779B97F4A7C15ull;
+			gap = 1 + (((x >> 32) * time_span) >> 32);
+		}
+	}
+	__atomic_store_n(&p->next, call + gap, __ATOMIC_RELAXED);
+}
+
+/* nl_fn_ticks is the time in f: the first call's, plus the timed calls' after
+ * it scaled up to all the calls after it (the mean of a random sample times
+ * the count: an unbiased estimate; exact with NETLOOM_TIME_SAMPLE=1). */
 uint64_t nl_fn_ticks(int f)
 {
 	uint64_t calls = __atomic_load_n(&nl_fns[f].calls, __ATOMIC_RELAXED);
 	uint64_t timed = __atomic_load_n(&nl_fns[f].timed, __ATOMIC_RELAXED);
 	uint64_t ticks = __atomic_load_n(&nl_fns[f].ticks, __ATOMIC_RELAXED);
-	if (!timed)
+	uint64_t first = __atomic_load_n(&nl_fns[f].first, __ATOMIC_RELAXED);
+	if (!timed || calls <= 1)
+		return first;
+	if (timed >= calls - 1)
+		return first + ticks;
+	return first + (uint64_t)((double)ticks * (double)(calls - 1) / (double)timed);
+}
+
+/* ------------------------------------------------------- datatype sizes */
+
+static uint64_t type_size_query(MPI_Datatype t)
+{
+	int s = 0;
+	if (PMPI_Type_size(t, &s) != MPI_SUCCESS || s < 0)
 		return 0;
-	return timed >= calls ? ticks : (uint64_t)((double)ticks * (double)calls / (double)timed);
+	return (uint64_t)s;
+}
+
+/* A miss in the cache: ask MPI, and remember the answer unless several threads
+ * may call MPI at once (then the table stays as MPI_Init left it). */
+uint64_t nl_type_size_slow(MPI_Datatype t)
+{
+	uint64_t s = type_size_query(t);
+	if (!nl_mt && nl_agent.started) {
+		struct nl_tcache *e = &nl_tcache[nl_thash((uintptr_t)t)];
+		e->key = (uintptr_t)t;
+		e->size = s;
+	}
+	return s;
+}
+
+/* MPI_Type_free: the handle may come back for another type. */
+void nl_type_forget(MPI_Datatype t)
+{
+	if (nl_mt)
+		return; /* never entered: derived types are not cached then */
+	struct nl_tcache *e = &nl_tcache[nl_thash((uintptr_t)t)];
+	if (e->key == (uintptr_t)t) {
+		e->key = 0;
+		e->size = 0;
+	}
+}
+
+/* The predefined types, most used first (a later one never evicts an earlier
+ * one that hashes to the same slot). */
+static void type_cache_init(void)
+{
+	const MPI_Datatype pre[] = {
+		MPI_BYTE, MPI_CHAR, MPI_INT, MPI_DOUBLE, MPI_FLOAT, MPI_LONG, MPI_UNSIGNED_CHAR,
+		MPI_SIGNED_CHAR, MPI_SHORT, MPI_UNSIGNED_SHORT, MPI_UNSIGNED, MPI_UNSIGNED_LONG,
+		MPI_LONG_LONG, MPI_UNSIGNED_LONG_LONG, MPI_LONG_DOUBLE, MPI_WCHAR, MPI_PACKED,
+		MPI_INT8_T, MPI_INT16_T, MPI_INT32_T, MPI_INT64_T, MPI_UINT8_T, MPI_UINT16_T,
+		MPI_UINT32_T, MPI_UINT64_T, MPI_C_BOOL, MPI_C_FLOAT_COMPLEX, MPI_C_DOUBLE_COMPLEX,
+		MPI_AINT, MPI_OFFSET, MPI_COUNT, MPI_FLOAT_INT, MPI_DOUBLE_INT, MPI_LONG_INT,
+		MPI_2INT, MPI_SHORT_INT, MPI_LONG_DOUBLE_INT, MPI_INTEGER, MPI_REAL,
+		MPI_DOUBLE_PRECISION, MPI_COMPLEX, MPI_DOUBLE_COMPLEX, MPI_LOGICAL, MPI_CHARACTER,
+		MPI_2REAL, MPI_2DOUBLE_PRECISION, MPI_2INTEGER,
+	};
+	for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
+		if (pre[i] == MPI_DATATYPE_NULL)
+			continue;
+		struct nl_tcache *e = &nl_tcache[nl_thash((uintptr_t)pre[i])];
+		if (e->key)
+			continue;
+		int s = 0;
+		if (PMPI_Type_size(pre[i], &s) != MPI_SUCCESS || s < 0)
+			continue;
+		e->key = (uintptr_t)pre[i];
+		e->size = (uint64_t)s;
+	}
 }
 
 /* ---------------------------------------------------------------- time */
@@ -779,7 +872,7 @@ static void region_end(int i)
 	uint64_t b[NL_NCLASS], m[NL_NCLASS], t;
 	nl_totals(b, m, &t);
 	r->time_ns += nl_mono_ns() - r->t0_ns;
-	r->mpi_ticks += t - r->mpi_t0;
+	r->mpi_ticks += t > r->mpi_t0 ? t - r->mpi_t0 : 0; /* sampled estimates may step back */
 	for (int c = 0; c < NL_NCLASS; c++) {
 		r->bytes[c] += b[c] - r->bytes0[c];
 		r->msgs[c] += m[c] - r->msgs0[c];
@@ -939,8 +1032,13 @@ void nl_start_agent(void)
 	nl_agent.interval_s = env_double("NETLOOM_INTERVAL", 5.0);
 	nl_agent.peer_limit = (int)env_double("NETLOOM_PEER_LIMIT", 256);
 	nl_agent.top_peers = (int)env_double("NETLOOM_TOP_PEERS", 32);
-	for (uint64_t s = 1; s < (uint64_t)env_double("NETLOOM_TIME_SAMPLE", 1) && s < (1u << 20); s <<= 1)
-		nl_time_mask = (s << 1) - 1;
+	double sample = env_double("NETLOOM_TIME_SAMPLE", 16);
+	if (sample < 1)
+		sample = 1;
+	if (sample > (1u << 20))
+		sample = 1u << 20;
+	time_span = 2 * (uint64_t)sample - 1;
+	type_cache_init();
 	copy_env(nl_agent.output_dir, sizeof nl_agent.output_dir, "NETLOOM_OUTPUT", NULL);
 
 	gethostname(nl_agent.host, sizeof nl_agent.host);

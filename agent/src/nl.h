@@ -32,23 +32,43 @@ struct nl_peer {
 	uint64_t pad;
 };
 
+/* One MPI function: 64 bytes, one cache line, so that a call touches one line
+ * for its counters (calls, sampling, bytes). */
 struct nl_fn {
 	uint64_t calls, ticks, sent, recvd;
-	uint64_t timed; /* calls whose time is in ticks (see nl_begin) */
+	uint64_t timed; /* timed calls after the first, whose time is in ticks */
+	uint64_t next;  /* the call (0-based, by count) to time next */
+	uint64_t first; /* ticks of the first call, always timed */
+	uint64_t pad;
+} __attribute__((aligned(64)));
+
+/* The datatype size cache: direct-mapped, keyed by the handle. Predefined
+ * types are entered at MPI_Init; derived types on first use when only one
+ * thread calls MPI at a time (not under MPI_THREAD_MULTIPLE, where the table
+ * is read-only after MPI_Init), and forgotten at MPI_Type_free. */
+#define NL_TCACHE 256
+struct nl_tcache {
+	uintptr_t key;
+	uint64_t size;
 };
 
+/* hidden: the wrappers reach them PC-relative, not through the GOT */
+#pragma GCC visibility push(hidden)
 extern const char *const nl_fn_names[NL_NFUNCS];
 extern struct nl_fn nl_fns[NL_NFUNCS];
+extern struct nl_tcache nl_tcache[NL_TCACHE];
 extern struct nl_peer *nl_peers; /* world_size entries, NULL before MPI_Init */
 extern int nl_world_size, nl_world_rank_self;
-extern int nl_mt;                 /* MPI_THREAD_MULTIPLE: use atomic read-modify-write */
+extern int nl_mt;                 /* MPI_THREAD_MULTIPLE: use atomic read-modify-write (set once at init) */
 extern volatile int nl_poll_due;  /* set by the helper thread: read MPI_T pvars */
-extern uint64_t nl_time_mask;     /* time one call in NETLOOM_TIME_SAMPLE (a power of two) */
+#pragma GCC visibility pop
 
-static inline uint64_t nl_ticks(void)
+#define NL_INLINE static inline __attribute__((always_inline))
+
+NL_INLINE uint64_t nl_ticks(void)
 {
 #ifdef NL_HAVE_TSC
-	return __rdtsc();
+	return __rdtsc(); /* no fence: a few cycles of skew are noise next to an MPI call */
 #else
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO, no system call */
@@ -56,48 +76,74 @@ static inline uint64_t nl_ticks(void)
 #endif
 }
 
-/* nl_add adds v to a counter the helper thread reads concurrently. Without
- * MPI_THREAD_MULTIPLE only this thread writes, so a relaxed load and store
- * (a plain add) suffice; with it, a relaxed atomic add. */
-static inline void nl_add(uint64_t *p, uint64_t v)
+NL_INLINE uint64_t nl_ld(const uint64_t *p)
 {
-	if (__builtin_expect(nl_mt, 0))
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+/* nl_addm adds v to a counter the helper thread reads concurrently. Without
+ * MPI_THREAD_MULTIPLE (mt == 0) only one thread at a time writes, so a relaxed
+ * load and store (a plain add) suffice; with it, a relaxed atomic add. Callers
+ * load nl_mt once (it is set once at MPI_Init) and pass it. */
+NL_INLINE void nl_addm(int mt, uint64_t *p, uint64_t v)
+{
+	if (__builtin_expect(mt, 0))
 		__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 	else
-		__atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+		__atomic_store_n(p, nl_ld(p) + v, __ATOMIC_RELAXED);
+}
+
+NL_INLINE void nl_add(uint64_t *p, uint64_t v)
+{
+	nl_addm(nl_mt, p, v);
 }
 
 void nl_poll(void);
+void nl_fn_timed(int f, uint64_t call, uint64_t ticks);
+uint64_t nl_type_size_slow(MPI_Datatype t);
+void nl_type_forget(MPI_Datatype t);
 
-/* nl_begin starts timing a call of f: every call, or with NETLOOM_TIME_SAMPLE=N
- * one call in N (the first, the N+1th, ...), 0 meaning "not timed". */
-static inline uint64_t nl_begin(int f)
+/* nl_begin starts timing a call of f when it is the one to time (see
+ * nl_fn_timed: every call by default with NETLOOM_TIME_SAMPLE=1, else one call
+ * in N on average at random gaps), 0 meaning "not timed". */
+NL_INLINE uint64_t nl_begin(int f)
 {
-	if (__atomic_load_n(&nl_fns[f].calls, __ATOMIC_RELAXED) & nl_time_mask)
+	if (__builtin_expect(nl_ld(&nl_fns[f].calls) < nl_ld(&nl_fns[f].next), 1))
 		return 0;
 	return nl_ticks();
 }
 
-static inline void nl_fn_done(int f, uint64_t t0)
+NL_INLINE void nl_fn_done(int f, uint64_t t0)
 {
-	nl_add(&nl_fns[f].calls, 1);
-	if (t0) {
-		nl_add(&nl_fns[f].ticks, nl_ticks() - t0);
-		nl_add(&nl_fns[f].timed, 1);
+	uint64_t t1 = t0 ? nl_ticks() : 0;
+	struct nl_fn *p = &nl_fns[f];
+	uint64_t c;
+	if (__builtin_expect(nl_mt, 0))
+		c = __atomic_fetch_add(&p->calls, 1, __ATOMIC_RELAXED);
+	else {
+		c = nl_ld(&p->calls);
+		__atomic_store_n(&p->calls, c + 1, __ATOMIC_RELAXED);
 	}
+	if (__builtin_expect(t0 != 0, 0))
+		nl_fn_timed(f, c, t1 - t0);
 	if (__builtin_expect(nl_poll_due, 0))
 		nl_poll();
 }
 
-static inline uint64_t nl_type_size(MPI_Datatype t)
+NL_INLINE unsigned nl_thash(uintptr_t k)
 {
-	int s = 0;
-	if (PMPI_Type_size(t, &s) != MPI_SUCCESS || s < 0)
-		return 0;
-	return (uint64_t)s;
+	return (unsigned)(((uint64_t)k * 0x9E3779B97F4A7C15ull) >> 56); /* NL_TCACHE = 256 */
 }
 
-static inline unsigned nl_bin(uint64_t s)
+NL_INLINE uint64_t nl_type_size(MPI_Datatype t)
+{
+	const struct nl_tcache *e = &nl_tcache[nl_thash((uintptr_t)t)];
+	if (__builtin_expect(e->key == (uintptr_t)t, 1))
+		return e->size;
+	return nl_type_size_slow(t);
+}
+
+NL_INLINE unsigned nl_bin(uint64_t s)
 {
 	unsigned b = s ? 64u - (unsigned)__builtin_clzll(s) : 0u;
 	return b < NL_NBINS ? b : NL_NBINS - 1;
@@ -106,7 +152,7 @@ static inline unsigned nl_bin(uint64_t s)
 int nl_world_of(MPI_Comm comm, int rank); /* -1 if unknown */
 uint64_t *nl_hist_alloc(struct nl_peer *p);
 
-static inline int nl_world_rank(MPI_Comm comm, int rank)
+NL_INLINE int nl_world_rank(MPI_Comm comm, int rank)
 {
 	if (comm == MPI_COMM_WORLD)
 		return rank;
@@ -114,34 +160,35 @@ static inline int nl_world_rank(MPI_Comm comm, int rank)
 }
 
 /* nl_peer_add records one message of b bytes of class c to world rank w. */
-static inline void nl_peer_add(int w, int c, uint64_t b)
+NL_INLINE void nl_peer_add(int w, int c, uint64_t b)
 {
-	if (w < 0 || w >= nl_world_size || !nl_peers)
+	if ((unsigned)w >= (unsigned)nl_world_size || !nl_peers)
 		return;
+	const int mt = nl_mt;
 	struct nl_peer *p = &nl_peers[w];
-	nl_add(&p->bytes[c], b);
-	nl_add(&p->msgs[c], 1);
+	nl_addm(mt, &p->bytes[c], b);
+	nl_addm(mt, &p->msgs[c], 1);
 	if (c == NL_P2P) {
 		uint64_t *h = __atomic_load_n(&p->hist, __ATOMIC_ACQUIRE);
 		if (__builtin_expect(!h, 0))
 			h = nl_hist_alloc(p);
 		if (h)
-			nl_add(&h[nl_bin(b)], 1);
+			nl_addm(mt, &h[nl_bin(b)], 1);
 	}
 }
 
 /* Point-to-point send of count x datatype to dest in comm. */
-static inline void nl_p2p(int f, int count, MPI_Datatype t, int dest, MPI_Comm comm)
+NL_INLINE void nl_p2p(int f, int count, MPI_Datatype t, int dest, MPI_Comm comm)
 {
 	if (dest < 0 || count < 0) /* MPI_PROC_NULL */
 		return;
 	uint64_t b = (uint64_t)count * nl_type_size(t);
-	nl_add(&nl_fns[f].sent, b);
+	nl_addm(nl_mt, &nl_fns[f].sent, b);
 	nl_peer_add(nl_world_rank(comm, dest), NL_P2P, b);
 }
 
 /* Receive posted for count x datatype (the posted size, not the matched one). */
-static inline void nl_recvd(int f, int count, MPI_Datatype t, int source)
+NL_INLINE void nl_recvd(int f, int count, MPI_Datatype t, int source)
 {
 	if (source == MPI_PROC_NULL || count <= 0)
 		return;
