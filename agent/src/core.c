@@ -30,7 +30,7 @@ static uint64_t time_span = 1; /* 2N-1 for NETLOOM_TIME_SAMPLE=N: gaps uniform i
 /* nl_fn_timed records the time of a timed call (the call-th of f, 0-based)
  * and picks the next call to time: the first call is always timed and kept
  * apart (it often pays for lazy set-up), the second too, then one call in N on
- * average, at gaps drawn uniformly from [1, 2N-1] (from the TSC's bits, so the
+ * average, at gaps drawn uniformly from [1, 2N-1] (from the measured duration's low bits, so the
  * samples do not lock onto a periodic pattern of the application). N = 1: every
  * call. Out of line: it runs for one call in N only. */
 void nl_fn_timed(int f, uint64_t call, uint64_t ticks)
@@ -43,7 +43,7 @@ void nl_fn_timed(int f, uint64_t call, uint64_t ticks)
 		nl_add(&p->ticks, ticks);
 		nl_add(&p->timed, 1);
 		if (time_span > 1) {
-			uint64_t x = (nl_ticks() + call) * 0x9E3779B97F4A7C15ull;
+			uint64_t x = (ticks ^ (call << 20)) * 0x9E3779B97F4A7C15ull; /* the duration's low bits are noise */
 			gap = 1 + (((x >> 32) * time_span) >> 32);
 		}
 	}
@@ -1032,7 +1032,7 @@ void nl_start_agent(void)
 	nl_agent.interval_s = env_double("NETLOOM_INTERVAL", 5.0);
 	nl_agent.peer_limit = (int)env_double("NETLOOM_PEER_LIMIT", 256);
 	nl_agent.top_peers = (int)env_double("NETLOOM_TOP_PEERS", 32);
-	double sample = env_double("NETLOOM_TIME_SAMPLE", 16);
+	double sample = env_double("NETLOOM_TIME_SAMPLE", 32);
 	if (sample < 1)
 		sample = 1;
 	if (sample > (1u << 20))

@@ -113,6 +113,20 @@ NL_INLINE uint64_t nl_begin(int f)
 	return nl_ticks();
 }
 
+/* The untimed fast path of the generated wrappers: is this call not one to
+ * time? Then nl_fn_count counts it, and the wrapper tail-calls PMPI_X. */
+NL_INLINE int nl_untimed(int f)
+{
+	return nl_ld(&nl_fns[f].calls) < nl_ld(&nl_fns[f].next);
+}
+
+NL_INLINE void nl_fn_count(int f)
+{
+	nl_addm(nl_mt, &nl_fns[f].calls, 1);
+	if (__builtin_expect(nl_poll_due, 0))
+		nl_poll();
+}
+
 NL_INLINE void nl_fn_done(int f, uint64_t t0)
 {
 	uint64_t t1 = t0 ? nl_ticks() : 0;

@@ -2,7 +2,7 @@
 # Agent overhead, measured in one run: the same benchmark (bench.c) without
 # the agent, with it (LD_PRELOAD), and with Open MPI's monitoring components
 # (--mca pml_monitoring_enable 1), and with the agent timing every call
-# (NETLOOM_TIME_SAMPLE=1; the default times one call in 16), ROUNDS times
+# (NETLOOM_TIME_SAMPLE=1; the default times one call in 32), ROUNDS times
 # interleaved; medians printed with the time the agent and the monitoring add,
 # and their ratio.
 #   bench/agent/run.sh [iterations] [rounds]
