@@ -174,11 +174,10 @@ NL_INLINE int nl_world_rank(MPI_Comm comm, int rank)
 }
 
 /* nl_peer_add records one message of b bytes of class c to world rank w. */
-NL_INLINE void nl_peer_add(int w, int c, uint64_t b)
+NL_INLINE void nl_peer_addm(int mt, int w, int c, uint64_t b)
 {
 	if ((unsigned)w >= (unsigned)nl_world_size || !nl_peers)
 		return;
-	const int mt = nl_mt;
 	struct nl_peer *p = &nl_peers[w];
 	nl_addm(mt, &p->bytes[c], b);
 	nl_addm(mt, &p->msgs[c], 1);
@@ -191,14 +190,20 @@ NL_INLINE void nl_peer_add(int w, int c, uint64_t b)
 	}
 }
 
+NL_INLINE void nl_peer_add(int w, int c, uint64_t b)
+{
+	nl_peer_addm(nl_mt, w, c, b);
+}
+
 /* Point-to-point send of count x datatype to dest in comm. */
 NL_INLINE void nl_p2p(int f, int count, MPI_Datatype t, int dest, MPI_Comm comm)
 {
 	if (dest < 0 || count < 0) /* MPI_PROC_NULL */
 		return;
+	const int mt = nl_mt; /* one load for all the counters */
 	uint64_t b = (uint64_t)count * nl_type_size(t);
-	nl_addm(nl_mt, &nl_fns[f].sent, b);
-	nl_peer_add(nl_world_rank(comm, dest), NL_P2P, b);
+	nl_addm(mt, &nl_fns[f].sent, b);
+	nl_peer_addm(mt, nl_world_rank(comm, dest), NL_P2P, b);
 }
 
 /* Receive posted for count x datatype (the posted size, not the matched one). */
