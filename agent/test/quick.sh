@@ -16,6 +16,21 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &r);
 	MPI_Comm_size(MPI_COMM_WORLD, &n);
 	MPI_Sendrecv_replace(&x, 1, MPI_INT, (r + 1) % n, 0, (r + n - 1) % n, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	/* derived types freed and made again (the handle comes back): the
+	 * datatype size cache must forget a freed type. Rank 0 sends 1 x (2, 5,
+	 * then 3 ints) three times each: 3 x 40 = 120 bytes to rank 1. */
+	int buf[8] = {0}, ints[3] = {2, 5, 3};
+	for (int k = 0; k < 3; k++) {
+		MPI_Datatype t;
+		MPI_Type_contiguous(ints[k], MPI_INT, &t);
+		MPI_Type_commit(&t);
+		for (int j = 0; j < 3 && n > 1; j++)
+			if (r == 0)
+				MPI_Send(buf, 1, t, 1, 7, MPI_COMM_WORLD);
+			else if (r == 1)
+				MPI_Recv(buf, 1, t, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		MPI_Type_free(&t);
+	}
 	MPI_Finalize();
 	return 0;
 }
@@ -32,6 +47,10 @@ check() { # name compiler launcher args...
 	for r in 0 1; do
 		test -s "$tmp/out-$name/quick/rank-$r.pb" || { echo "agent quick check: $name: no profile for rank $r" >&2; exit 1; }
 	done
+	if command -v go >/dev/null; then # rank 0 -> 1: 4 (ring) + 120 bytes, 1 + 9 messages
+		m=$(cd "$here/../.." && go run ./cmd/netloom report --json "$tmp/out-$name/quick" | tr -d ' \n' | grep -o '"p2p":{"bytes":\[\[0,124\],\[4,0\]\],"msgs":\[\[0,10\],\[1,0\]\]}' || true)
+		test -n "$m" || { echo "agent quick check: $name: wrong p2p matrix (datatype cache?)" >&2; exit 1; }
+	fi
 	echo "agent quick check: $name: ok"
 }
 check ompi mpicc env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
