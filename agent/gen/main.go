@@ -175,7 +175,13 @@ func writeC(w io.Writer, fns []function, fortran bool) error {
 		// tail call of PMPI_X: no frame kept across the call. Possible when
 		// nothing needs the result: no @post, or a send/receive whose bytes
 		// are counted when posted (before the call).
-		early := strings.HasPrefix(f.post, "nl_p2p(") || strings.HasPrefix(f.post, "nl_recvd(")
+		early := f.post != ""
+		for _, st := range strings.Split(f.post, ";") { // every statement reads inputs only
+			st = strings.TrimSpace(st)
+			if !strings.HasPrefix(st, "nl_p2p(") && !strings.HasPrefix(st, "nl_recvd(") {
+				early = false
+			}
+		}
 		if f.post == "" || early {
 			fmt.Fprintf(w, "\tif (__builtin_expect(nl_untimed(NL_FN_%s), 1)) {\n", f.name)
 			fmt.Fprintf(w, "\t\tnl_fn_count(NL_FN_%s);\n", f.name)
