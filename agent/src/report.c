@@ -3,6 +3,7 @@
  * and the offline profile file. Nothing here calls MPI. */
 
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <signal.h>
@@ -437,6 +438,22 @@ static size_t field_size(size_t n)
 
 /* send_snapshot sends s in chunks under DGRAM_LIMIT. A chunk that cannot be
  * sent is dropped and counted; this never blocks. */
+
+/* send_datagram sends one datagram without blocking. Only the final report,
+ * sent from MPI_Finalize where a short wait costs the application nothing,
+ * waits (at most 4 x 50 ms) for socket space when the kernel has none. */
+static int send_datagram(const void *buf, size_t len, int final)
+{
+	for (int tries = 0;; tries++) {
+		if (sendto(sock, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&daemon_addr, daemon_addrlen) == (ssize_t)len)
+			return 0;
+		if (!final || tries >= 4 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS))
+			return -1;
+		struct pollfd p = {.fd = sock, .events = POLLOUT};
+		poll(&p, 1, 50);
+	}
+}
+
 static void send_snapshot(struct snapshot *s)
 {
 	Datagram *d = &s->head;
@@ -488,7 +505,7 @@ static void send_snapshot(struct snapshot *s)
 			continue;
 		}
 		netloom__agent__v1__datagram__pack(&k, buf);
-		if (sendto(sock, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&daemon_addr, daemon_addrlen) != (ssize_t)len)
+		if (send_datagram(buf, len, k.final) != 0)
 			nl_agent.datagrams_dropped++;
 	}
 	free(buf);

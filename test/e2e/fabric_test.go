@@ -139,6 +139,23 @@ func serve(t *testing.T, dir string, env []string, args ...string) (*daemon, str
 	return d, agent
 }
 
+// dropped lists the daemon's nonzero drop counters, for failure messages.
+func (d *daemon) dropped() string {
+	resp, err := http.Get(d.base + "/metrics")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "_dropped_total{") && !strings.HasSuffix(line, " 0") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // in returns the daemon bound to a subtest, so its failures stop that test.
 func (d *daemon) in(t *testing.T) *daemon {
 	c := *d

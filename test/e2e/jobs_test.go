@@ -149,7 +149,7 @@ func TestJobsRunReport(t *testing.T) {
 				return d.get("/api/v1/jobs/"+jobID, &detail) == 200 && detail.Job.State == "finished"
 			}, "the job to finish in the API")
 			if detail.Job.Ranks != 4 || detail.Job.Nodes != 2 || detail.Job.Finalized != 4 || len(detail.Processes) != 4 {
-				t.Errorf("job %+v", detail.Job)
+				t.Errorf("job %+v; daemon drops:\n%s\nrun output:\n%s", detail.Job, d.dropped(), out)
 			}
 			for i, p := range detail.Processes {
 				if p.Rank != i || p.Node != fmt.Sprintf("node%d", i/2) || p.PID == 0 {
