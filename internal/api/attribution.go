@@ -256,7 +256,17 @@ func jobTimeRange(r *http.Request, js *store.JobSummary) (time.Time, time.Time, 
 	return jobRange(r, &store.Job{JobSummary: *js})
 }
 
-func (a *attribAPI) jobLinks(r *http.Request) (any, error) {
+// jobLinksQuery is what the job's link questions share: the job, the
+// fabric view, the range (default the job's life) and its heaviest link
+// directions, at most limit (default def, at most hi).
+type jobLinksQuery struct {
+	job      *store.JobSummary
+	view     *view
+	from, to time.Time
+	links    []store.LinkJobBytes
+}
+
+func (a *attribAPI) jobLinksQuery(r *http.Request, def, hi int) (*jobLinksQuery, error) {
 	js, err := a.summary(r.Context(), r.PathValue("job"))
 	if err != nil {
 		return nil, err
@@ -265,7 +275,7 @@ func (a *attribAPI) jobLinks(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	limit, err := intParam(r, "limit", 20, 1, 100000)
+	limit, err := intParam(r, "limit", def, 1, hi)
 	if err != nil {
 		return nil, err
 	}
@@ -277,6 +287,15 @@ func (a *attribAPI) jobLinks(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	return &jobLinksQuery{job: js, view: v, from: from, to: to, links: got}, nil
+}
+
+func (a *attribAPI) jobLinks(r *http.Request) (any, error) {
+	q, err := a.jobLinksQuery(r, 20, 100000)
+	if err != nil {
+		return nil, err
+	}
+	js, v, from, to, got := q.job, q.view, q.from, q.to, q.links
 	links := []dirJob{}
 	for _, x := range got {
 		if dj, ok := newDirJob(v.topo, x.Port, js.ID, x.Bytes, to.Sub(from).Seconds()); ok {
@@ -574,26 +593,11 @@ func (a *attribAPI) hotspots(r *http.Request) (any, error) {
 // first), how loaded they were by everyone over the job's range, and who
 // else loaded them. A job without an agent gets its nodes' host links.
 func (a *attribAPI) why(r *http.Request) (any, error) {
-	js, err := a.summary(r.Context(), r.PathValue("job"))
+	q, err := a.jobLinksQuery(r, 10, 10000)
 	if err != nil {
 		return nil, err
 	}
-	v, err := a.s.viewAt(r)
-	if err != nil {
-		return nil, err
-	}
-	limit, err := intParam(r, "limit", 10, 1, 10000)
-	if err != nil {
-		return nil, err
-	}
-	from, to, err := jobTimeRange(r, js)
-	if err != nil {
-		return nil, err
-	}
-	got, err := a.s.opt.Store.JobLinks(r.Context(), js.ID, from, to, limit)
-	if err != nil {
-		return nil, err
-	}
+	js, v, from, to, got := q.job, q.view, q.from, q.to, q.links
 	type linkWhy struct {
 		directionJSON
 		Link        linkEnds `json:"link"`
