@@ -89,8 +89,10 @@ func ParseSqueue(data []byte, users Users) ([]sched.Job, error) {
 	return jobs, nil
 }
 
-func squeueJob(f fields, users Users) (sched.Job, error) {
-	j := sched.Job{Source: "squeue"}
+// newJob reads the fields squeue and sacct share: the job id (required),
+// name and partition.
+func newJob(f fields, source string) (sched.Job, error) {
+	j := sched.Job{Source: source}
 	id, ok, err := f.uint("job_id")
 	if err != nil {
 		return j, err
@@ -99,13 +101,19 @@ func squeueJob(f fields, users Users) (sched.Job, error) {
 		return j, fmt.Errorf("field job_id: missing")
 	}
 	j.ID = strconv.FormatUint(id, 10)
-	if j.ArrayID, err = arrayID(f, "array_job_id", "array_task_id"); err != nil {
-		return j, err
-	}
 	if j.Name, _, err = f.str("name"); err != nil {
 		return j, err
 	}
-	if j.Partition, _, err = f.str("partition"); err != nil {
+	j.Partition, _, err = f.str("partition")
+	return j, err
+}
+
+func squeueJob(f fields, users Users) (sched.Job, error) {
+	j, err := newJob(f, "squeue")
+	if err != nil {
+		return j, err
+	}
+	if j.ArrayID, err = arrayID(f, "array_job_id", "array_task_id"); err != nil {
 		return j, err
 	}
 	states, err := f.states("job_state")
@@ -172,27 +180,16 @@ func ParseSacct(data []byte, users Users) ([]sched.Job, error) {
 }
 
 func sacctJob(f fields, users Users) (sched.Job, error) {
-	j := sched.Job{Source: "sacct"}
-	id, ok, err := f.uint("job_id")
+	j, err := newJob(f, "sacct")
 	if err != nil {
 		return j, err
 	}
-	if !ok {
-		return j, fmt.Errorf("field job_id: missing")
-	}
-	j.ID = strconv.FormatUint(id, 10)
 	if arr, ok, err := f.object("array"); err != nil {
 		return j, err
 	} else if ok {
 		if j.ArrayID, err = arrayID(arr, "job_id", "task_id"); err != nil {
 			return j, err
 		}
-	}
-	if j.Name, _, err = f.str("name"); err != nil {
-		return j, err
-	}
-	if j.Partition, _, err = f.str("partition"); err != nil {
-		return j, err
 	}
 	state, ok, err := f.object("state")
 	if err != nil {
