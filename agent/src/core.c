@@ -592,61 +592,62 @@ void nl_alltoall(int f, const void *sbuf, int scount, MPI_Datatype st, int rcoun
 	nl_allgather(f, sbuf, scount, st, rcount, rt, comm); /* same bytes: one block to each other rank */
 }
 
-void nl_alltoallv(int f, const void *sbuf, const int *scounts, MPI_Datatype st, const int *rcounts, MPI_Datatype rt, MPI_Comm comm)
+/* Element sizes of the all-to-all variants' blocks: one type for all
+ * blocks (v), one per rank (w), or one Fortran handle per rank (w, Fortran). */
+typedef uint64_t (*nl_block_size)(const void *types, int i);
+
+static uint64_t one_type(const void *t, int i)
+{
+	(void)i;
+	return nl_type_size(*(const MPI_Datatype *)t);
+}
+
+static uint64_t rank_type(const void *t, int i)
+{
+	return nl_type_size(((const MPI_Datatype *)t)[i]);
+}
+
+static uint64_t rank_ftype(const void *t, int i)
+{
+	return nl_type_size(PMPI_Type_f2c(((const MPI_Fint *)t)[i]));
+}
+
+/* alltoall_blocks counts the v and w all-to-alls: scounts[i] elements of
+ * ssize(st, i) bytes to each other rank i, rcounts[i] of rsize(rt, i) from
+ * it; in place, the receive counts and types describe the blocks sent. */
+static void alltoall_blocks(int f, const void *sbuf, const int *scounts, nl_block_size ssize, const void *st,
+                            const int *rcounts, nl_block_size rsize, const void *rt, MPI_Comm comm)
 {
 	struct nl_comm *e = intra(comm);
 	if (!e)
 		return;
 	int inplace = sbuf == MPI_IN_PLACE;
-	uint64_t ssz = inplace ? 0 : nl_type_size(st), rsz = nl_type_size(rt), sum = 0;
+	uint64_t sum = 0;
 	for (int i = 0; i < e->size; i++) {
 		if (i == e->rank)
 			continue;
 		int c = inplace ? rcounts[i] : scounts[i];
 		if (c > 0)
-			coll_send(f, e, i, (uint64_t)c * (inplace ? rsz : ssz));
+			coll_send(f, e, i, (uint64_t)c * (inplace ? rsize(rt, i) : ssize(st, i)));
 		if (rcounts[i] > 0)
-			sum += (uint64_t)rcounts[i] * rsz;
+			sum += (uint64_t)rcounts[i] * rsize(rt, i);
 	}
 	coll_recv(f, sum);
+}
+
+void nl_alltoallv(int f, const void *sbuf, const int *scounts, MPI_Datatype st, const int *rcounts, MPI_Datatype rt, MPI_Comm comm)
+{
+	alltoall_blocks(f, sbuf, scounts, one_type, &st, rcounts, one_type, &rt, comm);
 }
 
 void nl_alltoallw(int f, const void *sbuf, const int *scounts, const MPI_Datatype *st, const int *rcounts, const MPI_Datatype *rt, MPI_Comm comm)
 {
-	struct nl_comm *e = intra(comm);
-	if (!e)
-		return;
-	int inplace = sbuf == MPI_IN_PLACE;
-	uint64_t sum = 0;
-	for (int i = 0; i < e->size; i++) {
-		if (i == e->rank)
-			continue;
-		int c = inplace ? rcounts[i] : scounts[i];
-		if (c > 0)
-			coll_send(f, e, i, (uint64_t)c * nl_type_size(inplace ? rt[i] : st[i]));
-		if (rcounts[i] > 0)
-			sum += (uint64_t)rcounts[i] * nl_type_size(rt[i]);
-	}
-	coll_recv(f, sum);
+	alltoall_blocks(f, sbuf, scounts, rank_type, st, rcounts, rank_type, rt, comm);
 }
 
 void nl_alltoallw_f(int f, const void *sbuf, const int *scounts, const MPI_Fint *st, const int *rcounts, const MPI_Fint *rt, MPI_Comm comm)
 {
-	struct nl_comm *e = intra(comm);
-	if (!e)
-		return;
-	int inplace = sbuf == MPI_IN_PLACE;
-	uint64_t sum = 0;
-	for (int i = 0; i < e->size; i++) {
-		if (i == e->rank)
-			continue;
-		int c = inplace ? rcounts[i] : scounts[i];
-		if (c > 0)
-			coll_send(f, e, i, (uint64_t)c * nl_type_size(PMPI_Type_f2c(inplace ? rt[i] : st[i])));
-		if (rcounts[i] > 0)
-			sum += (uint64_t)rcounts[i] * nl_type_size(PMPI_Type_f2c(rt[i]));
-	}
-	coll_recv(f, sum);
+	alltoall_blocks(f, sbuf, scounts, rank_ftype, st, rcounts, rank_ftype, rt, comm);
 }
 
 void nl_reduce_scatter(int f, const int *rcounts, MPI_Datatype t, MPI_Comm comm)

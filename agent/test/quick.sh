@@ -31,6 +31,16 @@ int main(int argc, char **argv)
 				MPI_Recv(buf, 1, t, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 		MPI_Type_free(&t);
 	}
+	/* v and w all-to-alls: rank 0 sends 2 then 3 ints to rank 1, rank 1
+	 * sends 1 then 5 ints to rank 0 (nothing to themselves). */
+	if (n == 2) {
+		int sv[2][2] = {{0, 2}, {1, 0}}, sw[2][2] = {{0, 3}, {5, 0}}; /* [from][to] */
+		int rcv[2] = {sv[0][r], sv[1][r]}, rcw[2] = {sw[0][r], sw[1][r]};
+		int zero[2] = {0, 0}, bytes[2] = {0, 0}, in[16], out[16] = {0};
+		MPI_Datatype ty[2] = {MPI_INT, MPI_INT};
+		MPI_Alltoallv(out, sv[r], zero, MPI_INT, in, rcv, zero, MPI_INT, MPI_COMM_WORLD);
+		MPI_Alltoallw(out, sw[r], bytes, ty, in, rcw, bytes, ty, MPI_COMM_WORLD);
+	}
 	MPI_Finalize();
 	return 0;
 }
@@ -50,6 +60,9 @@ check() { # name compiler launcher args...
 	if command -v go >/dev/null; then # rank 0 -> 1: 4 (ring) + 120 bytes, 1 + 9 messages
 		m=$(cd "$here/../.." && go run ./cmd/netloom report --json "$tmp/out-$name/quick" | tr -d ' \n' | grep -o '"p2p":{"bytes":\[\[0,124\],\[4,0\]\],"msgs":\[\[0,10\],\[1,0\]\]}' || true)
 		test -n "$m" || { echo "agent quick check: $name: wrong p2p matrix (datatype cache?)" >&2; exit 1; }
+		# the v and w all-to-alls: 0 -> 1: 8 + 12 bytes, 1 -> 0: 4 + 20 bytes, one block each
+		m=$(cd "$here/../.." && go run ./cmd/netloom report --json "$tmp/out-$name/quick" | tr -d ' \n' | grep -o '"coll":{"bytes":\[\[0,20\],\[24,0\]\],"msgs":\[\[0,2\],\[2,0\]\]}' || true)
+		test -n "$m" || { echo "agent quick check: $name: wrong collective matrix (alltoallv/w)" >&2; exit 1; }
 	fi
 	echo "agent quick check: $name: ok"
 }
