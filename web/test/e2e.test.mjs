@@ -81,7 +81,8 @@ describe("pages", () => {
   it("link page shows both directions, charts and routes", async () => {
     await page.goto(`${daemon.base}/links/${switchLink.id}`);
     await page.locator(".card .metric-label", { hasText: "Utilization" }).first().waitFor();
-    assert.equal(await page.locator(".card").count(), 2);
+    // The two direction cards at the top (the traffic-by-job panel below has cards of its own).
+    assert.equal(await page.locator(".page-head + .cards > .card").count(), 2);
     await page.waitForFunction(() => document.querySelectorAll(".uplot").length >= 4, null, { timeout: 10_000 });
     const points = await page.locator("figure.chart").first().getAttribute("data-points");
     assert.ok(Number(points) >= 2, `traffic chart has ${points} points`);
