@@ -232,11 +232,18 @@ static int take(struct snapshot *s, int final, int all_peers)
 	p->datagrams_dropped = nl_agent.datagrams_dropped;
 	d->process = p;
 
-	/* functions */
+	/* functions: sampled times are estimates whose mean can fall as samples
+	 * come in, but every reported counter is cumulative, so a function's time
+	 * never goes below what an earlier snapshot said (snapshots are taken by
+	 * one thread at a time: the helper, then MPI_Finalize after joining it). */
+	static uint64_t reported_ticks[NL_NFUNCS];
 	uint64_t mpi_ticks = 0;
 	for (int f = 0; f < NL_NFUNCS; f++) {
 		uint64_t calls = ld(&nl_fns[f].calls);
 		uint64_t ticks = nl_fn_ticks(f);
+		if (ticks < reported_ticks[f])
+			ticks = reported_ticks[f];
+		reported_ticks[f] = ticks;
 		mpi_ticks += ticks;
 		if (!calls)
 			continue;
