@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/netloom/netloom/internal/auth"
 	"github.com/netloom/netloom/internal/daemon"
 	"github.com/netloom/netloom/internal/fabric/sim"
 )
@@ -43,6 +44,12 @@ Fabric sources (--fabric):
 		jobTO    = fs.Duration("job-timeout", 0, "end a job silent for this `long` (and 6 of its intervals; default 30s)")
 		schedS   = fs.String("scheduler", "", "batch `scheduler` jobs are learnt from: none or slurm[:OPTIONS] (default none)")
 		schedIv  = fs.Duration("scheduler-interval", 0, "scheduler polling `interval` (default 10s)")
+		anon     = fs.String("anonymous", "", "`role` of requests without a login: none or admin (default none; admin only on a single-user machine)")
+		users    = fs.String("users", "", "htpasswd `file` of local accounts (default "+auth.DefaultUsersFile+"; see netloom user)")
+		tlsCert  = fs.String("tls-cert", "", "serve HTTPS with this certificate `file` (PEM; with --tls-key)")
+		tlsKey   = fs.String("tls-key", "", "private key `file` for --tls-cert")
+		agentAu  = fs.String("agent-auth", "", "agent datagrams accepted: auto, munge or none (default auto: MUNGE-signed when munged runs)")
+		agentNet = fs.String("agent-networks", "", "comma-separated CIDR `networks` agent datagrams may come from (default any)")
 		nodeMap  = fs.String("node-map", "", "`file` mapping node names to host adapters (NAME GUID or NAME \"DESCRIPTION\" per line)")
 	)
 	if err := parse(fs, args, 0, 0); err != nil {
@@ -67,6 +74,14 @@ Fabric sources (--fabric):
 	override(&cfg.AgentAddressFile, *agentF)
 	override(&cfg.Scheduler, *schedS)
 	override(&cfg.NodeMap, *nodeMap)
+	override(&cfg.Auth.Anonymous, *anon)
+	override(&cfg.Auth.UsersFile, *users)
+	override(&cfg.TLSCert, *tlsCert)
+	override(&cfg.TLSKey, *tlsKey)
+	override(&cfg.AgentAuth, *agentAu)
+	if *agentNet != "" {
+		cfg.AgentNetworks = strings.Split(*agentNet, ",")
+	}
 	if *schedIv != 0 {
 		cfg.SchedulerInterval = *schedIv
 	}

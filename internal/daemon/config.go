@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/netloom/netloom/internal/auth"
 )
 
 // Config is everything `netloom serve` can be told, from flags or a YAML
@@ -35,6 +37,13 @@ type Config struct {
 	// AgentAddressFile where the daemon publishes it for agents ("-": nowhere).
 	AgentListen      string `yaml:"agent_listen"`
 	AgentAddressFile string `yaml:"agent_address_file"`
+	// AgentAuth says which agent datagrams are accepted: "auto" (default:
+	// MUNGE credentials are required when munged answers at start, else
+	// any), "munge" (required; no start without munged) or "none".
+	// AgentNetworks, when set, accepts datagrams only from these source
+	// networks (CIDR), with or without MUNGE.
+	AgentAuth     string   `yaml:"agent_auth"`
+	AgentNetworks []string `yaml:"agent_networks"`
 	// JobTimeout ends a job that sent nothing for this long (at least 6
 	// of its snapshot intervals).
 	JobTimeout time.Duration `yaml:"job_timeout"`
@@ -49,6 +58,12 @@ type Config struct {
 	NodeMap string `yaml:"node_map"`
 
 	Retention RetentionConfig `yaml:"retention"`
+
+	// Auth is who may use the API and the UI (docs/security.md).
+	Auth auth.Config `yaml:"auth"`
+	// TLSCert and TLSKey, when set, serve HTTPS with this certificate.
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
 }
 
 // RetentionConfig is how long each kind of data is kept (0: forever).
@@ -101,6 +116,8 @@ func (c Config) WithDefaults() Config {
 	setD(&c.Retention.Events, 365*24*time.Hour)
 	setD(&c.Retention.Topology, 365*24*time.Hour)
 	setD(&c.Retention.Every, time.Hour)
+	set(&c.AgentAuth, "auto")
+	c.Auth = c.Auth.WithDefaults()
 	return c
 }
 
@@ -127,8 +144,13 @@ func (c Config) Validate() error {
 		return parseAgentListen(c.AgentListen)
 	case c.Retention.Samples < 0 || c.Retention.Events < 0 || c.Retention.Topology < 0 || c.Retention.Jobs < 0:
 		return errors.New("retention: durations must not be negative")
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("tls_cert and tls_key: set both or neither")
 	}
-	return nil
+	if err := c.validateAgentAuth(); err != nil {
+		return err
+	}
+	return c.Auth.Validate()
 }
 
 // LoadConfig reads a YAML config file. Unknown keys and bad values are
