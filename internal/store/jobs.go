@@ -240,6 +240,30 @@ type JobQuery struct {
 	Limit   int      // 0: no limit
 	Offset  int      //
 	Exclude []string // job ids to leave out (those the caller has live)
+	// Owner, when set, keeps only that user's jobs (JobSummary.Owner).
+	Owner string
+	// From and To, when set, keep only jobs that ran at some time in
+	// [From, To] (running jobs run until now).
+	From, To time.Time
+}
+
+// Owner is the user a job belongs to: the scheduler's record when it has
+// one (the batch system authenticated the submitter), else the user the
+// agents reported (verified by MUNGE when the daemon requires it).
+func (j *JobSummary) Owner() string {
+	if j.Scheduler != nil && j.Scheduler.User != "" {
+		return j.Scheduler.User
+	}
+	return j.User
+}
+
+// Overlaps says whether the job ran at some time in [from, to]; a zero
+// bound is open.
+func (j *JobSummary) Overlaps(from, to time.Time) bool {
+	if !to.IsZero() && j.Start.After(to) {
+		return false
+	}
+	return from.IsZero() || j.End.IsZero() || !j.End.Before(from)
 }
 
 // JobSortKeys are the metrics a job list can be ordered by.

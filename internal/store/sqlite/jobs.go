@@ -141,6 +141,18 @@ func (s *Store) Jobs(ctx context.Context, q store.JobQuery) ([]store.JobSummary,
 	default:
 		return nil, 0, fmt.Errorf("jobs: unknown state %q", q.State)
 	}
+	if q.Owner != "" {
+		where = append(where, "owner = ?")
+		args = append(args, q.Owner)
+	}
+	if !q.To.IsZero() {
+		where = append(where, "start_ns <= ?")
+		args = append(args, q.To.UnixNano())
+	}
+	if !q.From.IsZero() {
+		where = append(where, "(end_ns IS NULL OR end_ns >= ?)")
+		args = append(args, q.From.UnixNano())
+	}
 	if len(q.Exclude) > 0 {
 		where = append(where, "id NOT IN (?"+strings.Repeat(", ?", len(q.Exclude)-1)+")")
 		for _, id := range q.Exclude {

@@ -140,6 +140,10 @@ var migrations = []migration{
 			PRIMARY KEY (job, guid, port)
 		) WITHOUT ROWID`,
 	}},
+	{5, "job owner (scheduler user, else agent user) as an indexed column", []string{
+		`ALTER TABLE jobs ADD COLUMN owner TEXT GENERATED ALWAYS AS (coalesce(nullif(json_extract(summary, '$.scheduler.user'), ''), json_extract(summary, '$.user'), '')) VIRTUAL`,
+		`CREATE INDEX jobs_owner ON jobs(owner, start_ns)`,
+	}},
 }
 
 // SchemaVersion is the version this code writes.

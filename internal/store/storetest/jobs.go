@@ -89,7 +89,14 @@ func testJobList(t *testing.T, s store.Store) {
 		if i%2 == 0 {
 			state = store.JobRunning
 		}
-		if err := s.SaveJob(ctx, Job(fmt.Sprintf("j%d", i), 2+i%3, T0.Add(time.Duration(i)*time.Hour), state)); err != nil {
+		j := Job(fmt.Sprintf("j%d", i), 2+i%3, T0.Add(time.Duration(i)*time.Hour), state)
+		// j0, j2: alice by the agents' word; j1: bob's per the scheduler
+		// though the agents claimed alice; j3, j4: bob.
+		j.User = []string{"alice", "alice", "alice", "bob", "bob"}[i]
+		if i == 1 {
+			j.Scheduler = &store.SchedInfo{Scheduler: "slurm", ID: "j1", User: "bob"}
+		}
+		if err := s.SaveJob(ctx, j); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,6 +121,14 @@ func testJobList(t *testing.T, s store.Store) {
 		{store.JobQuery{Sort: "ranks"}, []string{"j2", "j1", "j4", "j0", "j3"}, 5},
 		{store.JobQuery{Sort: "p2p_bytes", Asc: true}, []string{"j0", "j3", "j1", "j4", "j2"}, 5},
 		{store.JobQuery{Exclude: []string{"j4", "j0"}}, []string{"j3", "j2", "j1"}, 3},
+		{store.JobQuery{Owner: "alice"}, []string{"j2", "j0"}, 2},
+		{store.JobQuery{Owner: "bob", Asc: true}, []string{"j1", "j3", "j4"}, 3},
+		{store.JobQuery{Owner: "mallory"}, []string{}, 0},
+		// Finished jobs end a minute after they start; running ones run on.
+		{store.JobQuery{From: T0.Add(90 * time.Minute), To: T0.Add(3*time.Hour + 30*time.Second)}, []string{"j3", "j2", "j0"}, 3},
+		{store.JobQuery{From: T0.Add(62 * time.Minute)}, []string{"j4", "j3", "j2", "j0"}, 4},
+		{store.JobQuery{From: T0.Add(61 * time.Minute)}, []string{"j4", "j3", "j2", "j1", "j0"}, 5},
+		{store.JobQuery{To: T0.Add(time.Hour)}, []string{"j1", "j0"}, 2},
 	} {
 		l, n, err := s.Jobs(ctx, c.q)
 		if err != nil {
