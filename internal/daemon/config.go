@@ -66,16 +66,6 @@ type Config struct {
 	TLSKey  string `yaml:"tls_key"`
 }
 
-// RetentionConfig is how long each kind of data is kept (0: forever).
-type RetentionConfig struct {
-	Samples  time.Duration `yaml:"samples"`
-	Events   time.Duration `yaml:"events"`
-	Topology time.Duration `yaml:"topology"`
-	Jobs     time.Duration `yaml:"jobs"` // finished jobs
-	// Every is how often old data is pruned.
-	Every time.Duration `yaml:"every"`
-}
-
 // Defaults.
 const (
 	DefaultListen           = "localhost:8466"

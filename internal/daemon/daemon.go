@@ -223,22 +223,3 @@ func (d *Daemon) writer(ctx context.Context) {
 		}
 	}
 }
-
-func (d *Daemon) pruner(ctx context.Context) {
-	t := time.NewTicker(d.cfg.Retention.Every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			r := store.Retention{
-				Samples:  now.Add(-d.cfg.Retention.Samples),
-				Events:   now.Add(-d.cfg.Retention.Events),
-				Topology: now.Add(-d.cfg.Retention.Topology),
-				Jobs:     now.Add(-d.cfg.Retention.Jobs),
-			}
-			d.enqueue(writeOp{kind: "prune", apply: func(ctx context.Context, st store.Store) error { return st.Prune(ctx, r) }})
-		}
-	}
-}
