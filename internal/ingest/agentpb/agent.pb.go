@@ -54,8 +54,17 @@ type Datagram struct {
 	// The agent's snapshot interval, so the daemon can tell a quiet job from
 	// a finished one from the first snapshot on (0: unknown).
 	IntervalNs uint64 `protobuf:"varint,17,opt,name=interval_ns,json=intervalNs,proto3" json:"interval_ns,omitempty"`
-	// Reserved for authenticated data (MUNGE credential over the payload).
-	Credential    []byte `protobuf:"bytes,20,opt,name=credential,proto3" json:"credential,omitempty"`
+	// Authenticated data (docs/agent-auth.md). credential is the MUNGE
+	// credential (the text munge_encode returned) whose payload is
+	// "netloom1", a 32-byte session key and the job id; the agent makes a new
+	// one, with a new key, every 60 s.
+	Credential []byte `protobuf:"bytes,20,opt,name=credential,proto3" json:"credential,omitempty"`
+	// mac is HMAC-SHA256, keyed with the session key inside credential, over
+	// every byte of the datagram that precedes it. The agent appends it LAST
+	// (bytes 0xAA 0x01 0x20 and the 32-byte MAC) after serializing the rest,
+	// so that the daemon verifies the prefix exactly as received; protobuf
+	// parsers take concatenated fields as one message.
+	Mac           []byte `protobuf:"bytes,21,opt,name=mac,proto3" json:"mac,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -212,6 +221,13 @@ func (x *Datagram) GetIntervalNs() uint64 {
 func (x *Datagram) GetCredential() []byte {
 	if x != nil {
 		return x.Credential
+	}
+	return nil
+}
+
+func (x *Datagram) GetMac() []byte {
+	if x != nil {
+		return x.Mac
 	}
 	return nil
 }
@@ -833,7 +849,7 @@ var File_netloom_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1cnetloom/agent/v1/agent.proto\x12\x10netloom.agent.v1\"\x85\x05\n" +
+	"\x1cnetloom/agent/v1/agent.proto\x12\x10netloom.agent.v1\"\x97\x05\n" +
 	"\bDatagram\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x12\n" +
@@ -858,7 +874,8 @@ const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"intervalNs\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x14 \x01(\fR\n" +
-	"credential\"3\n" +
+	"credential\x12\x10\n" +
+	"\x03mac\x18\x15 \x01(\fR\x03mac\"3\n" +
 	"\aTraffic\x12\x14\n" +
 	"\x05bytes\x18\x01 \x01(\x04R\x05bytes\x12\x12\n" +
 	"\x04msgs\x18\x02 \x01(\x04R\x04msgs\"\xe1\x05\n" +
