@@ -19,6 +19,8 @@ packages=(
   # Slurm on one host (slurmctld + several slurmd -N) with MUNGE, for the
   # scheduler adapter's tests.
   slurmctld slurmd slurm-client munge
+  # MUNGE-authenticated agent datagrams: the daemon links libmunge.
+  libmunge-dev
   gcc make pkg-config
 )
 
