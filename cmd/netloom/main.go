@@ -29,6 +29,8 @@ func commands() []command {
 		{"loadgen", "simulate a whole system's MPI jobs sending agent datagrams to a daemon", runLoadgen},
 		{"run", "run an MPI job with the Netloom agent preloaded", runRun},
 		{"report", "print an offline job profile (MPInside-style tables, CSV, JSON)", runReport},
+		{"user", "manage local accounts: add, del, list", runUser},
+		{"token", "manage API tokens for scripts: add, list, revoke", runToken},
 	}
 }
 
@@ -120,6 +122,27 @@ func parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) error {
 		return errUsage
 	}
 	return nil
+}
+
+// parseMixed is parse for commands whose options may also follow the
+// positional arguments ("netloom user add NAME --admin"); "--" ends options.
+func parseMixed(fs *flag.FlagSet, args []string, minArgs, maxArgs int) error {
+	var pos []string
+	for {
+		if err := parse(fs, args, 0, -1); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	return parse(fs, append([]string{"--"}, pos...), minArgs, maxArgs)
 }
 
 // subcommands dispatches "netloom GROUP SUB ...".

@@ -31,6 +31,15 @@ type Options struct {
 	// "latest" at a past time.
 	SweepInterval time.Duration
 	Log           *slog.Logger
+	// Behind, when set, says whether and why the daemon is falling behind
+	// (nil: it keeps up); /api/v1/status shows it to everyone.
+	Behind func() *Behind
+}
+
+// Behind is the daemon falling behind its input: since when, and why.
+type Behind struct {
+	Since   time.Time `json:"since"`
+	Reasons []string  `json:"reasons"`
 }
 
 // Server is the HTTP API.
@@ -40,6 +49,8 @@ type Server struct {
 	badRequests *prometheus.CounterVec
 	layouts     layoutCache
 	hub         streamHub
+	// liveJobs returns the jobs held in memory (set by ServeJobs).
+	liveJobs func() map[string]*store.Job
 }
 
 // New builds the API handler.
@@ -57,9 +68,9 @@ func New(opt Options) *Server {
 	}, []string{"reason"})
 	if opt.Registry != nil {
 		opt.Registry.MustRegister(s.badRequests, &portCollector{state: opt.State})
-		s.mux.Handle("GET /metrics", promhttp.HandlerFor(opt.Registry, promhttp.HandlerOpts{}))
+		s.mux.Handle("GET /metrics", s.adminOnly(promhttp.HandlerFor(opt.Registry, promhttp.HandlerOpts{})))
 	}
-	s.route("GET /api/v1/status", s.status)
+	s.userRoute("GET /api/v1/status", s.status)
 	s.route("GET /api/v1/fabric", s.fabricSummary)
 	s.route("GET /api/v1/fabric/versions", s.versions)
 	s.route("GET /api/v1/fabric/nodes", s.nodes)
@@ -68,15 +79,15 @@ func New(opt Options) *Server {
 	s.route("GET /api/v1/nodes/{node}/counters", s.nodeCounters)
 	s.route("GET /api/v1/ports/{port}/counters", s.portCounters)
 	s.route("GET /api/v1/links/top", s.topLinks)
-	s.route("GET /api/v1/links/{link}", s.link)
-	s.route("GET /api/v1/links/{link}/counters", s.linkCounters)
+	s.userRoute("GET /api/v1/links/{link}", s.link)
+	s.userRoute("GET /api/v1/links/{link}/counters", s.linkCounters)
 	s.route("GET /api/v1/links/{link}/routes", s.linkRoutes)
 	s.route("GET /api/v1/routes", s.routePath)
 	s.route("GET /api/v1/events", s.events)
 	s.route("GET /api/v1/fabric/errors", s.portErrors)
 	s.route("GET /api/v1/fabric/utilization", s.utilization)
-	s.mux.HandleFunc("GET /api/v1/fabric/layout", s.layout)
-	s.mux.HandleFunc("GET /api/v1/fabric/stream", s.stream)
+	s.mux.Handle("GET /api/v1/fabric/layout", s.adminOnly(http.HandlerFunc(s.layout)))
+	s.mux.Handle("GET /api/v1/fabric/stream", s.adminOnly(http.HandlerFunc(s.stream)))
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, &httpError{http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path)})
 	})
@@ -90,8 +101,17 @@ func (s *Server) Mux() *http.ServeMux { return s.mux }
 
 type handler func(r *http.Request) (any, error)
 
-func (s *Server) route(pattern string, h handler) {
+// route serves an administrators-only endpoint; userRoute one that any
+// signed-in principal may call, whose handler filters by user (authz.go).
+func (s *Server) route(pattern string, h handler)     { s.handle(pattern, true, h) }
+func (s *Server) userRoute(pattern string, h handler) { s.handle(pattern, false, h) }
+
+func (s *Server) handle(pattern string, adminOnly bool, h handler) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := allowed(r, adminOnly); err != nil {
+			s.fail(w, err)
+			return
+		}
 		v, err := h(r)
 		if err != nil {
 			s.fail(w, err)
@@ -141,7 +161,7 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(he.status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": he.msg})
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": he.msg, "reason": he.reason})
 }
 
 // parseTime accepts RFC 3339, Unix seconds (with fraction), "now", or a
@@ -267,8 +287,16 @@ func (s *Server) latest(ctx context.Context, v *view) (map[fabric.PortRef]*fabri
 }
 
 func (s *Server) status(r *http.Request) (any, error) {
-	st := s.opt.State()
 	out := map[string]any{"time": time.Now()}
+	if s.opt.Behind != nil {
+		if b := s.opt.Behind(); b != nil {
+			out["behind"] = b
+		}
+	}
+	if !isAdmin(r.Context()) {
+		return out, nil
+	}
+	st := s.opt.State()
 	if st != nil {
 		c := st.Topology.Counts()
 		out["topology"] = map[string]any{"version": st.Version, "since": st.Since, "switches": c.Switches, "cas": c.CAs, "switch_ports": c.SwitchPorts, "links": c.Links}
@@ -542,6 +570,9 @@ func (s *Server) link(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkLink(r.Context(), l, v.at.Add(-time.Hour), v.at, s.owners(r.Context())); err != nil {
+		return nil, err
+	}
 	latest, err := s.latest(r.Context(), v)
 	if err != nil {
 		return nil, err
@@ -601,6 +632,9 @@ func (s *Server) linkCounters(r *http.Request) (any, error) {
 	}
 	ser, from, to, err := s.series(r, []fabric.PortRef{l.A, l.B})
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkLink(r.Context(), l, from, to, s.owners(r.Context())); err != nil {
 		return nil, err
 	}
 	return map[string]any{"link": newLinkJSON(*l), "from": from, "to": to, "series": ser}, nil

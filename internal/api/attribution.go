@@ -32,10 +32,10 @@ type AttributionOptions struct {
 // (docs/api.md, "Jobs on links").
 func (s *Server) ServeAttribution(opt AttributionOptions) {
 	a := &attribAPI{s: s, opt: opt}
-	s.route("GET /api/v1/links/{link}/jobs", a.linkJobs)
-	s.route("GET /api/v1/links/{link}/jobs/{job}/pairs", a.linkPairs)
-	s.route("GET /api/v1/jobs/{job}/links", a.jobLinks)
-	s.route("GET /api/v1/jobs/{job}/why", a.why)
+	s.userRoute("GET /api/v1/links/{link}/jobs", a.linkJobs)
+	s.userRoute("GET /api/v1/links/{link}/jobs/{job}/pairs", a.linkPairs)
+	s.userRoute("GET /api/v1/jobs/{job}/links", a.jobLinks)
+	s.userRoute("GET /api/v1/jobs/{job}/why", a.why)
 	s.route("GET /api/v1/hotspots", a.hotspots)
 }
 
@@ -65,6 +65,8 @@ type dirJob struct {
 	ToName      string         `json:"to_description"`
 	Bytes       uint64         `json:"bytes"`
 	Utilization float64        `json:"utilization_pct"` // of capacity over the range
+	// Anonymized: another user's job, shown to a user only as "other-N".
+	Anonymized bool `json:"anonymized,omitempty"`
 }
 
 func ends(l *fabric.Link) linkEnds {
@@ -117,6 +119,15 @@ func (a *attribAPI) summary(ctx context.Context, id string) (*store.JobSummary, 
 	js, err := a.s.opt.Store.JobSummary(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound("no job %q", id)
+	}
+	return js, err
+}
+
+// visibleSummary is summary for a job the principal may see, else 404.
+func (a *attribAPI) visibleSummary(ctx context.Context, id string) (*store.JobSummary, error) {
+	js, err := a.summary(ctx, id)
+	if err == nil && !canSeeJob(ctx, js) {
+		return nil, jobHidden(id)
 	}
 	return js, err
 }
@@ -242,9 +253,18 @@ func (a *attribAPI) linkJobs(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	owners := a.s.owners(r.Context())
+	if err := a.s.checkLink(r.Context(), l, from, to, owners); err != nil {
+		return nil, err
+	}
 	dirs, all, err := a.splitLink(r.Context(), v.topo, l, from, to)
 	if err != nil {
 		return nil, err
+	}
+	anon := newAnonymizer(r.Context(), owners)
+	anon.applyAll(all)
+	for i := range dirs {
+		anon.applyAll(dirs[i].Jobs)
 	}
 	return map[string]any{"link": ends(l), "from": from, "to": to, "seconds": to.Sub(from).Seconds(),
 		"directions": dirs, "jobs": all}, nil
@@ -267,7 +287,7 @@ type jobLinksQuery struct {
 }
 
 func (a *attribAPI) jobLinksQuery(r *http.Request, def, hi int) (*jobLinksQuery, error) {
-	js, err := a.summary(r.Context(), r.PathValue("job"))
+	js, err := a.visibleSummary(r.Context(), r.PathValue("job"))
 	if err != nil {
 		return nil, err
 	}
@@ -329,9 +349,12 @@ func (a *attribAPI) linkPairs(r *http.Request) (any, error) {
 	if lj, ok := a.liveJobs()[id]; ok {
 		j = lj
 	} else if j, err = a.s.opt.Store.Job(r.Context(), id); errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("no job %q", id)
+		return nil, jobHidden(id)
 	} else if err != nil {
 		return nil, err
+	}
+	if !canSeeJob(r.Context(), &j.JobSummary) {
+		return nil, jobHidden(id)
 	}
 	limit, err := intParam(r, "limit", 1000, 1, 1_000_000)
 	if err != nil {
@@ -608,6 +631,7 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 	}
 	out := []linkWhy{}
 	others := map[string]uint64{}
+	anon := newAnonymizer(r.Context(), a.s.owners(r.Context()))
 	for _, x := range got {
 		l, ok := v.topo.LinkAt(x.Port)
 		if !ok {
@@ -632,12 +656,16 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 				others[o.Job] += o.Bytes
 			}
 		}
+		anon.applyAll(w.Jobs)
+		anon.applyAll(w.Others)
 		out = append(out, w)
 	}
 	type other struct {
 		Job   string `json:"job"`
 		User  string `json:"user,omitempty"`
 		Bytes uint64 `json:"bytes"` // on the links this job crosses
+		// Anonymized: another user's job, shown to a user as "other-N".
+		Anonymized bool `json:"anonymized,omitempty"`
 	}
 	sharing := []other{}
 	ids := map[string]bool{}
@@ -646,7 +674,9 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 	}
 	users := a.users(r.Context(), ids)
 	for id, b := range others {
-		sharing = append(sharing, other{Job: id, User: users[id], Bytes: b})
+		d := dirJob{Job: id, User: users[id]}
+		anon.apply(&d)
+		sharing = append(sharing, other{Job: d.Job, User: d.User, Bytes: b, Anonymized: d.Anonymized})
 	}
 	slices.SortFunc(sharing, func(x, y other) int {
 		if c := cmp.Compare(y.Bytes, x.Bytes); c != 0 {

@@ -18,17 +18,18 @@ import (
 // return nil. Older jobs come from the store.
 func (s *Server) ServeJobs(live func() *ingest.Live) {
 	j := &jobsAPI{s: s, live: live}
-	s.route("GET /api/v1/jobs", j.list)
-	s.route("GET /api/v1/jobs/{job}", j.detail)
-	s.route("GET /api/v1/jobs/{job}/processes", j.processes)
-	s.route("GET /api/v1/jobs/{job}/processes/{rank}", j.process)
-	s.route("GET /api/v1/jobs/{job}/processes/{rank}/series", j.processSeries)
-	s.route("GET /api/v1/jobs/{job}/nodes", j.nodes)
-	s.route("GET /api/v1/jobs/{job}/nodes/{node}/series", j.nodeSeries)
-	s.route("GET /api/v1/jobs/{job}/matrix", j.matrix)
-	s.route("GET /api/v1/jobs/{job}/histogram", j.histogram)
-	s.route("GET /api/v1/jobs/{job}/profile", j.profile)
-	s.route("GET /api/v1/jobs/{job}/regions", j.regions)
+	s.liveJobs = j.liveJobs
+	s.userRoute("GET /api/v1/jobs", j.list)
+	s.userRoute("GET /api/v1/jobs/{job}", j.detail)
+	s.userRoute("GET /api/v1/jobs/{job}/processes", j.processes)
+	s.userRoute("GET /api/v1/jobs/{job}/processes/{rank}", j.process)
+	s.userRoute("GET /api/v1/jobs/{job}/processes/{rank}/series", j.processSeries)
+	s.userRoute("GET /api/v1/jobs/{job}/nodes", j.nodes)
+	s.userRoute("GET /api/v1/jobs/{job}/nodes/{node}/series", j.nodeSeries)
+	s.userRoute("GET /api/v1/jobs/{job}/matrix", j.matrix)
+	s.userRoute("GET /api/v1/jobs/{job}/histogram", j.histogram)
+	s.userRoute("GET /api/v1/jobs/{job}/profile", j.profile)
+	s.userRoute("GET /api/v1/jobs/{job}/regions", j.regions)
 }
 
 type jobsAPI struct {
@@ -49,14 +50,19 @@ func (a *jobsAPI) liveJobs() map[string]*store.Job {
 // job finds {job}: in memory first, else in the store.
 func (a *jobsAPI) job(r *http.Request) (*store.Job, error) {
 	id := r.PathValue("job")
-	if j, ok := a.liveJobs()[id]; ok {
-		return j, nil
+	j, ok := a.liveJobs()[id]
+	if !ok {
+		var err error
+		if j, err = a.s.opt.Store.Job(r.Context(), id); errors.Is(err, store.ErrNotFound) {
+			return nil, jobHidden(id)
+		} else if err != nil {
+			return nil, err
+		}
 	}
-	j, err := a.s.opt.Store.Job(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("no job %q", id)
+	if !canSeeJob(r.Context(), &j.JobSummary) {
+		return nil, jobHidden(id)
 	}
-	return j, err
+	return j, nil
 }
 
 func (a *jobsAPI) list(r *http.Request) (any, error) {
@@ -92,17 +98,28 @@ func (a *jobsAPI) list(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Only a range asked for filters: the list is of all jobs by default.
+	var from, to time.Time
+	if q.Get("from") != "" || q.Get("to") != "" {
+		if from, to, err = timeRange(r); err != nil {
+			return nil, err
+		}
+	}
+	owner := ""
+	if !isAdmin(r.Context()) {
+		owner = principal(r.Context()).Name
+	}
 	// Live jobs (fresh numbers) plus stored ones not live, merged in order.
 	var live []store.JobSummary
 	var ids []string
 	for id, j := range a.liveJobs() {
 		ids = append(ids, id)
-		if state == "" || j.State == state {
+		if (state == "" || j.State == state) && (owner == "" || j.Owner() == owner) && j.Overlaps(from, to) {
 			live = append(live, j.JobSummary)
 		}
 	}
 	stored, total, err := a.s.opt.Store.Jobs(r.Context(), store.JobQuery{State: state, Sort: sortKey, Asc: asc,
-		Limit: offset + limit, Exclude: ids})
+		Limit: offset + limit, Exclude: ids, Owner: owner, From: from, To: to})
 	if err != nil {
 		return nil, err
 	}

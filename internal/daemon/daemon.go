@@ -23,7 +23,6 @@ import (
 	"github.com/netloom/netloom/internal/ingest"
 	"github.com/netloom/netloom/internal/sched"
 	"github.com/netloom/netloom/internal/store"
-	"github.com/netloom/netloom/web"
 )
 
 // Daemon is one running `netloom serve`.
@@ -48,6 +47,7 @@ type Daemon struct {
 	sched         atomic.Pointer[schedView]
 	attrib        atomic.Pointer[AttributionView]
 	merged        atomic.Pointer[mergedJobs]
+	behind        atomic.Pointer[api.Behind]
 	nodeOverrides map[string]string
 
 	// Owned by the fabric goroutine only.
@@ -112,20 +112,6 @@ func New(cfg Config, src fabric.Source, st store.Store, log *slog.Logger) *Daemo
 // State returns the live fabric snapshot (nil before the first discovery).
 func (d *Daemon) State() *api.FabricState { return d.state.Load() }
 
-// Handler returns the HTTP API handler.
-func (d *Daemon) Handler() *api.Server {
-	srv := api.New(api.Options{Store: d.st, State: d.State, Registry: d.reg, SweepInterval: d.cfg.SweepInterval, Log: d.log})
-	srv.Mux().Handle("/", api.UI(web.Dist()))
-	srv.ServeJobs(d.liveJobs)
-	srv.ServeAttribution(api.AttributionOptions{Jobs: d.liveJobs, Nodes: func() api.NodeMapper {
-		if v := d.attrib.Load(); v != nil && v.Nodes != nil {
-			return v.Nodes
-		}
-		return nil
-	}})
-	return srv
-}
-
 // Run serves until ctx is cancelled or an activity fails. ready, when not
 // nil, receives the HTTP listener's address once it listens.
 func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error) {
@@ -135,12 +121,14 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error)
 	if d.scheduler, err = openScheduler(d.cfg.Scheduler); err != nil {
 		return err
 	}
+	srv, err := d.httpServer()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", d.cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
 	if err := d.openIngest(); err != nil {
 		ln.Close()
 		return err
@@ -148,7 +136,7 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error)
 	if ready != nil {
 		ready(ln.Addr())
 	}
-	d.log.Info("serving", "http", ln.Addr().String(), "fabric", d.cfg.Fabric, "db", d.cfg.DB)
+	d.log.Info("serving", "http", ln.Addr().String(), "tls", srv.TLSConfig != nil, "fabric", d.cfg.Fabric, "db", d.cfg.DB)
 
 	g, gctx := errgroup.WithContext(ctx)
 	writerCtx, stopWriter := context.WithCancel(context.Background())
@@ -159,8 +147,13 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error)
 	g.Go(func() error { return d.ingestLoop(gctx) })
 	g.Go(func() error { return d.attributionLoop(gctx) })
 	g.Go(func() error { return d.schedLoop(gctx) })
+	g.Go(func() error { d.watchBehind(gctx); return nil })
 	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		serve := func() error { return srv.Serve(ln) }
+		if srv.TLSConfig != nil {
+			serve = func() error { return srv.ServeTLS(ln, "", "") }
+		}
+		if err := serve(); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http: %w", err)
 		}
 		return nil

@@ -1,0 +1,133 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/netloom/netloom/internal/api"
+	"github.com/netloom/netloom/internal/auth"
+	"github.com/netloom/netloom/internal/ingest"
+	"github.com/netloom/netloom/web"
+)
+
+// Handler returns the HTTP handler: the API and the UI behind the auth
+// guard, which identifies every request and bounds its cost.
+func (d *Daemon) Handler() (http.Handler, error) {
+	srv := api.New(api.Options{Store: d.st, State: d.State, Registry: d.reg, SweepInterval: d.cfg.SweepInterval, Log: d.log,
+		Behind: d.behind.Load})
+	srv.Mux().Handle("/", api.UI(web.Dist()))
+	srv.ServeJobs(d.liveJobs)
+	srv.ServeAttribution(api.AttributionOptions{Jobs: d.liveJobs, Nodes: func() api.NodeMapper {
+		if v := d.attrib.Load(); v != nil && v.Nodes != nil {
+			return v.Nodes
+		}
+		return nil
+	}})
+	return auth.NewGuard(d.cfg.Auth, srv, d.reg, d.log)
+}
+
+// httpServer is the HTTP(S) server with a timeout on every phase of a
+// connection, so slow or stalled clients cannot hold the daemon's memory.
+// Live-update streams lift the write timeout for themselves.
+func (d *Daemon) httpServer() (*http.Server, error) {
+	h, err := d.Handler()
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	if d.cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(d.cfg.TLSCert, d.cfg.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("tls_cert %s / tls_key %s: %w", d.cfg.TLSCert, d.cfg.TLSKey, err)
+		}
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	}
+	return srv, nil
+}
+
+// Falling behind: the store's write queue or the agents' queue is mostly
+// full, or they dropped data since the last look. Checked every few
+// seconds; entering and leaving the state is logged, and the API shows it.
+const behindCheck = 5 * time.Second
+
+func (d *Daemon) watchBehind(ctx context.Context) {
+	t := time.NewTicker(behindCheck)
+	defer t.Stop()
+	last := d.lossCounts()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var reasons []string
+		if n := len(d.writes); n > writeQueueLen*3/4 {
+			reasons = append(reasons, fmt.Sprintf("store write queue %d/%d", n, writeQueueLen))
+		}
+		if l := d.agents.l; l != nil && l.QueueLen() > cap(l.Datagrams())/2 {
+			reasons = append(reasons, fmt.Sprintf("agent datagram queue %d/%d", l.QueueLen(), cap(l.Datagrams())))
+		}
+		now := d.lossCounts()
+		for k, v := range now {
+			if v > last[k] {
+				reasons = append(reasons, fmt.Sprintf("%.0f %s in the last %s", v-last[k], k, behindCheck))
+			}
+		}
+		last = now
+		prev := d.behind.Load()
+		switch {
+		case len(reasons) == 0 && prev != nil:
+			d.behind.Store(nil)
+			d.log.Info("caught up", "behind_since", prev.Since)
+		case len(reasons) > 0:
+			b := &api.Behind{Since: time.Now(), Reasons: reasons}
+			if prev != nil {
+				b.Since = prev.Since
+			} else {
+				d.log.Warn("falling behind: data is being dropped or queues are filling", "reasons", strings.Join(reasons, "; "))
+			}
+			d.behind.Store(b)
+		}
+	}
+}
+
+// lossCounts reads the counters of data lost because the daemon could not
+// keep up (not of bad input): store writes dropped, agent datagrams
+// dropped for a full queue or reassembly table.
+func (d *Daemon) lossCounts() map[string]float64 {
+	out := map[string]float64{}
+	mfs, err := d.reg.Gather()
+	if err != nil {
+		return out
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch {
+			case mf.GetName() == "netloom_store_writes_dropped_total":
+				out["store writes dropped"] += m.GetCounter().GetValue()
+			case mf.GetName() == "netloom_ingest_datagrams_dropped_total" && lossReason(m):
+				out["agent datagrams dropped"] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+func lossReason(m *dto.Metric) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == "reason" {
+			switch l.GetValue() {
+			case ingest.ReasonQueueFull, ingest.ReasonReassemblyFull, ingest.ReasonTooManyJobs:
+				return true
+			}
+		}
+	}
+	return false
+}
