@@ -41,11 +41,21 @@ for _ in $(seq 120); do grep -q "Entering MASTER state" "$dir/opensm.out" && bre
 grep -q "Entering MASTER state" "$dir/opensm.out" || { echo "demo: OpenSM did not come up; see $dir/opensm.log" >&2; exit 1; }
 for _ in $(seq 60); do LD_PRELOAD=$preload ibtracert 1 2 >/dev/null 2>&1 && break; sleep 0.5; done
 
+# Anonymous access is off: an administrator account for the browser and
+# an API token for the curl examples below.
+rm -f "$dir"/netloom.htpasswd "$dir"/netloom.groups "$dir"/netloom.tokens
+password=$(bin/netloom user add admin --admin --users "$dir/netloom.htpasswd" --groups "$dir/netloom.groups" | sed -n 's/^password: //p')
+token=$(bin/netloom token add admin --label demo --tokens "$dir/netloom.tokens" 2>/dev/null)
+auth=(-H "Authorization: Bearer $token")
+printf 'auth:\n  users_file: %s\n  groups_file: %s\n  tokens_file: %s\n' \
+  "$dir/netloom.htpasswd" "$dir/netloom.groups" "$dir/netloom.tokens" > "$dir/netloom.yaml"
+
 echo "demo: starting netloom serve on http://$listen"
 LD_PRELOAD=$preload bin/netloom serve --fabric ib --db "$dir/netloom.db" --listen "$listen" \
+  --config "$dir/netloom.yaml" \
   --agent-listen "$agent" --agent-address-file "$dir/agent-address" \
   --sweep-interval 5s --discover-interval 1m > "$dir/netloom.log" 2>&1 & pids+=($!)
-for _ in $(seq 60); do curl -sf "http://$listen/api/v1/status" >/dev/null 2>&1 && break; sleep 0.5; done
+for _ in $(seq 60); do curl -sf "${auth[@]}" "http://$listen/api/v1/status" >/dev/null 2>&1 && break; sleep 0.5; done
 
 # Synthetic traffic: raise the data counters of a few switch ports every
 # few seconds through ibsim's console, as real traffic would.
@@ -76,20 +86,21 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cat <<MSG
 
 Netloom demo is running.
-  status:      curl http://$listen/api/v1/status
-  fabric:      curl http://$listen/api/v1/fabric/nodes
-  top links:   curl 'http://$listen/api/v1/links/top?by=utilization&n=5'
-  route:       curl 'http://$listen/api/v1/routes?src=n1&dst=n$hosts'
-  events:      curl http://$listen/api/v1/events
-  MPI jobs:    curl http://$listen/api/v1/jobs
-  UI:          http://$listen/
-  metrics:     curl http://$listen/metrics
+  UI:          http://$listen/  (sign in as admin, password $password)
+  API token:   T=$token
+  status:      curl -H "Authorization: Bearer \$T" http://$listen/api/v1/status
+  fabric:      curl -H "Authorization: Bearer \$T" http://$listen/api/v1/fabric/nodes
+  top links:   curl -H "Authorization: Bearer \$T" 'http://$listen/api/v1/links/top?by=utilization&n=5'
+  route:       curl -H "Authorization: Bearer \$T" 'http://$listen/api/v1/routes?src=n1&dst=n$hosts'
+  events:      curl -H "Authorization: Bearer \$T" http://$listen/api/v1/events
+  MPI jobs:    curl -H "Authorization: Bearer \$T" http://$listen/api/v1/jobs
+  metrics:     curl -H "Authorization: Bearer \$T" http://$listen/metrics
   CLI:         IBSIM_SOCKNAME=$IBSIM_SOCKNAME LD_PRELOAD=$preload bin/netloom fabric route n1 n$hosts
 Logs in $dir. Press Ctrl-C to stop.
 MSG
 if [ -n "${DEMO_SECONDS:-}" ]; then
   sleep "$DEMO_SECONDS"
-  curl -s "http://$listen/api/v1/status"; echo
+  curl -s "${auth[@]}" "http://$listen/api/v1/status"; echo
 else
   wait
 fi

@@ -79,6 +79,7 @@ func startDaemon(t *testing.T, db, spec string, setup func(*Config)) *simDaemon 
 		t.Fatal(err)
 	}
 	cfg := Config{Listen: "127.0.0.1:0", DB: db, Fabric: "sim", SweepInterval: 100 * time.Millisecond, DiscoverInterval: time.Second}
+	cfg.Auth.Anonymous = "admin"
 	setup(&cfg)
 	s := &simDaemon{t: t, src: src, d: New(cfg, src, st, slog.New(slog.NewTextHandler(io.Discard, nil))), done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())

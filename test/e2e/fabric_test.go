@@ -107,7 +107,8 @@ var (
 // unless ARGS turn agents off, its agent address (returned too).
 func serve(t *testing.T, dir string, env []string, args ...string) (*daemon, string) {
 	t.Helper()
-	cmd := exec.Command(netloomBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--log-level", "debug"}, args...)...)
+	// Anonymous admin unless a test says otherwise (a later flag wins).
+	cmd := exec.Command(netloomBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--log-level", "debug", "--anonymous", "admin"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	d := &daemon{t: t, cmd: cmd, log: &bytes.Buffer{}}
