@@ -634,7 +634,9 @@ func TestAgentUDP(t *testing.T) {
 						peers[p.Peer] = true
 					}
 				}
-				if nodes != agentRanks/agentPPN || len(peers) < 2 {
+				// A live snapshot may be taken before a rank met all its
+				// peers (a loaded machine delays the job); the final one not.
+				if nodes != agentRanks/agentPPN || (ds[0].Final && len(peers) < 2) || len(peers) < 1 {
 					t.Errorf("rank %d seq %d: %d nodes, %d peers over the chunks", k.rank, k.seq, nodes, len(peers))
 				}
 				if ds[0].Final {
