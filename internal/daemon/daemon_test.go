@@ -16,6 +16,7 @@ import (
 
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/fabric/sim"
+	"github.com/netloom/netloom/internal/store"
 	"github.com/netloom/netloom/internal/store/sqlite"
 )
 
@@ -241,4 +242,37 @@ func TestDaemonOnSimulatedFabric(t *testing.T) {
 			t.Errorf("restart added event %+v", e)
 		}
 	}
+}
+
+// TestFallingBehind stalls the store writer: the status shows the daemon
+// falling behind (queue filling, then writes dropped) and recovers once
+// the writer runs again.
+func TestFallingBehind(t *testing.T) {
+	s := startSim(t, filepath.Join(t.TempDir(), "netloom.db"))
+	release := make(chan struct{})
+	stall := func(ctx context.Context, st store.Store) error { <-release; return nil }
+	noop := func(ctx context.Context, st store.Store) error { return nil }
+	s.d.enqueue(writeOp{kind: "test", apply: stall})
+	for range writeQueueLen + 10 {
+		s.d.enqueue(writeOp{kind: "test", apply: noop}) // the last ones are dropped
+	}
+	type status struct {
+		Behind *struct {
+			Since   time.Time
+			Reasons []string
+		}
+	}
+	var st status
+	s.waitFor("the daemon to say it falls behind", func() bool {
+		return s.get("/api/v1/status", &st) == 200 && st.Behind != nil && len(st.Behind.Reasons) >= 2
+	})
+	joined := strings.Join(st.Behind.Reasons, "; ")
+	if !strings.Contains(joined, "store write queue") || !strings.Contains(joined, "store writes dropped") {
+		t.Errorf("reasons %q: want the queue and the drops", joined)
+	}
+	close(release)
+	s.waitFor("the daemon to catch up", func() bool {
+		st = status{}
+		return s.get("/api/v1/status", &st) == 200 && st.Behind == nil
+	})
 }

@@ -53,12 +53,12 @@ func (d *Daemon) httpServer() (*http.Server, error) {
 }
 
 // Falling behind: the store's write queue or the agents' queue is mostly
-// full, or they dropped data since the last look. Checked every few
-// seconds; entering and leaving the state is logged, and the API shows it.
-const behindCheck = 5 * time.Second
-
+// full, or they dropped data since the last look. Checked every sweep
+// interval, bounded to 1..5 s; entering and leaving the state is logged,
+// and the API shows it.
 func (d *Daemon) watchBehind(ctx context.Context) {
-	t := time.NewTicker(behindCheck)
+	every := min(max(d.cfg.SweepInterval, time.Second), 5*time.Second)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	last := d.lossCounts()
 	for {
@@ -77,7 +77,7 @@ func (d *Daemon) watchBehind(ctx context.Context) {
 		now := d.lossCounts()
 		for k, v := range now {
 			if v > last[k] {
-				reasons = append(reasons, fmt.Sprintf("%.0f %s in the last %s", v-last[k], k, behindCheck))
+				reasons = append(reasons, fmt.Sprintf("%.0f %s in the last %s", v-last[k], k, every))
 			}
 		}
 		last = now
