@@ -110,7 +110,7 @@ func LoadAccounts(cfg Config) (*Accounts, error) {
 	err = readLines(cfg.GroupsFile, func(line string) error {
 		group, members, ok := strings.Cut(line, ":")
 		if !ok || strings.TrimSpace(group) == "" {
-			return errors.New("want GROUP: USER USER ...")
+			return errors.New("want GROUP: USER USER and so on")
 		}
 		if strings.TrimSpace(group) == AdminGroup {
 			for _, u := range strings.Fields(members) {
@@ -125,7 +125,7 @@ func LoadAccounts(cfg Config) (*Accounts, error) {
 	err = readLines(cfg.TokensFile, func(line string) error {
 		f := strings.Fields(line)
 		if len(f) < 3 {
-			return errors.New("want SHA256-HEX USER CREATED [LABEL]")
+			return errors.New("want SHA256-HEX USER CREATED, then an optional label")
 		}
 		var t TokenEntry
 		if b, err := hex.DecodeString(f[0]); err != nil || len(b) != 32 {

@@ -54,10 +54,9 @@ func guard(t *testing.T, c Config, next http.Handler) (*Guard, *prometheus.Regis
 }
 
 type client struct {
-	t    *testing.T
-	h    http.Handler
-	jar  []*http.Cookie
-	csrf string
+	t   *testing.T
+	h   http.Handler
+	jar []*http.Cookie
 }
 
 func (c *client) do(method, path, body string, hdr ...string) *httptest.ResponseRecorder {
@@ -293,7 +292,7 @@ func TestMalformedFiles(t *testing.T) {
 	for _, tc := range []struct{ file, text, want string }{
 		{c.UsersFile, "# comment\nalice:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=\n", "u:2: user alice: the hash is not bcrypt"},
 		{c.UsersFile, "no colon here\n", "u:1: want NAME:BCRYPT-HASH"},
-		{c.GroupsFile, "admin alice\n", "g:1: want GROUP: USER"},
+		{c.GroupsFile, "admin alice\n", "g:1: want GROUP: USER USER"},
 		{c.TokensFile, "abcd bob 2026-01-01T00:00:00Z\n", "t:1: the token hash is not 64 hex digits"},
 	} {
 		os.Remove(c.UsersFile)
