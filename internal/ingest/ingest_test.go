@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/netloom/netloom/internal/ingest/agentpb"
@@ -525,7 +527,18 @@ func FuzzDecodeDatagram(f *testing.F) {
 	lim := Limits{}.WithDefaults()
 	tr := NewTracker(Options{MaxJobs: 64, MaxPendingBytes: 1 << 20}, nil)
 	now := t0
+	// The verification path: each input also goes through a verifier as
+	// sent, and signed under a session it knows (credential appended, mac
+	// last), so that what is accepted reaches a tracker of verified jobs.
+	fm := newFakeMunge()
+	cred, key := fm.issue(1001, "42", t0, 1<<20*time.Hour)
+	v := newVerifier(AuthOptions{Decode: fm.Decode, UserName: users}, nil, 64)
+	vtr := NewTracker(Options{MaxJobs: 64, MaxPendingBytes: 1 << 20}, nil)
+	credField := protowire.AppendBytes(protowire.AppendTag(nil, 20, protowire.BytesType), cred)
+	f.Add(signed(f, snapshot("42", 0, 2, 0, false), cred, key))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		fuzzVerify(t, v, vtr, b, lim, now)
+		fuzzVerify(t, v, vtr, Sign(append(slices.Clip(b), credField...), key), lim, now)
 		d, err := Decode(b, lim)
 		if err != nil {
 			if reasonOf(err) == "" {
@@ -559,6 +572,39 @@ func FuzzDecodeDatagram(f *testing.F) {
 			BuildRegions(j)
 		}
 	})
+}
+
+func fuzzVerify(t *testing.T, v *verifier, tr *Tracker, raw []byte, lim Limits, now time.Time) {
+	d, err := Decode(raw, lim)
+	if err != nil {
+		return
+	}
+	check := func(it Item, rerr *RejectError) {
+		if rerr != nil {
+			if rerr.Reason == "" {
+				t.Fatalf("verifier error without a reason: %v", rerr)
+			}
+			return
+		}
+		if !it.Verified || it.UID != 1001 || it.User != "alice" || it.D.JobId != "42" || (it.D.Process != nil && it.D.Process.User != "alice") {
+			t.Fatalf("accepted %+v", it)
+		}
+		if err := tr.AddItem(it); err != nil && reasonOf(err) == "" {
+			t.Fatalf("tracker error without a reason: %v", err)
+		}
+	}
+	switch vd, it, rerr := v.check(d, raw, now); vd {
+	case accepted:
+		check(it, nil)
+	case rejected:
+		check(it, rerr)
+	}
+	for len(v.queue) > 0 {
+		for _, r := range v.resolve(<-v.queue, now) {
+			check(r.it, r.err)
+		}
+	}
+	tr.Tick(now)
 }
 
 // TestPublishAfterFinal: the view published after the last rank's final

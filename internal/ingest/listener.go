@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/netloom/netloom/internal/ingest/agentpb"
@@ -23,6 +24,8 @@ type ListenOptions struct {
 	// Queue bounds decoded datagrams waiting for the aggregator. Default 65536.
 	Queue  int
 	Limits Limits
+	// Auth says which datagrams are accepted (default: any).
+	Auth AuthOptions
 }
 
 // Item is one decoded, validated datagram.
@@ -30,6 +33,12 @@ type Item struct {
 	D    *agentpb.Datagram
 	Size int
 	At   time.Time
+	// Verified: the datagram carried a valid MUNGE credential of UID,
+	// whose login name is User (and D.Process.User, when present, was set
+	// to it).
+	Verified bool
+	UID      uint32
+	User     string
 }
 
 // Listener reads agent datagrams from a UDP socket, decodes and validates
@@ -41,7 +50,8 @@ type Listener struct {
 	m       *Metrics
 	out     chan Item
 	rcvbuf  int
-	invalid func(err error) // optional, for logging; called from the reader
+	invalid func(err error) // optional, for logging; called from the reader and decode workers
+	v       *verifier       // nil: no credentials required
 }
 
 // Listen opens the UDP socket at addr.
@@ -62,6 +72,9 @@ func Listen(addr string, opt ListenOptions, m *Metrics) (*Listener, error) {
 		return nil, fmt.Errorf("agent listen %s: %w", addr, err)
 	}
 	l := &Listener{conn: conn, opt: opt, m: m, out: make(chan Item, opt.Queue)}
+	if opt.Auth.Decode != nil {
+		l.v = newVerifier(opt.Auth, m, 4096)
+	}
 	l.rcvbuf = setReadBuffer(conn, opt.ReadBuffer)
 	return l, nil
 }
@@ -79,7 +92,8 @@ func (l *Listener) Datagrams() <-chan Item { return l.out }
 func (l *Listener) QueueLen() int { return len(l.out) }
 
 // OnInvalid sets a function called with each rejected datagram's error
-// (for rate-limited logging); set it before Run.
+// (for rate-limited logging), possibly from several goroutines at once;
+// set it before Run.
 func (l *Listener) OnInvalid(f func(error)) { l.invalid = f }
 
 // Run reads until ctx ends, then closes the socket and the queue.
@@ -87,11 +101,32 @@ func (l *Listener) Run(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { l.conn.Close() })
 	defer stop()
 	defer close(l.out)
+	if l.v != nil {
+		// Credentials new to the daemon are decoded off the reader (each
+		// is a round trip to munged); their datagrams wait for it.
+		var wg sync.WaitGroup
+		for range l.v.opt.Workers {
+			wg.Go(func() {
+				for s := range l.v.queue {
+					for _, r := range l.v.resolve(s, time.Now()) {
+						if r.err != nil {
+							l.reject(r.err)
+						} else {
+							l.push(r.it)
+						}
+					}
+				}
+			})
+		}
+		defer wg.Wait()
+		defer close(l.v.queue)
+	}
+	source := l.opt.Auth.Source
 	// One buffer, reused: proto.Unmarshal copies what it keeps. One byte
 	// more than the limit tells an oversized datagram from a full one.
 	buf := make([]byte, max(l.opt.Limits.MaxBytes+1, 64<<10))
 	for {
-		n, _, err := l.conn.ReadFromUDPAddrPort(buf)
+		n, from, err := l.conn.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
@@ -100,22 +135,44 @@ func (l *Listener) Run(ctx context.Context) error {
 			continue
 		}
 		l.m.receive(n)
-		d, err := Decode(buf[:n], l.opt.Limits)
-		if err != nil {
-			var re *RejectError
-			if errors.As(err, &re) {
-				l.m.drop(re.Reason, 1)
-			}
-			if l.invalid != nil {
-				l.invalid(err)
-			}
+		if source != nil && !source(from.Addr().Unmap()) {
+			l.reject(reject(ReasonSourceNetwork, "datagram from %s, outside agent_networks", from.Addr().Unmap()))
 			continue
 		}
-		select {
-		case l.out <- Item{D: d, Size: n, At: time.Now()}:
-		default:
-			l.m.drop(ReasonQueueFull, 1)
+		d, err := Decode(buf[:n], l.opt.Limits)
+		if err != nil {
+			l.reject(err)
+			continue
 		}
+		now := time.Now()
+		if l.v == nil {
+			l.push(Item{D: d, Size: n, At: now})
+			continue
+		}
+		switch v, it, rerr := l.v.check(d, buf[:n], now); v {
+		case accepted:
+			l.push(it)
+		case rejected:
+			l.reject(rerr)
+		}
+	}
+}
+
+func (l *Listener) push(it Item) {
+	select {
+	case l.out <- it:
+	default:
+		l.m.drop(ReasonQueueFull, 1)
+	}
+}
+
+func (l *Listener) reject(err error) {
+	var re *RejectError
+	if errors.As(err, &re) {
+		l.m.drop(re.Reason, 1)
+	}
+	if l.invalid != nil {
+		l.invalid(err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 // *Metrics counts nothing (offline reports).
 type Metrics struct {
 	received, accepted, bytes, snapshots prometheus.Counter
+	decodes                              prometheus.Counter
 	dropped                              *prometheus.CounterVec
 	jobs                                 *prometheus.GaugeVec
 }
@@ -24,6 +25,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Bytes of agent datagrams read from the socket."}),
 		snapshots: prometheus.NewCounter(prometheus.CounterOpts{Name: "netloom_ingest_snapshots_total",
 			Help: "Complete rank snapshots applied to job state."}),
+		decodes: prometheus.NewCounter(prometheus.CounterOpts{Name: "netloom_ingest_credentials_decoded_total",
+			Help: "MUNGE credentials of agents sent to munged for decoding (one per agent per refresh)."}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "netloom_ingest_datagrams_dropped_total",
 			Help: "Agent datagrams dropped, by reason."}, []string{"reason"}),
 		jobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "netloom_ingest_jobs",
@@ -33,7 +36,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.dropped.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.received, m.accepted, m.bytes, m.snapshots, m.dropped, m.jobs)
+		reg.MustRegister(m.received, m.accepted, m.bytes, m.snapshots, m.decodes, m.dropped, m.jobs)
 	}
 	return m
 }
@@ -48,6 +51,16 @@ func (m *Metrics) receive(n int) {
 func (m *Metrics) drop(reason string, n int) {
 	if m != nil && n > 0 {
 		m.dropped.WithLabelValues(reason).Add(float64(n))
+	}
+}
+
+// Drop counts one datagram dropped for reason (one of Reasons), for checks
+// made outside this package (the daemon's scheduler view).
+func (m *Metrics) Drop(reason string) { m.drop(reason, 1) }
+
+func (m *Metrics) decoded() {
+	if m != nil {
+		m.decodes.Inc()
 	}
 }
 

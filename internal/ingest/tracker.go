@@ -3,6 +3,7 @@ package ingest
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -135,6 +136,9 @@ type jobState struct {
 	lastSave   time.Time
 	saved      bool // saved since finishing
 	view       *store.Job
+	// verified: the job's datagrams carry MUNGE credentials, all of uid.
+	verified bool
+	uid      uint32
 }
 
 type rankState struct {
@@ -175,7 +179,14 @@ func (t *Tracker) Limits() Limits { return t.opt.Limits }
 // wire. It returns a *RejectError when the datagram was dropped (and
 // counted).
 func (t *Tracker) Add(d *agentpb.Datagram, size int, now time.Time) error {
-	err := t.add(d, size, now)
+	return t.AddItem(Item{D: d, Size: size, At: now})
+}
+
+// AddItem is Add of a datagram from a Listener: a verified one also binds
+// its job to the credential's uid, and is dropped (job_mismatch) when the
+// job already belongs to another uid, or was begun by unverified agents.
+func (t *Tracker) AddItem(it Item) error {
+	err := t.add(it.D, it.Size, it.At, it.Verified, it.UID)
 	var re *RejectError
 	if errors.As(err, &re) {
 		t.m.drop(re.Reason, 1)
@@ -183,8 +194,11 @@ func (t *Tracker) Add(d *agentpb.Datagram, size int, now time.Time) error {
 	return err
 }
 
-func (t *Tracker) add(d *agentpb.Datagram, size int, now time.Time) error {
+func (t *Tracker) add(d *agentpb.Datagram, size int, now time.Time, verified bool, uid uint32) error {
 	j := t.jobs[d.JobId]
+	if j != nil && (j.verified != verified || j.uid != uid) {
+		return reject(ReasonJobMismatch, "job %s rank %d: datagram of %s, job of %s", d.JobId, d.Rank, owner(verified, uid), owner(j.verified, j.uid))
+	}
 	if j != nil && j.finished {
 		// A finished job hears only from a new launch under the same id.
 		if time.Unix(0, d.StartUnixNs).After(j.latestStart()) {
@@ -198,7 +212,8 @@ func (t *Tracker) add(d *agentpb.Datagram, size int, now time.Time) error {
 		if len(t.jobs) >= t.opt.MaxJobs {
 			return reject(ReasonTooManyJobs, "job %s: %d jobs tracked already", d.JobId, len(t.jobs))
 		}
-		j = &jobState{id: d.JobId, world: int(d.WorldSize), ranks: map[int]*rankState{}, unsaved: map[int]struct{}{}}
+		j = &jobState{id: d.JobId, world: int(d.WorldSize), ranks: map[int]*rankState{}, unsaved: map[int]struct{}{},
+			verified: verified, uid: uid}
 		t.jobs[d.JobId] = j
 	}
 	if int(d.WorldSize) != j.world {
@@ -277,6 +292,13 @@ func (t *Tracker) add(d *agentpb.Datagram, size int, now time.Time) error {
 	// Complete.
 	t.release(key, r)
 	return t.apply(j, r, p, d, now)
+}
+
+func owner(verified bool, uid uint32) string {
+	if !verified {
+		return "unverified agents"
+	}
+	return fmt.Sprintf("uid %d", uid)
 }
 
 // release forgets a pending snapshot without counting it.
