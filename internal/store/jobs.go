@@ -20,7 +20,9 @@ type JobStore interface {
 	// ErrNotFound when unknown.
 	Job(ctx context.Context, id string) (*Job, error)
 	// ProcessSamples returns the samples of the job's ranks in [from, to],
-	// oldest first, per rank; nil ranks means all.
+	// oldest first, per rank; nil ranks means all. Where raw samples were
+	// past their retention and rolled up, rollup points stand in for them
+	// (see ProcessSample.Resolution).
 	ProcessSamples(ctx context.Context, job string, ranks []int, from, to time.Time) (map[int][]ProcessSample, error)
 
 	AttributionStore
@@ -230,6 +232,21 @@ type ProcessSample struct {
 	Traffic    Classes       `json:"traffic"`
 	IntraNode  Traffic       `json:"intra_node"`
 	InterNode  Traffic       `json:"inter_node"`
+
+	// Resolution is 0 for a raw sample. A rollup point (Resolution is its
+	// bucket width) sums the Samples raw samples of its bucket: CPU and
+	// MPI seconds, I/O and traffic are sums, Span the summed spans, Time
+	// the newest sample's; VmRSS and VmSize are the means, and the
+	// fields below keep the peaks.
+	Resolution time.Duration `json:"resolution,omitempty"`
+	Samples    int           `json:"samples,omitempty"`
+	// CPUPeak is the highest per-sample CPU use, (user+system)/span (1 =
+	// one core busy); BytesPeak the highest per-sample sent bytes per
+	// second; VmRSSMax and VmSizeMax the highest memory.
+	CPUPeak   float64 `json:"cpu_peak,omitempty"`
+	BytesPeak float64 `json:"bytes_peak_per_second,omitempty"`
+	VmRSSMax  uint64  `json:"vm_rss_max,omitempty"`
+	VmSizeMax uint64  `json:"vm_size_max,omitempty"`
 }
 
 // JobQuery selects and orders job summaries.

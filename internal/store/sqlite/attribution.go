@@ -159,10 +159,14 @@ func (s *Store) JobSummary(ctx context.Context, id string) (*store.JobSummary, e
 	return &js, nil
 }
 
-// pruneLinkJobSamples deletes attribution samples older than before.
-func (s *Store) pruneLinkJobSamples(ctx context.Context, before time.Time) error {
+// pruneLinkJobSamplesStep deletes a chunk of attribution samples older
+// than before.
+func (s *Store) pruneLinkJobSamplesStep(ctx context.Context, before time.Time) (bool, error) {
+	if before.IsZero() {
+		return false, nil
+	}
 	what := "prune link attribution before " + before.Format(time.RFC3339)
-	return s.pruneChunks(ctx, what, func(tx *sql.Tx) (int64, error) {
+	return s.deleteStep(ctx, what, func(tx *sql.Tx) (int64, error) {
 		res, err := tx.ExecContext(ctx, `DELETE FROM link_job_samples WHERE (guid, port, time_ns, job) IN
 			(SELECT guid, port, time_ns, job FROM link_job_samples WHERE time_ns < ? LIMIT ?)`, ns(before), s.opt.PruneChunk)
 		if err != nil {

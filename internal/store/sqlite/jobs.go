@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -271,26 +272,59 @@ func (s *Store) AddProcessSamples(ctx context.Context, samples []store.ProcessSa
 	})
 }
 
-// ProcessSamples implements store.Store.
+// ProcessSamples implements store.Store: per rank, the rollup points
+// (1-hour, then 5-minute) and then the raw samples in the range.
 func (s *Store) ProcessSamples(ctx context.Context, job string, ranks []int, from, to time.Time) (map[int][]store.ProcessSample, error) {
-	q := `SELECT rank, time_ns, data FROM job_samples WHERE job = ? AND time_ns BETWEEN ? AND ?`
-	args := []any{job, lowerBound(from), upperBound(to)}
+	out := map[int][]store.ProcessSample{}
+	if ranks != nil && len(ranks) == 0 {
+		return out, nil
+	}
+	rankCond := ""
+	var rankArgs []any
 	if ranks != nil {
-		if len(ranks) == 0 {
-			return map[int][]store.ProcessSample{}, nil
-		}
-		q += ` AND rank IN (?` + strings.Repeat(", ?", len(ranks)-1) + `)`
+		rankCond = ` AND rank IN (?` + strings.Repeat(", ?", len(ranks)-1) + `)`
 		for _, r := range ranks {
-			args = append(args, r)
+			rankArgs = append(rankArgs, r)
 		}
 	}
-	q += ` ORDER BY rank, time_ns`
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("process samples of job %q: %w", job, err)
+	}
+	defer tx.Rollback()
+	rolled := map[int]bool{}
+	q := `SELECT rank, width_ns, time_ns, data FROM job_rollups WHERE job = ? AND time_ns BETWEEN ? AND ?` + rankCond +
+		` ORDER BY rank, width_ns DESC, bucket_ns`
+	rows, err := tx.QueryContext(ctx, q, append([]any{job, lowerBound(from), upperBound(to)}, rankArgs...)...)
+	if err != nil {
+		return nil, fmt.Errorf("process rollups of job %q: %w", job, err)
+	}
+	for rows.Next() {
+		var rank int
+		var w, t int64
+		var b []byte
+		if err := rows.Scan(&rank, &w, &t, &b); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("process rollups of job %q: %w", job, err)
+		}
+		a, err := decodeProcessRollup(b, t)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("process rollup of job %q rank %d at %d: %w", job, rank, t, err)
+		}
+		out[rank] = append(out[rank], a.sample(job, rank, time.Duration(w)))
+		rolled[rank] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("process rollups of job %q: %w", job, err)
+	}
+	q = `SELECT rank, time_ns, data FROM job_samples WHERE job = ? AND time_ns BETWEEN ? AND ?` + rankCond + ` ORDER BY rank, time_ns`
+	rows, err = tx.QueryContext(ctx, q, append([]any{job, lowerBound(from), upperBound(to)}, rankArgs...)...)
 	if err != nil {
 		return nil, fmt.Errorf("process samples of job %q: %w", job, err)
 	}
 	defer rows.Close()
-	out := map[int][]store.ProcessSample{}
 	for rows.Next() {
 		var rank int
 		var t int64
@@ -307,6 +341,12 @@ func (s *Store) ProcessSamples(ctx context.Context, job string, ranks []int, fro
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("process samples of job %q: %w", job, err)
+	}
+	for rank := range rolled {
+		l := out[rank]
+		if !sort.SliceIsSorted(l, func(i, j int) bool { return l[i].Time.Before(l[j].Time) }) {
+			sort.SliceStable(l, func(i, j int) bool { return l[i].Time.Before(l[j].Time) })
+		}
 	}
 	return out, nil
 }
@@ -368,11 +408,15 @@ func decodeProcessSample(b []byte) (store.ProcessSample, error) {
 	return x, nil
 }
 
-// pruneJobs deletes finished jobs that ended before t, with their processes
-// and samples.
-func (s *Store) pruneJobs(ctx context.Context, before time.Time) error {
+// pruneJobsStep deletes a chunk of what finished jobs that ended before
+// t hold: their samples, rollups, processes and link totals, a bounded
+// number of rows at a time (a large job has millions), then the job.
+func (s *Store) pruneJobsStep(ctx context.Context, before time.Time) (bool, error) {
+	if before.IsZero() {
+		return false, nil
+	}
 	what := "prune jobs ended before " + before.Format(time.RFC3339)
-	return s.pruneChunks(ctx, what, func(tx *sql.Tx) (int64, error) {
+	return s.deleteStep(ctx, what, func(tx *sql.Tx) (int64, error) {
 		rows, err := tx.QueryContext(ctx, `SELECT id FROM jobs WHERE state = ? AND end_ns < ? LIMIT ?`, store.JobFinished, ns(before), s.opt.PruneChunk)
 		if err != nil {
 			return 0, err
@@ -390,28 +434,35 @@ func (s *Store) pruneJobs(ctx context.Context, before time.Time) error {
 		if err := rows.Err(); err != nil {
 			return 0, err
 		}
+		budget := int64(s.opt.PruneChunk)
+		var done int64
 		for _, id := range ids {
-			for _, q := range []string{`DELETE FROM job_samples WHERE job = ?`, `DELETE FROM job_processes WHERE job = ?`,
-				`DELETE FROM job_link_totals WHERE job = ?`, `DELETE FROM jobs WHERE id = ?`} {
-				if _, err := tx.ExecContext(ctx, q, id); err != nil {
+			for _, q := range []string{
+				`DELETE FROM job_samples WHERE (job, rank, time_ns) IN (SELECT job, rank, time_ns FROM job_samples WHERE job = ? LIMIT ?)`,
+				`DELETE FROM job_rollups WHERE (job, rank, width_ns, bucket_ns) IN (SELECT job, rank, width_ns, bucket_ns FROM job_rollups WHERE job = ? LIMIT ?)`,
+				`DELETE FROM job_processes WHERE (job, rank) IN (SELECT job, rank FROM job_processes WHERE job = ? LIMIT ?)`,
+				`DELETE FROM job_link_totals WHERE (job, guid, port) IN (SELECT job, guid, port FROM job_link_totals WHERE job = ? LIMIT ?)`,
+			} {
+				res, err := tx.ExecContext(ctx, q, id, budget)
+				if err != nil {
 					return 0, fmt.Errorf("job %s: %w", id, err)
 				}
+				n, err := res.RowsAffected()
+				if err != nil {
+					return 0, err
+				}
+				done += n
+				if budget -= n; budget <= 0 {
+					return done, nil // the job's rows go on in the next step
+				}
 			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ?`, id); err != nil {
+				return 0, fmt.Errorf("job %s: %w", id, err)
+			}
+			done++
+			budget--
 		}
-		return int64(len(ids)), nil
-	})
-}
-
-func (s *Store) pruneJobSamples(ctx context.Context, before time.Time) error {
-	what := "prune process samples before " + before.Format(time.RFC3339)
-	return s.pruneChunks(ctx, what, func(tx *sql.Tx) (int64, error) {
-		res, err := tx.ExecContext(ctx, `DELETE FROM job_samples WHERE (job, rank, time_ns) IN
-			(SELECT job, rank, time_ns FROM job_samples WHERE time_ns < ? LIMIT ?)`,
-			ns(before), s.opt.PruneChunk)
-		if err != nil {
-			return 0, err
-		}
-		return res.RowsAffected()
+		return done, nil
 	})
 }
 

@@ -12,151 +12,141 @@ import (
 	"github.com/netloom/netloom/internal/store"
 )
 
-// Prune implements store.Store. It deletes in transactions of at most
-// PruneChunk rows and lets other writes in between, so a large prune never
-// stalls the sweep writer for long; then it returns free pages to the file
-// system the same way.
+// Prune implements store.Store: it repeats PruneStep until nothing is
+// left to do.
 func (s *Store) Prune(ctx context.Context, r store.Retention) error {
-	if !r.Samples.IsZero() {
-		if err := s.pruneSamples(ctx, ns(r.Samples)); err != nil {
+	for {
+		more, err := s.PruneStep(ctx, r)
+		if err != nil || !more {
 			return err
 		}
 	}
-	if !r.Samples.IsZero() {
-		if err := s.pruneJobSamples(ctx, r.Samples); err != nil {
-			return err
-		}
-		if err := s.pruneLinkJobSamples(ctx, r.Samples); err != nil {
-			return err
-		}
-	}
-	if !r.Jobs.IsZero() {
-		if err := s.pruneJobs(ctx, r.Jobs); err != nil {
-			return err
-		}
-	}
-	if !r.Events.IsZero() {
-		if err := s.pruneChunks(ctx, "prune events before "+r.Events.Format(time.RFC3339), func(tx *sql.Tx) (int64, error) {
-			res, err := tx.ExecContext(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM events WHERE time_ns < ? LIMIT ?)`,
-				ns(r.Events), s.opt.PruneChunk)
-			if err != nil {
-				return 0, err
-			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return 0, err
-			}
-			_, err = tx.ExecContext(ctx, `UPDATE totals SET value = value - ? WHERE name = 'events'`, n)
-			return n, err
-		}); err != nil {
-			return err
-		}
-	}
-	if !r.Topology.IsZero() {
-		// Versions that ended before the limit go; the one in force at the
-		// limit stays, so TopologyAt(limit) still answers.
-		at := ns(r.Topology)
-		if err := s.writeTx(ctx, "prune topology before "+r.Topology.Format(time.RFC3339), func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM topology_versions WHERE until_ns IS NOT NULL AND until_ns <= ?`, at); err != nil {
-				return fmt.Errorf("versions: %w", err)
-			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM forwarding_tables WHERE from_ns <
-				(SELECT MAX(from_ns) FROM forwarding_tables WHERE from_ns <= ?)`, at); err != nil {
-				return fmt.Errorf("forwarding tables: %w", err)
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-	}
-	return s.vacuum(ctx)
 }
 
-func (s *Store) pruneSamples(ctx context.Context, before int64) error {
-	what := "prune port samples before " + fromNS(before).Format(time.RFC3339)
-	return s.pruneChunks(ctx, what, func(tx *sql.Tx) (int64, error) {
-		rows, err := tx.QueryContext(ctx, `SELECT id, ports FROM port_samples WHERE time_ns < ? ORDER BY time_ns LIMIT ?`, before, s.opt.PruneChunk)
+// PruneStep implements store.Store. Each call runs one transaction of the
+// first phase that has work: finished jobs, then port samples and process
+// samples level by level (raw into 5-minute rollups into 1-hour rollups,
+// see rollup.go), link attribution, events, topology, and last handing
+// free pages back to the file system. Each transaction touches at most
+// PruneChunk, RollupPortRows or RollupProcessRows rows, so the writer is
+// never held for long.
+func (s *Store) PruneStep(ctx context.Context, r store.Retention) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("prune: %w", err)
+	}
+	ports := newCutoffs(r.Samples, r.PortRollups5m, r.PortRollups1h)
+	procs := newCutoffs(r.ProcessSamples, r.ProcessRollups5m, r.ProcessRollups1h)
+	steps := []func() (bool, error){
+		func() (bool, error) { return s.pruneJobsStep(ctx, r.Jobs) },
+	}
+	for l := levelRaw; l < numLevels; l++ {
+		steps = append(steps, func() (bool, error) { return s.foldPortsStep(ctx, ports, l) })
+	}
+	for l := levelRaw; l < numLevels; l++ {
+		steps = append(steps, func() (bool, error) { return s.foldProcessesStep(ctx, procs, l) })
+	}
+	steps = append(steps,
+		func() (bool, error) { return s.pruneLinkJobSamplesStep(ctx, r.LinkJobSamples) },
+		func() (bool, error) { return s.pruneEventsStep(ctx, r.Events) },
+		func() (bool, error) { return s.pruneTopologyStep(ctx, r.Topology) },
+		func() (bool, error) { return s.vacuumStep(ctx) },
+	)
+	for _, step := range steps {
+		if did, err := step(); err != nil || did {
+			return did, err
+		}
+	}
+	return false, nil
+}
+
+// deleteStep runs one chunked delete in a write transaction and reports
+// whether it deleted anything.
+func (s *Store) deleteStep(ctx context.Context, what string, step func(tx *sql.Tx) (int64, error)) (bool, error) {
+	var n int64
+	err := s.writeTx(ctx, what, func(tx *sql.Tx) error {
+		var err error
+		n, err = step(tx)
+		return err
+	})
+	return n > 0, err
+}
+
+func (s *Store) pruneEventsStep(ctx context.Context, before time.Time) (bool, error) {
+	if before.IsZero() {
+		return false, nil
+	}
+	return s.deleteStep(ctx, "prune events before "+before.Format(time.RFC3339), func(tx *sql.Tx) (int64, error) {
+		res, err := tx.ExecContext(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM events WHERE time_ns < ? LIMIT ?)`,
+			ns(before), s.opt.PruneChunk)
 		if err != nil {
 			return 0, err
 		}
-		var ids []int64
-		var samples int64
-		for rows.Next() {
-			var id, n int64
-			if err := rows.Scan(&id, &n); err != nil {
-				rows.Close()
-				return 0, err
-			}
-			ids = append(ids, id)
-			samples += n
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return 0, err
-		}
-		del, err := tx.PrepareContext(ctx, `DELETE FROM port_samples WHERE id = ?`)
+		n, err := res.RowsAffected()
 		if err != nil {
 			return 0, err
 		}
-		defer del.Close()
-		for _, id := range ids {
-			if _, err := del.ExecContext(ctx, id); err != nil {
-				return 0, fmt.Errorf("row %d: %w", id, err)
-			}
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE totals SET value = value - ? WHERE name = 'port_samples'`, samples)
-		return int64(len(ids)), err
+		_, err = tx.ExecContext(ctx, `UPDATE totals SET value = value - ? WHERE name = 'events'`, n)
+		return n, err
 	})
 }
 
-// pruneChunks repeats step, each in its own write transaction, until it
-// deletes fewer rows than a chunk.
-func (s *Store) pruneChunks(ctx context.Context, what string, step func(tx *sql.Tx) (int64, error)) error {
-	for {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		var n int64
-		if err := s.writeTx(ctx, what, func(tx *sql.Tx) error {
-			var err error
-			n, err = step(tx)
-			return err
-		}); err != nil {
-			return err
-		}
-		if n < int64(s.opt.PruneChunk) {
-			return nil
-		}
+// pruneTopologyStep deletes the versions that ended before the limit; the
+// one in force at the limit stays, so TopologyAt(limit) still answers.
+func (s *Store) pruneTopologyStep(ctx context.Context, before time.Time) (bool, error) {
+	if before.IsZero() {
+		return false, nil
 	}
+	at := ns(before)
+	return s.deleteStep(ctx, "prune topology before "+before.Format(time.RFC3339), func(tx *sql.Tx) (int64, error) {
+		res, err := tx.ExecContext(ctx, `DELETE FROM topology_versions WHERE until_ns IS NOT NULL AND until_ns <= ?`, at)
+		if err != nil {
+			return 0, fmt.Errorf("versions: %w", err)
+		}
+		a, err := res.RowsAffected()
+		if err != nil {
+			return 0, err
+		}
+		res, err = tx.ExecContext(ctx, `DELETE FROM forwarding_tables WHERE from_ns <
+			(SELECT MAX(from_ns) FROM forwarding_tables WHERE from_ns <= ?)`, at)
+		if err != nil {
+			return 0, fmt.Errorf("forwarding tables: %w", err)
+		}
+		b, err := res.RowsAffected()
+		return a + b, err
+	})
 }
 
-// vacuum hands free pages back in bounded steps (the file only shrinks
-// when auto_vacuum is incremental, as for databases this code created).
-func (s *Store) vacuum(ctx context.Context) error {
+// vacuumStep hands up to vacuumPages free pages back to the file system
+// (the file only shrinks when auto_vacuum is incremental, as for
+// databases this code created). It reports whether it freed any.
+func (s *Store) vacuumStep(ctx context.Context) (bool, error) {
 	var mode int
 	if err := s.w.QueryRowContext(ctx, `PRAGMA auto_vacuum`).Scan(&mode); err != nil {
-		return fmt.Errorf("prune: read auto_vacuum: %w", err)
+		return false, fmt.Errorf("prune: read auto_vacuum: %w", err)
 	}
 	if mode != 2 {
-		return nil
+		return false, nil
 	}
-	prev := int64(-1)
-	for {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("prune: vacuum: %w", err)
-		}
-		var free int64
-		if err := s.w.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
-			return fmt.Errorf("prune: read free pages: %w", err)
-		}
-		if free == 0 || (prev >= 0 && free >= prev) {
-			return nil
-		}
-		prev = free
-		if err := s.incrementalVacuum(ctx, 1024); err != nil {
-			return fmt.Errorf("prune: incremental vacuum: %w", err)
-		}
+	before, err := s.freePages(ctx)
+	if err != nil || before == 0 {
+		return false, err
 	}
+	if err := s.incrementalVacuum(ctx, vacuumPages); err != nil {
+		return false, fmt.Errorf("prune: incremental vacuum: %w", err)
+	}
+	after, err := s.freePages(ctx)
+	return after < before, err
+}
+
+// vacuumPages bounds one vacuum step: 4 MiB of 16 KiB pages.
+const vacuumPages = 256
+
+func (s *Store) freePages(ctx context.Context) (int64, error) {
+	var free int64
+	if err := s.w.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
+		return 0, fmt.Errorf("prune: read free pages: %w", err)
+	}
+	return free, nil
 }
 
 // incrementalVacuum frees up to pages pages. The pragma frees one page per
@@ -190,9 +180,10 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	}
 	err := s.r.QueryRowContext(ctx, `SELECT
 		(SELECT value FROM totals WHERE name = 'port_samples'),
+		(SELECT value FROM totals WHERE name = 'port_rollups'),
 		(SELECT value FROM totals WHERE name = 'events'),
 		(SELECT COUNT(*) FROM topology_versions),
-		(SELECT COUNT(*) FROM jobs)`).Scan(&st.PortSamples, &st.Events, &st.Versions, &st.Jobs)
+		(SELECT COUNT(*) FROM jobs)`).Scan(&st.PortSamples, &st.PortRollups, &st.Events, &st.Versions, &st.Jobs)
 	if err != nil {
 		return st, fmt.Errorf("stats of %s: %w", s.path, err)
 	}

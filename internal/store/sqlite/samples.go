@@ -5,12 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
 
 	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/store"
 )
 
 // checkSweep validates one AddPortSamples call and returns a copy sorted
@@ -127,6 +129,65 @@ func (s *Store) nodeID(ctx context.Context, tx *sql.Tx, g fabric.GUID, pending m
 // PortSamples implements store.Store. Ports without samples in the range
 // are absent from the map. Zero from or to leave that end open.
 func (s *Store) PortSamples(ctx context.Context, ports []fabric.PortRef, from, to time.Time) (map[fabric.PortRef][]fabric.PortSample, error) {
+	out := map[fabric.PortRef][]fabric.PortSample{}
+	rolled := map[fabric.PortRef]bool{}
+	err := s.readPorts(ctx, ports, from, to,
+		func(smp []fabric.PortSample) {
+			for _, x := range smp {
+				out[x.Port] = append(out[x.Port], x)
+			}
+		},
+		func(pts []store.PortPoint) {
+			for _, p := range pts {
+				out[p.Port] = append(out[p.Port], p.PortSample)
+				rolled[p.Port] = true
+			}
+		})
+	if err != nil {
+		return nil, err
+	}
+	for p := range rolled {
+		l := out[p]
+		if !sort.SliceIsSorted(l, func(i, j int) bool { return l[i].Time.Before(l[j].Time) }) {
+			sort.SliceStable(l, func(i, j int) bool { return l[i].Time.Before(l[j].Time) })
+		}
+	}
+	return out, nil
+}
+
+// PortSeries implements store.Store.
+func (s *Store) PortSeries(ctx context.Context, ports []fabric.PortRef, from, to time.Time) (map[fabric.PortRef][]store.PortPoint, error) {
+	out := map[fabric.PortRef][]store.PortPoint{}
+	err := s.readPorts(ctx, ports, from, to,
+		func(smp []fabric.PortSample) {
+			for _, x := range smp {
+				out[x.Port] = append(out[x.Port], store.RawPoint(x))
+			}
+		},
+		func(pts []store.PortPoint) {
+			for _, p := range pts {
+				out[p.Port] = append(out[p.Port], p)
+			}
+		})
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range out {
+		if !sort.SliceIsSorted(l, func(i, j int) bool { return l[i].Time.Before(l[j].Time) }) {
+			sort.SliceStable(l, func(i, j int) bool { return l[i].Time.Before(l[j].Time) })
+		}
+	}
+	return out, nil
+}
+
+// readPorts hands the given ports' rollup points and raw samples in
+// [from, to] to the callbacks, switch by switch: 1-hour rollups, then
+// 5-minute ones, then raw samples, each oldest first. Normally their
+// times do not overlap (rollups hold what raw rows no longer do); samples
+// stored late for a bucket already rolled up can, until the next prune
+// folds them in.
+func (s *Store) readPorts(ctx context.Context, ports []fabric.PortRef, from, to time.Time,
+	raw func([]fabric.PortSample), rolled func([]store.PortPoint)) error {
 	byNode := map[fabric.GUID]map[int]bool{}
 	var guids []fabric.GUID
 	for _, p := range ports {
@@ -136,28 +197,65 @@ func (s *Store) PortSamples(ctx context.Context, ports []fabric.PortRef, from, t
 		}
 		byNode[p.GUID][p.Port] = true
 	}
-	out := map[fabric.PortRef][]fabric.PortSample{}
 	if len(guids) == 0 {
-		return out, nil
+		return nil
 	}
+	lo, hi := lowerBound(from), upperBound(to)
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("port samples: %w", err)
+		return fmt.Errorf("port samples: %w", err)
 	}
 	defer tx.Rollback()
 	st, err := tx.PrepareContext(ctx, `SELECT s.time_ns, s.data FROM nodes n JOIN port_samples s ON s.node_id = n.id
 		WHERE n.guid = ? AND s.time_ns >= ? AND s.time_ns <= ? ORDER BY s.time_ns`)
 	if err != nil {
-		return nil, fmt.Errorf("port samples: %w", err)
+		return fmt.Errorf("port samples: %w", err)
 	}
 	defer st.Close()
+	rst, err := tx.PrepareContext(ctx, `SELECT r.time_ns, r.data FROM nodes n JOIN port_rollups r ON r.node_id = n.id
+		WHERE n.guid = ? AND r.width_ns = ? AND r.bucket_ns >= ? AND r.bucket_ns <= ? AND r.time_ns >= ? AND r.time_ns <= ?
+		ORDER BY r.bucket_ns`)
+	if err != nil {
+		return fmt.Errorf("port rollups: %w", err)
+	}
+	defer rst.Close()
 	d := s.decoders.Get().(*decoder)
 	defer s.decoders.Put(d)
 	var buf []fabric.PortSample
+	var pts []store.PortPoint
 	for _, g := range guids {
 		want := byNode[g]
+		keep := func(p int) bool { return want[p] }
+		for _, l := range []int{level1h, level5m} {
+			w := levelWidth[l]
+			bucketLo := lo
+			if lo != math.MinInt64 {
+				bucketLo = lo - w
+			}
+			if err := func() error {
+				rows, err := rst.QueryContext(ctx, guidInt(g), w, bucketLo, hi, lo, hi)
+				if err != nil {
+					return err
+				}
+				defer rows.Close()
+				for rows.Next() {
+					var t int64
+					var data sql.RawBytes
+					if err := rows.Scan(&t, &data); err != nil {
+						return err
+					}
+					if pts, err = d.decodeRollup(pts[:0], data, g, fromNS(t), time.Duration(w), keep); err != nil {
+						return err
+					}
+					rolled(pts)
+				}
+				return rows.Err()
+			}(); err != nil {
+				return fmt.Errorf("port rollups of node %s: %w", g, err)
+			}
+		}
 		if err := func() error {
-			rows, err := st.QueryContext(ctx, guidInt(g), lowerBound(from), upperBound(to))
+			rows, err := st.QueryContext(ctx, guidInt(g), lo, hi)
 			if err != nil {
 				return err
 			}
@@ -168,20 +266,18 @@ func (s *Store) PortSamples(ctx context.Context, ports []fabric.PortRef, from, t
 				if err := rows.Scan(&t, &data); err != nil {
 					return err
 				}
-				buf, err = d.decodeSwitch(buf[:0], data, g, fromNS(t), func(p int) bool { return want[p] })
+				buf, err = d.decodeSwitch(buf[:0], data, g, fromNS(t), keep)
 				if err != nil {
 					return err
 				}
-				for _, smp := range buf {
-					out[smp.Port] = append(out[smp.Port], smp)
-				}
+				raw(buf)
 			}
 			return rows.Err()
 		}(); err != nil {
-			return nil, fmt.Errorf("port samples of node %s: %w", g, err)
+			return fmt.Errorf("port samples of node %s: %w", g, err)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // LatestSamples implements store.Store. A zero at means now; a window of

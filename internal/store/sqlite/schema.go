@@ -144,6 +144,34 @@ var migrations = []migration{
 		`ALTER TABLE jobs ADD COLUMN owner TEXT GENERATED ALWAYS AS (coalesce(nullif(json_extract(summary, '$.scheduler.user'), ''), json_extract(summary, '$.user'), '')) VIRTUAL`,
 		`CREATE INDEX jobs_owner ON jobs(owner, start_ns)`,
 	}},
+	{6, "rollups of port and process samples past their raw retention", []string{
+		// One row per switch, bucket width and bucket: the switch's ports'
+		// samples of the bucket summed, with peaks (see encodeRollup).
+		// time_ns is the newest sample's time, the point's time.
+		`CREATE TABLE port_rollups (
+			id        INTEGER PRIMARY KEY,
+			node_id   INTEGER NOT NULL REFERENCES nodes(id),
+			width_ns  INTEGER NOT NULL,
+			bucket_ns INTEGER NOT NULL,  -- bucket start, a multiple of width_ns
+			time_ns   INTEGER NOT NULL,
+			ports     INTEGER NOT NULL,  -- points in the blob
+			data      BLOB NOT NULL
+		)`,
+		`CREATE UNIQUE INDEX port_rollups_node ON port_rollups(node_id, width_ns, bucket_ns)`,
+		`CREATE INDEX port_rollups_bucket ON port_rollups(width_ns, bucket_ns)`,
+		`INSERT INTO totals(name, value) VALUES ('port_rollups', 0)`,
+		// One row per rank, bucket width and bucket (see encodeProcessRollup).
+		`CREATE TABLE job_rollups (
+			job       TEXT NOT NULL,
+			rank      INTEGER NOT NULL,
+			width_ns  INTEGER NOT NULL,
+			bucket_ns INTEGER NOT NULL,
+			time_ns   INTEGER NOT NULL,
+			data      BLOB NOT NULL,
+			PRIMARY KEY (job, rank, width_ns, bucket_ns)
+		) WITHOUT ROWID`,
+		`CREATE INDEX job_rollups_bucket ON job_rollups(width_ns, bucket_ns)`,
+	}},
 }
 
 // SchemaVersion is the version this code writes.

@@ -36,6 +36,13 @@ type Options struct {
 	// PruneChunk is how many rows one prune transaction deletes, bounding
 	// how long it holds the write lock. Default 2000.
 	PruneChunk int
+	// RollupPortRows and RollupProcessRows are how many expired rows one
+	// rollup transaction folds: port rows (one switch's ports of one
+	// sweep, ~36 samples) and process rows (one rank's interval). They
+	// bound how long a rollup step holds the write lock. Defaults 256 and
+	// 4096.
+	RollupPortRows    int
+	RollupProcessRows int
 }
 
 func (o Options) withDefaults() Options {
@@ -47,6 +54,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PruneChunk <= 0 {
 		o.PruneChunk = 2000
+	}
+	if o.RollupPortRows <= 0 {
+		o.RollupPortRows = 256
+	}
+	if o.RollupProcessRows <= 0 {
+		o.RollupProcessRows = 4096
 	}
 	return o
 }
@@ -63,6 +76,7 @@ type Store struct {
 	wmu     sync.Mutex
 	nodeIDs map[fabric.GUID]int64
 	enc     encoder
+	cursors [2 * numLevels]foldCursor // per kind (cursorPorts, cursorProcesses) and level
 
 	decoders sync.Pool
 }

@@ -15,9 +15,13 @@ import (
 	"github.com/netloom/netloom/internal/store/storetest"
 )
 
+// testOptions use tiny chunks, so that every prune and rollup takes many
+// steps and buckets are split between transactions.
+var testOptions = Options{PruneChunk: 3, RollupPortRows: 2, RollupProcessRows: 3}
+
 func openTemp(t *testing.T) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "netloom.db"), Options{PruneChunk: 3})
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "netloom.db"), testOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +29,18 @@ func openTemp(t *testing.T) *Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return openTemp(t) })
+	storetest.Run(t, func(t *testing.T) store.Store { return openTemp(t) }, func(t *testing.T, st store.Store) store.Store {
+		t.Helper()
+		path := st.(*Store).path
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(context.Background(), path, testOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
 }
 
 func TestReopenKeepsData(t *testing.T) {

@@ -96,7 +96,7 @@ func testAttribution(t *testing.T, s store.Store) {
 		t.Errorf("a refused sample was stored: %+v", got)
 	}
 	// Pruning samples keeps the totals of jobs still stored.
-	if err := s.Prune(ctx, store.Retention{Samples: T0.Add(2*iv + time.Second)}); err != nil {
+	if err := s.Prune(ctx, store.Retention{LinkJobSamples: T0.Add(2*iv + time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.LinkJobs(ctx, []fabric.PortRef{a}, T0, T0.Add(time.Hour)); len(got) != 2 || got[0].Bytes+got[1].Bytes != 1100 {

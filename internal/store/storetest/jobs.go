@@ -219,7 +219,7 @@ func testPruneJobs(t *testing.T, s store.Store) {
 	if got, _ := s.ProcessSamples(ctx, "old", nil, time.Time{}, time.Time{}); len(got) != 0 {
 		t.Errorf("samples of the pruned job kept: %v", got)
 	}
-	if err := s.Prune(ctx, store.Retention{Samples: T0.Add(30 * time.Minute)}); err != nil {
+	if err := s.Prune(ctx, store.Retention{ProcessSamples: T0.Add(30 * time.Minute), ProcessRollups5m: T0.Add(time.Hour), ProcessRollups1h: T0.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.ProcessSamples(ctx, "running", nil, time.Time{}, time.Time{}); len(got) != 0 {

@@ -19,8 +19,9 @@ import (
 // Opener returns a fresh, empty store; the suite closes it.
 type Opener func(t *testing.T) store.Store
 
-// Run runs every conformance test as a subtest.
-func Run(t *testing.T, open Opener) {
+// Run runs every conformance test as a subtest. reopen, when not nil,
+// also runs the tests that close and reopen a store.
+func Run(t *testing.T, open Opener, reopen Reopener) {
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, s store.Store)
@@ -39,6 +40,10 @@ func Run(t *testing.T, open Opener) {
 		{"PruneJobs", testPruneJobs},
 		{"Attribution", testAttribution},
 		{"SchedJobs", testSchedJobs},
+		{"PortRollups", testPortRollups},
+		{"PortRollupTiers", testPortRollupTiers},
+		{"ProcessRollups", testProcessRollups},
+		{"PruneKinds", testPruneKinds},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,6 +54,26 @@ func Run(t *testing.T, open Opener) {
 				}
 			}()
 			tc.fn(t, s)
+		})
+	}
+	if reopen == nil {
+		return
+	}
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T, s store.Store, reopen Reopener) store.Store
+	}{
+		{"PortRollupResume", testPortRollupResume},
+		{"ProcessRollupResume", testProcessRollupResume},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t)
+			defer func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("close: %v", err)
+				}
+			}()
+			s = tc.fn(t, s, reopen)
 		})
 	}
 }
@@ -439,7 +464,9 @@ func testPrune(t *testing.T, s store.Store) {
 		}
 	}
 	limit := T0.Add(5*time.Hour + 30*time.Minute)
-	if err := s.Prune(ctx, store.Retention{Samples: limit, Events: limit, Topology: limit}); err != nil {
+	// Rollups that expire too: the samples go, not into rollups.
+	rollups := T0.Add(6 * time.Hour)
+	if err := s.Prune(ctx, store.Retention{Samples: limit, PortRollups5m: rollups, PortRollups1h: rollups, Events: limit, Topology: limit}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.PortSamples(ctx, []fabric.PortRef{{GUID: 0x1000, Port: 1}}, time.Time{}, time.Time{})
@@ -463,8 +490,8 @@ func testPrune(t *testing.T, s store.Store) {
 		t.Errorf("forwarding tables at the prune limit: from %s, %v", from, err)
 	}
 	st, err := s.Stats(ctx)
-	if err != nil || st.PortSamples != 4*8 || st.Events != 4 || st.Versions != 5 {
-		t.Errorf("Stats after prune = %+v (%v), want 32 samples, 4 events, 5 versions", st, err)
+	if err != nil || st.PortSamples != 4*8 || st.PortRollups != 0 || st.Events != 4 || st.Versions != 5 {
+		t.Errorf("Stats after prune = %+v (%v), want 32 samples, no rollups, 4 events, 5 versions", st, err)
 	}
 	// Zero retention keeps everything.
 	if err := s.Prune(ctx, store.Retention{}); err != nil {
