@@ -41,7 +41,11 @@ func (d *Daemon) openIngest() error {
 	if addr == "" {
 		addr = DefaultAgentListen
 	}
-	l, err := ingest.Listen(addr, ingest.ListenOptions{}, d.agents.m)
+	authOpt, err := d.agentAuth()
+	if err != nil {
+		return err
+	}
+	l, err := ingest.Listen(addr, ingest.ListenOptions{Auth: authOpt}, d.agents.m)
 	if err != nil {
 		if d.agentDefault {
 			d.log.Error("agent ingest disabled: the default agent port is unavailable; set --agent-listen", "err", err)
@@ -125,7 +129,14 @@ func (d *Daemon) ingestLoop(ctx context.Context) error {
 				d.agents.live.Store(tr.Publish(time.Now()))
 				return <-readerDone
 			}
-			if err := tr.Add(it.D, it.Size, it.At); err != nil && invalid.Add(1)%1000 == 1 { // counted by reason in the metrics
+			if err := d.schedMismatch(it); err != nil {
+				d.agents.m.Drop(ingest.ReasonJobMismatch)
+				if invalid.Add(1)%1000 == 1 {
+					d.log.Warn("agent datagram rejected", "err", err, "rejected", invalid.Load())
+				}
+				continue
+			}
+			if err := tr.AddItem(it); err != nil && invalid.Add(1)%1000 == 1 { // counted by reason in the metrics
 				d.log.Warn("agent datagram rejected", "err", err, "rejected", invalid.Load())
 			}
 		case now := <-tick.C:
@@ -133,6 +144,25 @@ func (d *Daemon) ingestLoop(ctx context.Context) error {
 			d.agents.live.Store(tr.Publish(now))
 		}
 	}
+}
+
+// schedMismatch rejects a verified datagram for a job the scheduler says
+// another user owns.
+func (d *Daemon) schedMismatch(it ingest.Item) error {
+	if !it.Verified {
+		return nil
+	}
+	sv := d.sched.Load()
+	if sv == nil {
+		return nil
+	}
+	si, ok := sv.Jobs[it.D.JobId]
+	if !ok || schedOwns(si, it) {
+		return nil
+	}
+	return &ingest.RejectError{Reason: ingest.ReasonJobMismatch,
+		Detail: fmt.Sprintf("job %s rank %d: datagram of %s (uid %d); %s says the job is %s's (uid %d)",
+			it.D.JobId, it.D.Rank, it.User, it.UID, sv.Name, si.User, si.UID)}
 }
 
 // endStaleJobs marks jobs a previous daemon left running as finished: their
