@@ -99,13 +99,9 @@ func (c Config) WithDefaults() Config {
 	set(&c.Scheduler, DefaultScheduler)
 	setD(&c.SchedulerInterval, DefaultSchedInterval)
 	setD(&c.JobTimeout, DefaultJobTimeout)
-	setD(&c.Retention.Jobs, 365*24*time.Hour)
 	setD(&c.DiscoverInterval, DefaultDiscoverInterval)
 	setD(&c.SweepInterval, DefaultSweepInterval)
-	setD(&c.Retention.Samples, 30*24*time.Hour)
-	setD(&c.Retention.Events, 365*24*time.Hour)
-	setD(&c.Retention.Topology, 365*24*time.Hour)
-	setD(&c.Retention.Every, time.Hour)
+	c.Retention = c.Retention.withDefaults()
 	set(&c.AgentAuth, "auto")
 	c.Auth = c.Auth.WithDefaults()
 	return c
@@ -132,8 +128,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("job_timeout %s: must not be negative", c.JobTimeout)
 	case parseAgentListen(c.AgentListen) != nil:
 		return parseAgentListen(c.AgentListen)
-	case c.Retention.Samples < 0 || c.Retention.Events < 0 || c.Retention.Topology < 0 || c.Retention.Jobs < 0:
-		return errors.New("retention: durations must not be negative")
+	case c.Retention.validate() != nil:
+		return c.Retention.validate()
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return errors.New("tls_cert and tls_key: set both or neither")
 	}
