@@ -28,7 +28,7 @@ export const PALETTE = ["#2563eb", "#ea580c", "#16a34a", "#9333ea", "#0891b2", "
 export function chartFrame(title: string, height = 220): HTMLElement {
   return h(
     "figure",
-    { class: "chart", style: `--chart-h:${height}px` },
+    { class: "chart", style: { "--chart-h": `${height}px` } },
     h("figcaption", {}, title),
     h("div", { class: "chart-body" }, h("div", { class: "state loading" }, h("span", { class: "spinner" }), "Loading…")),
   );

@@ -1,13 +1,22 @@
 // Tiny DOM helpers: explicit element creation, no framework.
 
-type Attrs = Record<string, string | number | boolean | undefined | ((e: Event) => void)>;
+/** Inline styles go through CSSOM (el.style.setProperty), never a style=""
+ * attribute: the daemon's Content-Security-Policy (style-src 'self')
+ * blocks style attributes. Keys are CSS property names ("height",
+ * "--chart-h"). */
+export type Style = Record<string, string>;
+type Attrs = { style?: Style } & Record<string, string | number | boolean | undefined | Style | ((e: Event) => void)>;
 type Child = Node | string | number | null | undefined | false;
 
 export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (v === undefined || v === false) continue;
-    if (typeof v === "function") el.addEventListener(k.replace(/^on/, ""), v);
+    if (k === "style") {
+      if (typeof v !== "object") throw new Error("h: style must be an object (CSP forbids style attributes)");
+      for (const [prop, val] of Object.entries(v)) el.style.setProperty(prop, val);
+    } else if (typeof v === "object") throw new Error(`h: attribute ${k} is an object`);
+    else if (typeof v === "function") el.addEventListener(k.replace(/^on/, ""), v);
     else if (k === "class") el.className = String(v);
     else if (v === true) el.setAttribute(k, "");
     else el.setAttribute(k, String(v));

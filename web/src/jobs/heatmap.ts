@@ -46,7 +46,7 @@ export function heatmap(title: string): Heatmap {
   const yTicks = h("div", { class: "heatmap-yticks", "aria-hidden": "true" });
   const xTicks = h("div", { class: "heatmap-xticks", "aria-hidden": "true" });
   const legend = h("div", { class: "heatmap-legend" });
-  const stage = h("div", { class: "heatmap-stage", style: `width:${SIZE}px;height:${SIZE}px` }, canvas, tip);
+  const stage = h("div", { class: "heatmap-stage", style: { width: `${SIZE}px`, height: `${SIZE}px` } }, canvas, tip);
   const body = h("div", { class: "heatmap-body" }, loadingBox());
   const el = h(
     "figure",
@@ -168,17 +168,17 @@ export function heatmap(title: string): Heatmap {
         const lo = i * block;
         const text = mx.labels[lo]!;
         const pos = i * cellPx + (every === 1 ? cellPx / 2 : 0);
-        return h("span", { style: vertical ? `top:${pos}px` : `left:${pos}px`, class: every === 1 ? "mid" : "" }, text);
+        return h("span", { style: vertical ? { top: `${pos}px` } : { left: `${pos}px` }, class: every === 1 ? "mid" : "" }, text);
       });
     yTicks.replaceChildren(...ticks(true));
     yTicks.style.height = `${grid * cellPx}px`;
     xTicks.replaceChildren(...ticks(false));
     const unit = mx.metric === "bytes" ? fmt.bytes : (v: number) => `${fmt.count(v)} msgs`;
     legend.replaceChildren(
-      h("span", { class: "swatch", style: `background:rgb(${ZERO.join(",")});border:1px solid #e2e8f0` }),
+      h("span", { class: "swatch", style: { background: `rgb(${ZERO.join(",")})`, border: "1px solid #e2e8f0" } }),
       h("span", {}, "none"),
       h("span", { class: "legend-min" }, unit(min)),
-      h("span", { class: "ramp", style: `background:${rampCss()}` }),
+      h("span", { class: "ramp", style: { background: rampCss() } }),
       h("span", { class: "legend-max" }, unit(max)),
       h("span", { class: "dim-text" }, block > 1 ? `log scale · ${block}×${block} ${mx.level}s per pixel (summed)` : "log scale"),
     );

@@ -41,7 +41,7 @@ export function histogramBars(counts: number[], mins: number[], emptyText: strin
         "div",
         { class: "histo-col", title, "data-bin": i, "data-count": c },
         h("span", { class: "histo-count" }, c ? fmt.compact(c) : ""),
-        h("div", { class: "histo-bar", style: `height:${c ? Math.max(2, (100 * c) / max) : 0}%` }),
+        h("div", { class: "histo-bar", style: { height: `${c ? Math.max(2, (100 * c) / max) : 0}%` } }),
         h("span", { class: "histo-label" }, label),
       ),
     );

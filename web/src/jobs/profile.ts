@@ -54,7 +54,7 @@ export function profileChart(p: Profile, opt: ProfileOptions): HTMLElement {
   const legend = h(
     "div",
     { class: "profile-legend" },
-    ...segs.map((s) => h("span", { class: "legend-item" }, h("span", { class: "swatch", style: `background:${s.color};${s.color === OUTSIDE_COLOR ? "border:1px solid #cbd5e1" : ""}` }), s.name)),
+    ...segs.map((s) => h("span", { class: "legend-item" }, h("span", { class: "swatch", style: s.color === OUTSIDE_COLOR ? { background: s.color, border: "1px solid #cbd5e1" } : { background: s.color } }), s.name)),
   );
   const wrap = h("div", { class: "profile" }, h("div", { class: "profile-stage" }, canvas), legend, readout);
   wrap.dataset.ranks = String(n);

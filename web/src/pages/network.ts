@@ -65,11 +65,11 @@ export async function networkPage(ctx: PageContext): Promise<void> {
     "div",
     { class: "legend", "aria-label": "Legend" },
     h("span", {}, "Utilization"),
-    h("span", { class: "ramp", style: `background:${utilGradientCss()}` }),
+    h("span", { class: "ramp", style: { background: utilGradientCss() } }),
     h("span", { class: "ramp-labels" }, h("span", {}, "0%"), h("span", {}, "100%")),
-    h("span", { class: "swatch", style: `background:${UNMEASURED}` }),
+    h("span", { class: "swatch", style: { background: UNMEASURED } }),
     h("span", {}, "no data"),
-    h("span", { class: "swatch round", style: `background:${ERROR_COLOR}` }),
+    h("span", { class: "swatch round", style: { background: ERROR_COLOR } }),
     h("span", {}, "switch with errors"),
   );
   const zoomIn = h("button", { type: "button", class: "btn icon", title: "Zoom in", "aria-label": "Zoom in" }, "+");
@@ -495,7 +495,7 @@ export async function networkPage(ctx: PageContext): Promise<void> {
         jobBar.replaceChildren();
         append(
           jobBar,
-          h("span", { class: "swatch round", style: `background:${JOB_COLOR}` }),
+          h("span", { class: "swatch round", style: { background: JOB_COLOR } }),
           h("span", {}, "Job "),
           link(`/jobs/${encodeURIComponent(jobId)}${timeQuery(t)}`, jobId),
           h("span", {}, `: ${hit.size} of its ${r.nodes.length} node${r.nodes.length === 1 ? "" : "s"} highlighted`),
