@@ -263,8 +263,11 @@ func TestLimits(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); (&client{t: t, h: g}).do("GET", "/slow", "") }()
 	}
-	for held.Load() < 2 {
-		time.Sleep(time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); held.Load() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatalf("only %d of 2 slow requests reached the handler", held.Load())
+		}
 	}
 	if w := cl.do("GET", "/fast", ""); w.Code != 503 || w.Header().Get("Retry-After") == "" {
 		t.Errorf("over max_in_flight: %d", w.Code)
