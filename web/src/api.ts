@@ -1,30 +1,111 @@
-// Typed access to the daemon's JSON API (docs/api.md).
+// Typed access to the daemon's JSON API (docs/api.md), and the one place
+// that knows about the login: every request goes through request(), which
+// sends the session's CSRF token with state-changing requests and, when the
+// daemon answers 401, forgets the session and sends the browser to the
+// login page (coming back afterwards).
+import { redirect } from "./router";
 
 export class ApiError extends Error {
   constructor(
     public status: number,
     message: string,
+    /** The daemon's short machine-readable cause ("bad_login",
+     * "unauthenticated", "forbidden", …), when it gave one. */
+    public reason = "",
   ) {
     super(message);
   }
 }
 
-export async function get<T>(path: string, params: Record<string, string | number | undefined> = {}, signal?: AbortSignal): Promise<T> {
+/** Who is signed in (GET /api/v1/auth/me). role is what they may see;
+ * method is how they proved it ("password", "proxy", "token", or
+ * "anonymous" when the daemon lets everyone in). */
+export interface Session {
+  user: string;
+  role: "admin" | "user";
+  method: string;
+  csrf_token?: string;
+}
+
+let session: Session | null = null;
+const sessionListeners = new Set<(s: Session | null) => void>();
+
+export function currentSession(): Session | null {
+  return session;
+}
+
+export function setSession(s: Session | null): void {
+  session = s;
+  for (const l of [...sessionListeners]) l(s);
+}
+
+export function onSession(fn: (s: Session | null) => void): void {
+  sessionListeners.add(fn);
+}
+
+/** Whether the signed-in principal sees the whole fabric. */
+export function isAdmin(): boolean {
+  return session?.role === "admin";
+}
+
+export const LOGIN_PATH = "/login";
+
+/** The login page's address, coming back to `back` (default: here). */
+export function loginHref(back = location.pathname + location.search + location.hash): string {
+  return back === "/" || back.startsWith(LOGIN_PATH) ? LOGIN_PATH : `${LOGIN_PATH}?next=${encodeURIComponent(back)}`;
+}
+
+type Params = Record<string, string | number | undefined>;
+
+interface RequestOptions {
+  params?: Params;
+  body?: unknown;
+  signal?: AbortSignal;
+  /** Leave a 401 to the caller instead of going to the login page (the
+   * login form itself, the first who-am-I). */
+  noLoginRedirect?: boolean;
+}
+
+export async function request<T>(method: "GET" | "POST" | "PUT" | "DELETE", path: string, opt: RequestOptions = {}): Promise<T> {
   const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== "") q.set(k, String(v));
+  for (const [k, v] of Object.entries(opt.params ?? {})) if (v !== undefined && v !== "") q.set(k, String(v));
   const qs = q.toString();
-  const res = await fetch(`/api/v1${path}${qs ? "?" + qs : ""}`, { signal, headers: { Accept: "application/json" } });
+  const headers: Record<string, string> = { Accept: "application/json" };
+  if (method !== "GET" && session?.csrf_token) headers["X-CSRF-Token"] = session.csrf_token;
+  if (opt.body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch(`/api/v1${path}${qs ? "?" + qs : ""}`, {
+    method,
+    signal: opt.signal,
+    headers,
+    credentials: "same-origin",
+    body: opt.body === undefined ? undefined : JSON.stringify(opt.body),
+  });
   if (!res.ok) {
     let msg = `${res.status} ${res.statusText}`;
+    let reason = "";
     try {
-      const body = (await res.json()) as { error?: string };
+      const body = (await res.json()) as { error?: string; reason?: string };
       if (body.error) msg = body.error;
+      if (body.reason) reason = body.reason;
     } catch {
       /* not JSON */
     }
-    throw new ApiError(res.status, msg);
+    if (res.status === 401 && !opt.noLoginRedirect) {
+      setSession(null);
+      if (location.pathname !== LOGIN_PATH) redirect(loginHref());
+    }
+    throw new ApiError(res.status, msg, reason);
   }
+  if (res.status === 204) return undefined as T;
   return (await res.json()) as T;
+}
+
+export function get<T>(path: string, params: Params = {}, signal?: AbortSignal): Promise<T> {
+  return request<T>("GET", path, { params, signal });
+}
+
+export function post<T>(path: string, body?: unknown, opt: Omit<RequestOptions, "body"> = {}): Promise<T> {
+  return request<T>("POST", path, { ...opt, body });
 }
 
 export interface PortRef {

@@ -1,7 +1,8 @@
 // One shared EventSource on /api/v1/fabric/stream for the whole app: the
 // header's live indicator, the map's colours and live pages' refreshes all
-// subscribe here.
+// subscribe here. The stream is the fabric's: administrators only.
 import type { SweepMessage } from "./api";
+import { isAdmin } from "./api";
 
 type SweepListener = (m: SweepMessage) => void;
 type TopologyListener = (version: number) => void;
@@ -72,8 +73,14 @@ export function decode(b64: string): Uint8Array<ArrayBuffer> {
   return out;
 }
 
-/** Re-runs fn on every sweep while live, at most every minMs. */
+/** Re-runs fn on every sweep while live, at most every minMs; for a
+ * regular user, who has no fabric stream, every minMs. */
 export function refreshOnSweep(fn: () => void, signal: AbortSignal, minMs = 5000): void {
+  if (!isAdmin()) {
+    const timer = setInterval(fn, minMs);
+    signal.addEventListener("abort", () => clearInterval(timer));
+    return;
+  }
   let lastRun = Date.now();
   onSweep(
     () => {

@@ -1,0 +1,115 @@
+// The header: navigation (what the signed-in role may see), the time
+// control, the live indicator, who is signed in with a "Sign out" button,
+// and below it the daemon's back-pressure warning (banner.ts).
+import { currentSession, isAdmin, loginHref, onSession } from "./api";
+import type { Session } from "./api";
+import { canSignOut, logout } from "./auth";
+import { behindBanner } from "./banner";
+import { h } from "./dom";
+import { lastSweep, onStreamStatus, onSweep } from "./live";
+import { redirect } from "./router";
+import { timeControl } from "./timecontrol";
+import { readTime, writeTime } from "./time";
+
+interface NavItem {
+  key: string;
+  label: string;
+  /** Fabric pages: administrators only. */
+  admin: boolean;
+}
+
+const NAV: NavItem[] = [
+  { key: "network", label: "Network", admin: true },
+  { key: "jobs", label: "Jobs", admin: false },
+  { key: "errors", label: "Errors", admin: true },
+  { key: "events", label: "Events", admin: true },
+];
+
+/** Where "/" and the brand lead: the map for administrators, the jobs for
+ * everyone else, the login page before signing in. */
+export function home(): string {
+  const s = currentSession();
+  return !s ? "/login" : s.role === "admin" ? "/network" : "/jobs";
+}
+
+export function header(): { el: HTMLElement; setNav: (nav: string) => void } {
+  const links = NAV.map((n) => h("a", { href: `/${n.key}`, "data-nav": "", "data-key": n.key }, n.label));
+  const nav = h("nav", { class: "nav", "aria-label": "Pages" }, ...links);
+  const time = timeControl();
+  const status = h("span", { class: "live-status", role: "status", "aria-live": "off" }, "");
+  const who = h("span", { class: "who" });
+  const signOut = h("button", { type: "button", class: "btn dark", "data-action": "sign-out" }, "Sign out");
+  const signOutError = h("span", { class: "sign-out-error", role: "alert" });
+  const account = h("div", { class: "account" }, who, signOut, signOutError);
+  const brand = h("a", { href: "/", "data-nav": "", class: "brand" }, h("span", { class: "logo", "aria-hidden": "true" }), "Netloom");
+  const bar = h("header", { class: "top" }, brand, nav, h("div", { class: "spacer" }), time.el, status, account);
+  const banner = behindBanner();
+  const el = h("div", { class: "chrome" }, bar, banner.el);
+
+  // Live indicator: the last sweep and whether the stream is connected.
+  // Only administrators get the fabric's stream; for others it is the
+  // time mode alone.
+  let ok = true;
+  const paint = () => {
+    const t = readTime();
+    const m = isAdmin() ? lastSweep() : null;
+    status.classList.toggle("off", (isAdmin() && !ok) || t.mode !== "live");
+    if (t.mode !== "live") status.textContent = "history";
+    else if (isAdmin() && !ok) status.textContent = "reconnecting…";
+    else status.textContent = m ? `live · sweep ${m.sweep} · ${Math.max(0, Math.round(Date.now() / 1000 - m.time))}s ago` : "live";
+  };
+  onStreamStatus((v) => ((ok = v), paint()));
+  setInterval(paint, 1000);
+
+  let stream: AbortController | null = null;
+  const showSession = (s: Session | null) => {
+    stream?.abort();
+    stream = null;
+    if (s?.role === "admin") {
+      stream = new AbortController();
+      onSweep(paint, stream.signal);
+    }
+    for (const [i, a] of links.entries()) a.hidden = !s || (NAV[i]!.admin && s.role !== "admin");
+    for (const part of [nav, time.el, status, account]) part.hidden = !s;
+    el.dataset.role = s?.role ?? "";
+    who.replaceChildren();
+    signOutError.textContent = "";
+    if (s) {
+      who.append(
+        h("span", { class: "who-user", title: s.method === "anonymous" ? "Anonymous access is on: everyone is an administrator" : `Signed in (${s.method})` }, s.user),
+        h("span", { class: `role-badge ${s.role}`, "data-role": s.role }, s.role),
+      );
+    }
+    signOut.hidden = !canSignOut(s);
+    banner.setActive(!!s);
+    paint();
+  };
+  signOut.addEventListener("click", () => {
+    signOut.disabled = true;
+    signOutError.textContent = "";
+    logout()
+      .then(() => redirect(loginHref("/")))
+      .catch((err: unknown) => (signOutError.textContent = `Sign-out failed: ${err instanceof Error ? err.message : String(err)}`))
+      .finally(() => (signOut.disabled = false));
+  });
+  onSession(showSession);
+  showSession(currentSession());
+
+  return {
+    el,
+    setNav: (key) => {
+      for (const a of links) {
+        if (a.dataset.key === key) a.setAttribute("aria-current", "page");
+        else a.removeAttribute("aria-current");
+      }
+      // Keep the time view when moving between pages.
+      const q = new URLSearchParams();
+      writeTime(q, readTime());
+      const qs = q.toString();
+      for (const a of links) a.setAttribute("href", `/${a.dataset.key}${qs ? "?" + qs : ""}`);
+      time.sync();
+      banner.refresh();
+      paint();
+    },
+  };
+}
