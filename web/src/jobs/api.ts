@@ -198,6 +198,9 @@ export interface LinkRef {
 }
 
 export interface JobOnLink {
+  /** Another user's job, as a regular user sees it: an id like "other-1"
+   * that names no real job, no user, nothing to link to. */
+  anonymized?: boolean;
   job: string;
   user?: string;
   link: LinkRef;
@@ -266,5 +269,5 @@ export interface Why {
   job: string;
   attribution?: Attribution;
   links: WhyLink[];
-  sharing_jobs?: { job: string; user?: string; bytes: number }[];
+  sharing_jobs?: { job: string; user?: string; bytes: number; anonymized?: boolean }[];
 }

@@ -9,7 +9,15 @@ import { setQuery } from "../router";
 import { table } from "../table";
 import type { TimeView } from "../time";
 import { rangeParams, timeQuery } from "../time";
-import type { LinkJobs, LinkPairs } from "./api";
+import type { JobOnLink, LinkJobs, LinkPairs } from "./api";
+
+/** How a job on a link is named: a link to its page, or "other job" for
+ * another user's job, which a regular user may not open (the daemon gives
+ * it an id like "other-1" that names no real job). */
+export function jobLabel(j: { job: string; anonymized?: boolean }, tq: string): Node {
+  if (j.anonymized) return h("span", { class: "anon-job", title: "Another user's job", "data-anonymized": "" }, "other job");
+  return link(`/jobs/${encodeURIComponent(j.job)}${tq}`, j.job);
+}
 
 export function linkJobs(linkId: string, t: TimeView, signal: AbortSignal): { el: HTMLElement; load: () => Promise<void> } {
   const el = h("div", { class: "link-jobs" }, loading("Loading jobs on this link…"));
@@ -93,10 +101,10 @@ export function linkJobs(linkId: string, t: TimeView, signal: AbortSignal): { el
           defaultSort: "bytes",
           pageSize: 20,
           empty: "No monitored job sent traffic over this link in this time range.",
-          rowClass: (x) => (x.job === chosen ? "chosen" : ""),
+          rowClass: (x) => (x.anonymized ? "anon" : x.job === chosen ? "chosen" : ""),
           columns: [
-            { key: "job", label: "Job", value: (x) => x.job, cell: (x) => link(`/jobs/${encodeURIComponent(x.job)}${tq}`, x.job) },
-            { key: "user", label: "User", value: (x) => x.user ?? "" },
+            { key: "job", label: "Job", value: (x) => x.job, cell: (x) => jobLabel(x, tq) },
+            { key: "user", label: "User", value: (x) => x.user ?? "", cell: (x) => (x.anonymized ? "–" : (x.user ?? "")) },
             { key: "dir", label: "Direction", value: (x) => x.from_description, cell: (x) => `${x.from_description} → ${x.to_description}` },
             { key: "bytes", label: "Bytes", value: (x) => x.bytes, cell: (x) => fmt.bytes(x.bytes), numeric: true },
             { key: "util", label: "Utilization", value: (x) => x.utilization_pct, cell: (x) => fmt.pct(x.utilization_pct), numeric: true },
@@ -104,7 +112,8 @@ export function linkJobs(linkId: string, t: TimeView, signal: AbortSignal): { el
               key: "pairs",
               label: "Pairs",
               value: (x) => x.job,
-              cell: (x) => h("button", { type: "button", class: "btn small", "aria-pressed": String(x.job === chosen), "data-job": x.job, onclick: () => choose(x.job) }, x.job === chosen ? "Hide pairs" : "Show pairs"),
+              cell: (x: JobOnLink) =>
+                x.anonymized ? "" : h("button", { type: "button", class: "btn small", "aria-pressed": String(x.job === chosen), "data-job": x.job, onclick: () => choose(x.job) }, x.job === chosen ? "Hide pairs" : "Show pairs"),
             },
           ],
         }),

@@ -2,8 +2,10 @@
 // rank- and node-level communication matrices per class, message sizes,
 // time per MPI function per rank, regions, the links the job crosses (once
 // the daemon attributes link traffic to jobs) and a link to its nodes on
-// the network map. Refreshed live while the job runs.
-import { ApiError, get } from "../api";
+// the network map. Refreshed live while the job runs. A regular user (their
+// own jobs only) gets no map and no node pages: those are the fabric's; the
+// links list stays, with other users' jobs shown as "other job".
+import { ApiError, get, isAdmin } from "../api";
 import { chartError, chartFrame, drawChart, PALETTE } from "../chart";
 import { h, link, loading, panel } from "../dom";
 import * as fmt from "../format";
@@ -11,6 +13,7 @@ import type { Histogram, JobDetail, JobSeries, MatrixResponse, NodeView, Process
 import { jobPath } from "../jobs/api";
 import { heatmap } from "../jobs/heatmap";
 import { histogramBars } from "../jobs/histogram";
+import { jobLabel } from "../jobs/linkjobs";
 import { profileChart, seconds, SETUP_FUNCTIONS } from "../jobs/profile";
 import type { PageContext } from "../router";
 import { setQuery } from "../router";
@@ -61,8 +64,9 @@ export async function jobPage(ctx: PageContext): Promise<void> {
   // Skeleton: every section has its final place and a loading state.
   const title = h("h1", {}, `Job ${id}`);
   const sub = h("p", { class: "sub" }, "\u00a0");
-  const mapLink = link(`/network?job=${encodeURIComponent(id)}${tq ? "&" + tq.slice(1) : ""}`, "Show its nodes on the network map");
-  mapLink.classList.add("btn");
+  const admin = isAdmin();
+  const mapLink = admin ? link(`/network?job=${encodeURIComponent(id)}${tq ? "&" + tq.slice(1) : ""}`, "Show its nodes on the network map") : null;
+  mapLink?.classList.add("btn");
   const cards = h("div", { class: "cards one" }, h("div", { class: "card" }, loading()));
   const nodesBox = h("div", {}, loading("Loading nodes…"));
   const procsBox = h("div", {}, loading("Loading processes…"));
@@ -207,7 +211,7 @@ export async function jobPage(ctx: PageContext): Promise<void> {
         pageSize: 20,
         empty: "No node has reported yet.",
         columns: [
-          { key: "node", label: "Node", value: (n) => n.node, cell: (n) => link(`/nodes/${encodeURIComponent(n.node)}${tq}`, n.node) },
+          { key: "node", label: "Node", value: (n) => n.node, cell: (n) => (admin ? link(`/nodes/${encodeURIComponent(n.node)}${tq}`, n.node) : n.node) },
           { key: "ranks", label: "Ranks", value: (n) => n.ranks.length, cell: (n) => rankList(n.ranks), numeric: true },
           { key: "cpu", label: "CPU", value: (n) => n.cpu_percent, cell: (n) => fmt.pct(n.cpu_percent), numeric: true, title: "Sum over its ranks: 200% is two cores busy" },
           { key: "mpi", label: "MPI time", value: (n) => n.mpi_seconds, cell: (n) => seconds(n.mpi_seconds), numeric: true },
@@ -422,7 +426,7 @@ export async function jobPage(ctx: PageContext): Promise<void> {
               key: "others",
               label: "Other jobs",
               value: (x) => x.others.length,
-              cell: (x) => (x.others.length ? h("span", {}, ...x.others.slice(0, 4).flatMap((o, k) => [k ? ", " : "", link(`/jobs/${encodeURIComponent(o.job)}${tq}`, o.job)]), x.others.length > 4 ? ` +${x.others.length - 4}` : "") : "none"),
+              cell: (x) => (x.others.length ? h("span", {}, ...x.others.slice(0, 4).flatMap((o, k) => [k ? ", " : "", jobLabel(o, tq)]), x.others.length > 4 ? ` +${x.others.length - 4}` : "") : "none"),
             },
           ],
         }),

@@ -1,8 +1,10 @@
 // The link page: both directions now and over time, in bytes/s and as a
-// share of capacity, errors and transmit wait at each end, and the routes
-// that cross the link each way.
+// share of capacity, errors and transmit wait at each end, its traffic by
+// job, and the routes that cross the link each way. A regular user reaches
+// only links their jobs' traffic crosses: they get the traffic and the
+// by-job split (other users' jobs anonymized), not the routes or node pages.
 import type { FabricNode, LinkCounters, LinkResponse, LinkRoutes, Series } from "../api";
-import { get, nodesAt } from "../api";
+import { ApiError, get, isAdmin, nodesAt } from "../api";
 import { linkJobs } from "../jobs/linkjobs";
 import { chartError, chartFrame, drawChart, PALETTE } from "../chart";
 import { h, link, loading, panel } from "../dom";
@@ -27,14 +29,16 @@ export async function linkPage(ctx: PageContext): Promise<void> {
     errors: chartFrame("Errors received per interval"),
     wait: chartFrame("Transmit wait per interval (ticks)"),
   };
+  const admin = isAdmin();
   const routes = h("div", { class: "routes" }, loading("Loading routes…"));
   const jobs = linkJobs(id, t, signal);
+  const nodeName = (guid: string, name: string) => (admin ? link(`/nodes/${guid}${timeQuery(t)}`, name) : name);
   root.append(
-    h("div", { class: "page-head" }, h("nav", { class: "crumbs" }, link(`/network${timeQuery(t)}`, "Network"), " / link"), title, sub),
+    h("div", { class: "page-head" }, h("nav", { class: "crumbs" }, admin ? link(`/network${timeQuery(t)}`, "Network") : link(`/jobs${timeQuery(t)}`, "Jobs"), " / link"), title, sub),
     cards,
     h("div", { class: "grid2" }, charts.bytes, charts.pct, charts.errors, charts.wait),
     panel("Traffic by job", jobs.el),
-    panel("Routes crossing this link", routes),
+    ...(admin ? [panel("Routes crossing this link", routes)] : []),
   );
 
   const loadNow = async () => {
@@ -53,9 +57,9 @@ export async function linkPage(ctx: PageContext): Promise<void> {
           h(
             "div",
             { class: "card-title" },
-            link(`/nodes/${d.from.guid}${timeQuery(t)}`, d.from_description),
+            nodeName(d.from.guid, d.from_description),
             ` port ${d.from.port} → `,
-            link(`/nodes/${d.to.guid}${timeQuery(t)}`, d.to_description),
+            nodeName(d.to.guid, d.to_description),
             ` port ${d.to.port}`,
           ),
           d.measured
@@ -73,7 +77,24 @@ export async function linkPage(ctx: PageContext): Promise<void> {
     );
     return r;
   };
-  const first = await loadNow();
+  let first: LinkResponse;
+  try {
+    first = await loadNow();
+  } catch (err) {
+    // A user asking for a link none of their jobs crosses: the daemon
+    // answers as if it did not exist (or forbids it).
+    if (admin || !(err instanceof ApiError) || (err.status !== 403 && err.status !== 404)) throw err;
+    root.replaceChildren(
+      h(
+        "div",
+        { class: "notice-box", role: "status", "data-state": "not-yours" },
+        h("h1", {}, "Not a link your jobs use"),
+        h("p", {}, "You can see the links your own jobs' traffic crosses; this one is not among them, or it does not exist."),
+        h("p", {}, link(`/jobs${timeQuery(t)}`, "Go to your jobs")),
+      ),
+    );
+    return;
+  }
 
   const loadSeries = async () => {
     try {
@@ -140,7 +161,7 @@ export async function linkPage(ctx: PageContext): Promise<void> {
       routes.replaceChildren(h("div", { class: "state empty" }, `Routes unavailable: ${err instanceof Error ? err.message : String(err)}`));
     }
   };
-  await Promise.all([loadRoutes(), jobs.load()]);
+  await Promise.all([admin ? loadRoutes() : null, jobs.load()]);
 
   if (t.mode === "live") refreshOnSweep(() => void loadNow().then(loadSeries).then(jobs.load), signal, 5000);
 }
