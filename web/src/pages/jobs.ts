@@ -1,7 +1,10 @@
 // The jobs page: MPI jobs in a table sorted and paged by the server (every
 // metric of GET /api/v1/jobs is a sort key), running ones by default with a
-// switch to finished or all; refreshed live every few seconds.
-import { get } from "../api";
+// switch to finished or all; refreshed live every few seconds. In the past
+// (the header's time control) it lists the jobs that ran in that range or
+// at that time (from/to of GET /jobs). A user sees their own jobs only: the
+// daemon filters them.
+import { get, isAdmin } from "../api";
 import { h, link, panel } from "../dom";
 import * as fmt from "../format";
 import type { JobList, JobSummary } from "../jobs/api";
@@ -10,6 +13,7 @@ import { navigate } from "../router";
 import { serverTable } from "../servertable";
 import type { ServerColumn } from "../servertable";
 import { describe, readTime, timeQuery } from "../time";
+import type { TimeView } from "../time";
 
 /** Live refresh period of the list. */
 export const JOBS_REFRESH_MS = 2000;
@@ -33,6 +37,14 @@ export function stateBadge(j: JobSummary): HTMLElement {
   if (j.state === "running") return h("span", { class: "badge run" }, "running");
   const bad = j.end_reason && j.end_reason !== "final";
   return h("span", { class: `badge ${bad ? "warn" : ""}`, title: j.end_reason ? `ended: ${j.end_reason}` : "" }, bad ? `ended (${j.end_reason!.replace(/_/g, " ")})` : "finished");
+}
+
+/** The jobs API's time filter for a view: jobs that ran at some time in
+ * [from, to]; at a past time, the jobs running then. Live: none. */
+export function jobsRange(t: TimeView): { from?: string; to?: string } {
+  if (t.mode === "range") return { from: String(t.from), to: String(t.to) };
+  if (t.mode === "at") return { from: String(t.at), to: String(t.at) };
+  return {};
 }
 
 export async function jobsPage(ctx: PageContext): Promise<void> {
@@ -84,11 +96,16 @@ export async function jobsPage(ctx: PageContext): Promise<void> {
     defaultSort: "start",
     defaultDir: "desc",
     pageSize: 25,
-    empty: state === "running" ? "No job is running. Jobs appear here when their ranks start under the Netloom agent (netloom run)." : "No jobs.",
+    empty:
+      t.mode !== "live"
+        ? `No ${state === "all" ? "" : state + " "}job ran ${t.mode === "range" ? "in this time range" : "at this time"}.`
+        : state === "running"
+          ? "No job is running. Jobs appear here when their ranks start under the Netloom agent (netloom run)."
+          : "No jobs.",
     rowKey: (j) => j.id,
     signal,
     fetch: async (q, sig) => {
-      const r = await get<JobList>("/jobs", { state, sort: q.sort, order: q.dir, offset: q.offset, limit: q.limit }, sig);
+      const r = await get<JobList>("/jobs", { state, sort: q.sort, order: q.dir, offset: q.offset, limit: q.limit, ...jobsRange(t) }, sig);
       return { rows: r.jobs, total: r.total };
     },
   });
@@ -97,8 +114,8 @@ export async function jobsPage(ctx: PageContext): Promise<void> {
     h(
       "div",
       { class: "page-head" },
-      h("h1", {}, "MPI jobs"),
-      h("p", { class: "sub" }, "Jobs reported by the Netloom agent. Sort by any column; counters are cumulative since MPI_Init."),
+      h("h1", {}, isAdmin() ? "MPI jobs" : "Your MPI jobs"),
+      h("p", { class: "sub" }, `${isAdmin() ? "Jobs" : "Your jobs"} reported by the Netloom agent${t.mode === "live" ? "" : t.mode === "range" ? ", those that ran " + describe(t) : ", those running " + describe(t)}. Sort by any column; counters are cumulative since MPI_Init.`),
     ),
     panel(
       "Jobs",
@@ -110,7 +127,7 @@ export async function jobsPage(ctx: PageContext): Promise<void> {
   const refresh = async () => {
     try {
       await tbl.reload();
-      note.textContent = t.mode === "live" ? `live · refreshed ${new Date().toLocaleTimeString("en-GB")}` : `the jobs API has no time filter: showing ${state} jobs, not only those ${describe(t)}`;
+      note.textContent = t.mode === "live" ? `live · refreshed ${new Date().toLocaleTimeString("en-GB")}` : `${state === "all" ? "" : state + " "}jobs that ran ${t.mode === "range" ? describe(t) : "at the time shown"}`;
     } catch (err) {
       if (signal.aborted) return;
       note.textContent = `refresh failed: ${err instanceof Error ? err.message : String(err)}`;
