@@ -82,8 +82,16 @@ async function startIbsim(bin, dir, hosts, radix) {
 /** Starts the daemon; resolves once it has swept `sweeps` times. `args`
  * are added to the command line (for example the agent socket). `fabric`
  * is a --fabric source, or "ibsim:HOSTS,RADIX" for a real simulated
- * InfiniBand fabric read through the ib source. */
-export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", sweep = "500ms", sweeps = 3, args = [] } = {}) {
+ * InfiniBand fabric read through the ib source.
+ *
+ * Access: without `accounts` the daemon runs with `--anonymous admin`
+ * (everyone is an administrator, no login: the fast default of the page
+ * tests). With `accounts` ([{ name, password, admin }], at least one
+ * admin) they are made with `netloom user add NAME [--admin]
+ * --password-stdin` in the scratch directory and the daemon reads them
+ * (`--users`); the harness itself signs in as the first admin, so api()
+ * keeps working, and `login(name, password)` gives a cookie for others. */
+export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", sweep = "500ms", sweeps = 3, args = [], accounts = null } = {}) {
   const bin = process.env.NETLOOM_BIN ?? resolve(webDir, "../bin/netloom");
   if (!existsSync(bin)) throw new Error(`${bin} not found: run make build (or set NETLOOM_BIN)`);
   const dir = mkdtempSync(join(tmpdir(), "netloom-web-"));
@@ -97,9 +105,22 @@ export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", s
   }
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
+  let authArgs = ["--anonymous", "admin"];
+  let admin = null;
+  if (accounts) {
+    admin = accounts.find((a) => a.admin);
+    if (!admin) throw new Error("startDaemon: accounts need an admin (the harness waits for sweeps as one)");
+    const users = join(dir, "netloom.htpasswd");
+    for (const a of accounts) {
+      execFileSync(bin, ["user", "add", a.name, ...(a.admin ? ["--admin"] : []), "--password-stdin", "--users", users], { cwd: dir, input: `${a.password}\n`, stdio: ["pipe", "ignore", "pipe"] });
+    }
+    authArgs = ["--users", users];
+  }
+  let cookie = "";
+  const login = (name, password) => signIn(base, name, password);
   // No agent socket unless asked: tests never touch the default port or address file.
   if (!args.includes("--agent-listen")) args = [...args, "--agent-listen", "off", "--agent-address-file", "-"];
-  const proc = spawn(bin, ["serve", "--fabric", fabric, "--db", join(dir, "netloom.db"), "--listen", `127.0.0.1:${port}`, "--sweep-interval", sweep, ...args], {
+  const proc = spawn(bin, ["serve", "--fabric", fabric, "--db", join(dir, "netloom.db"), "--listen", `127.0.0.1:${port}`, "--sweep-interval", sweep, ...authArgs, ...args], {
     cwd: dir,
     env,
     stdio: ["ignore", "pipe", "pipe"],
@@ -119,7 +140,8 @@ export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", s
       throw new Error(`netloom serve did not sweep ${sweeps} times in 60s:\n${log}`);
     }
     try {
-      const st = await (await fetch(`${base}/api/v1/status`)).json();
+      if (admin && !cookie) cookie = (await login(admin.name, admin.password)).cookie;
+      const st = await (await fetch(`${base}/api/v1/status`, { headers: cookie ? { Cookie: cookie } : {} })).json();
       if ((st.sweep?.count ?? 0) >= sweeps) break;
     } catch {
       /* not listening yet */
@@ -128,11 +150,13 @@ export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", s
   }
   return {
     base,
+    /** GET an API path as the harness's administrator (or anonymously). */
     api: async (path) => {
-      const r = await fetch(`${base}/api/v1${path}`);
+      const r = await fetch(`${base}/api/v1${path}`, { headers: cookie ? { Cookie: cookie } : {} });
       if (!r.ok) throw new Error(`${path}: ${r.status} ${await r.text()}`);
       return r.json();
     },
+    login,
     log: () => log,
     async stop() {
       proc.kill("SIGTERM");
@@ -144,16 +168,48 @@ export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", s
   };
 }
 
+/** Signs in through the API; resolves with the session cookie
+ * ("netloom_session=...") and the /auth/me answer. */
+export async function signIn(base, name, password) {
+  const r = await fetch(`${base}/api/v1/auth/login`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ user: name, password }) });
+  if (r.status !== 200) throw new Error(`login ${name}: ${r.status} ${await r.text()}`);
+  const cookie = r.headers.getSetCookie().map((c) => c.split(";")[0]).find((c) => c.startsWith("netloom_session="));
+  if (!cookie) throw new Error(`login ${name}: no session cookie`);
+  return { cookie, me: await r.json() };
+}
+
+const VIEWPORT = { width: 1440, height: 900 };
+
+/** A browser context: its own cookies, so its own login. */
+export function newContext(browser) {
+  return browser.newContext({ viewport: VIEWPORT });
+}
+
 export async function startBrowser() {
   const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium", args: CHROMIUM_ARGS });
   return browser;
 }
 
-export async function newPage(browser, errors) {
-  const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+/** A page that records its errors into `errors`, Content-Security-Policy
+ * violations included: the daemon serves a strict CSP (no inline scripts
+ * or styles, no eval), and the browser reports each thing it blocked as a
+ * `securitypolicyviolation` event, which is logged as an error here, so
+ * every test that asserts no page errors also asserts no CSP violation.
+ * page.csp lists the violations alone. `context` may be a browser context
+ * of newContext() (a cookie jar of its own: one signed-in person). */
+export async function newPage(browser, errors, context = null) {
+  const page = context ? await context.newPage() : await browser.newPage({ viewport: VIEWPORT });
+  page.csp = [];
+  await page.addInitScript(() => {
+    document.addEventListener("securitypolicyviolation", (e) => {
+      console.error(`CSP violation: ${e.violatedDirective} blocked ${e.blockedURI || "inline"} at ${e.sourceFile}:${e.lineNumber} (${(e.sample || "").slice(0, 60)})`);
+    });
+  });
   page.on("pageerror", (e) => errors.push(e.message));
   page.on("console", (m) => {
-    if (m.type() === "error") errors.push(m.text());
+    if (m.type() !== "error") return;
+    errors.push(m.text());
+    if (/CSP violation|Content Security Policy/.test(m.text())) page.csp.push(`${page.url()}: ${m.text()}`);
   });
   return page;
 }
