@@ -30,7 +30,6 @@ export function behindBanner(): { el: HTMLElement; setActive: (on: boolean) => v
 
   const show = (b: Behind | undefined) => {
     el.hidden = !b;
-    document.documentElement.classList.toggle("has-banner", !!b);
     if (!b) {
       delete el.dataset.since;
       text.textContent = "";

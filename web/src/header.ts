@@ -45,6 +45,9 @@ export function header(): { el: HTMLElement; setNav: (nav: string) => void } {
   const bar = h("header", { class: "top" }, brand, nav, h("div", { class: "spacer" }), time.el, status, account);
   const banner = behindBanner();
   const el = h("div", { class: "chrome" }, bar, banner.el);
+  // Pages that fill the window (the map) subtract the header's real
+  // height: it grows with the banner, or a second row for the time fields.
+  new ResizeObserver(() => document.documentElement.style.setProperty("--chrome-h", `${el.offsetHeight}px`)).observe(el);
 
   // Live indicator: the last sweep and whether the stream is connected.
   // Only administrators get the fabric's stream; for others it is the

@@ -35,6 +35,7 @@ export function timeControl(): { el: HTMLElement; sync: () => void } {
   const rangeBox = h("span", { class: "time-fields" }, from, h("span", { "aria-hidden": "true" }, "–"), to, preset);
   const summary = h("span", { class: "time-summary" }, "");
   let mode: TimeView["mode"] = "live";
+  const el = h("div", { class: "time-control", role: "group", "aria-label": "Time" }, h("div", { class: "segmented" }, ...buttons), atBox, rangeBox, apply, summary);
 
   const go = (t: TimeView) => {
     const q = new URLSearchParams(location.search);
@@ -48,6 +49,7 @@ export function timeControl(): { el: HTMLElement; sync: () => void } {
     atBox.hidden = mode !== "at";
     rangeBox.hidden = mode !== "range";
     apply.hidden = mode === "live";
+    el.dataset.mode = mode; // the header makes room for the fields
   };
   syncTime = () => {
     const t = readTime();
@@ -86,6 +88,5 @@ export function timeControl(): { el: HTMLElement; sync: () => void } {
   apply.addEventListener("click", submit);
   for (const i of [at, from, to]) i.addEventListener("keydown", (e) => e.key === "Enter" && submit());
   syncTime();
-  const el = h("div", { class: "time-control", role: "group", "aria-label": "Time" }, h("div", { class: "segmented" }, ...buttons), atBox, rangeBox, apply, summary);
   return { el, sync: () => syncTime() };
 }
