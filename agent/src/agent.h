@@ -80,4 +80,15 @@ void nl_report_start(void);  /* starts the helper thread */
 void nl_report_final(void);  /* stops it, sends the final report, writes the profile */
 void nl_regions_copy(struct nl_region *out, int *n);
 
+/* auth.c: MUNGE credentials and the HMAC of each datagram (helper thread
+ * and MPI_Finalize only) */
+#define NL_AUTH_KEY 32
+#define NL_AUTH_OVERHEAD 35   /* the mac field: tag (2), length (1), HMAC-SHA256 (32) */
+#define NL_AUTH_CRED_MAX 4096 /* the daemon's limit */
+void nl_auth_start(void);          /* starts the signer thread, once; no-op without MUNGE */
+void nl_auth_wait_first(int ms);   /* waits at most ms for the signer's first answer */
+void nl_auth_stop(void);           /* tells the signer to end (never waits for it) */
+int nl_auth_get(char *cred, size_t cap, size_t *len, uint8_t key[NL_AUTH_KEY]); /* 0: a credential */
+size_t nl_auth_sign(uint8_t *buf, size_t len, const uint8_t key[NL_AUTH_KEY]); /* appends the mac field; 0 on failure */
+
 #endif

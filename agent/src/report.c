@@ -465,6 +465,19 @@ static void send_snapshot(struct snapshot *s)
 {
 	Datagram *d = &s->head;
 	int have = resolve() == 0;
+	if (have)
+		nl_auth_start(); /* a daemon to send to: sign, when MUNGE is here */
+	/* the current credential goes into every chunk, the mac after each */
+	char cred[NL_AUTH_CRED_MAX];
+	uint8_t key[NL_AUTH_KEY];
+	size_t cred_len = 0;
+	int sign = have && nl_auth_get(cred, sizeof cred, &cred_len, key) == 0;
+	size_t limit = dgram_limit;
+	if (sign) {
+		d->credential.data = (uint8_t *)cred;
+		d->credential.len = cred_len;
+		limit -= NL_AUTH_OVERHEAD;
+	}
 	/* plan: chunk 0 carries process, functions, regions; nodes then peers fill chunks */
 	size_t nitems = s->nnodes + s->npeers;
 	size_t *cut = calloc(nitems + 2, sizeof(size_t)); /* item index where each chunk starts */
@@ -483,7 +496,7 @@ static void send_snapshot(struct snapshot *s)
 	for (size_t i = 0; i < nitems; i++) {
 		size_t sz = i < s->nnodes ? field_size(netloom__agent__v1__node_traffic__get_packed_size(s->nodep[i]))
 		                          : field_size(netloom__agent__v1__peer_traffic__get_packed_size(s->peerp[i - s->nnodes]));
-		if (cur + sz > dgram_limit && cur > (nchunks == 1 ? head0 : headn)) {
+		if (cur + sz > limit && cur > (nchunks == 1 ? head0 : headn)) {
 			cut[nchunks++] = i;
 			cur = headn;
 		}
@@ -507,16 +520,23 @@ static void send_snapshot(struct snapshot *s)
 		k.peers = s->peerp + pa;
 		k.n_peers = pbk - pa;
 		size_t len = netloom__agent__v1__datagram__get_packed_size(&k);
-		if (len > DGRAM_MAX || !have) {
+		if (len + (sign ? NL_AUTH_OVERHEAD : 0) > DGRAM_MAX || !have) {
 			nl_agent.datagrams_dropped += have;
 			continue;
 		}
 		netloom__agent__v1__datagram__pack(&k, buf);
+		if (sign && !(len = nl_auth_sign(buf, len, key))) {
+			nl_agent.datagrams_dropped++;
+			continue;
+		}
 		if (send_datagram(buf, len, k.final) != 0)
 			nl_agent.datagrams_dropped++;
 	}
 	free(buf);
 	free(cut);
+	d->credential.data = NULL;
+	d->credential.len = 0;
+	explicit_bzero(key, sizeof key);
 }
 
 /* ------------------------------------------------- offline profile */
@@ -574,6 +594,10 @@ static void write_profile(struct snapshot *s)
 static void *helper(void *arg)
 {
 	(void)arg;
+	/* credentials from the start, off the application's thread (resolve
+	 * may ask DNS) */
+	if (resolve() == 0)
+		nl_auth_start();
 	pthread_mutex_lock(&nl_agent.lock);
 	struct timespec next;
 	clock_gettime(CLOCK_MONOTONIC, &next);
@@ -634,11 +658,14 @@ void nl_report_final(void)
 		pthread_join(nl_agent.helper, NULL);
 		nl_agent.helper_running = 0;
 	}
+	/* a job shorter than munged's first answer: wait for it, briefly */
+	nl_auth_wait_first(500);
 	struct snapshot s;
 	if (take(&s, 1, 0) == 0) {
 		send_snapshot(&s);
 		take_free(&s);
 	}
+	nl_auth_stop();
 	if (*nl_agent.output_dir) {
 		nl_agent.seq--; /* the file holds the same snapshot as the final report */
 		if (take(&s, 1, 1) == 0) {
