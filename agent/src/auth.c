@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "agent.h"
@@ -32,7 +33,11 @@
 #define KEY_LEN 32
 #define MAC_LEN 32
 #define MAGIC "netloom1"
-#define MUNGE_OPT_SOCKET 8 /* munge.h's munge_opt_t; libmunge.so.2's ABI */
+/* munge.h's munge_opt_t (libmunge.so.2's ABI) */
+#define MUNGE_OPT_TTL 4
+#define MUNGE_OPT_SOCKET 8
+#define MUNGE_OPT_UID_RESTRICTION 9
+#define CRED_TTL 300 /* seconds; the daemon forgets a session when it expires */
 
 /* libmunge and libcrypto entry points, declared here so that building the
  * agent needs neither library's headers. */
@@ -55,6 +60,8 @@ static struct {
 	double refresh_s;
 	char socket[1024];
 	int debug;
+	int restrict_uid; /* NETLOOM_MUNGE_UID given: only that uid may decode */
+	uid_t decoder;
 
 	munge_encode_fn encode;
 	munge_ctx_create_fn ctx_create;
@@ -129,6 +136,12 @@ static int encode_once(void)
 	if (!e && *au.socket)
 		e = au.ctx_set(ctx, MUNGE_OPT_SOCKET, au.socket);
 	if (!e)
+		e = au.ctx_set(ctx, MUNGE_OPT_TTL, (int)CRED_TTL);
+	/* Anyone who can decode the credential learns the session key: with
+	 * NETLOOM_MUNGE_UID only the daemon's uid can. */
+	if (!e && au.restrict_uid)
+		e = au.ctx_set(ctx, MUNGE_OPT_UID_RESTRICTION, au.decoder);
+	if (!e)
 		e = au.encode(&cred, ctx, payload, (int)(sizeof MAGIC - 1 + KEY_LEN + jl));
 	if (ctx)
 		au.ctx_destroy(ctx);
@@ -200,6 +213,16 @@ void nl_auth_start(void)
 	}
 	v = getenv("NETLOOM_MUNGE_SOCKET");
 	snprintf(au.socket, sizeof au.socket, "%s", v ? v : "");
+	if ((v = getenv("NETLOOM_MUNGE_UID")) && *v) {
+		char *end;
+		unsigned long u = strtoul(v, &end, 10);
+		if (*end || u > 0xfffffffful) {
+			say("NETLOOM_MUNGE_UID is not a uid");
+			return;
+		}
+		au.restrict_uid = 1;
+		au.decoder = (uid_t)u;
+	}
 	au.refresh_s = 60;
 	if ((v = getenv("NETLOOM_MUNGE_REFRESH")) && atof(v) >= 0.1 && atof(v) <= 3600)
 		au.refresh_s = atof(v);

@@ -240,7 +240,8 @@ func TestAgentAuthMunge(t *testing.T) {
 	// this process), through the relay, and returns its output.
 	agentEnv := func(job string, extra ...string) []string {
 		return append([]string{"LD_PRELOAD=" + m.lib, "NETLOOM_DAEMON=" + rl.addr(), "NETLOOM_INTERVAL=0.2", "NETLOOM_JOB_ID=" + job,
-			"NETLOOM_MUNGE_SOCKET=" + mu.Socket, "NETLOOM_MUNGE_REFRESH=0.5", "NETLOOM_DEBUG=1"}, extra...)
+			"NETLOOM_MUNGE_SOCKET=" + mu.Socket, "NETLOOM_MUNGE_REFRESH=0.5", "NETLOOM_DEBUG=1",
+			"NETLOOM_MUNGE_UID=" + strconv.Itoa(os.Getuid())}, extra...) // only the daemon's uid may decode
 	}
 	runJob := func(as, job string, rounds int, extra ...string) (string, error) {
 		env := agentEnv(job, extra...)
@@ -292,6 +293,14 @@ func TestAgentAuthMunge(t *testing.T) {
 		if len(c.Credential) == 0 || len(c.Mac) != 32 {
 			t.Fatalf("job A datagram %d: credential of %d bytes, mac of %d: the agent did not sign", i, len(c.Credential), len(c.Mac))
 		}
+	}
+
+	// A captured credential is of no use to another user: only the
+	// daemon's uid may decode it (and learn the session key).
+	unmunge := exec.Command("runuser", "-u", userB, "--", "unmunge", "--socket", mu.Socket)
+	unmunge.Stdin = bytes.NewReader(captured[0].Credential)
+	if out, err := unmunge.CombinedOutput(); err == nil || !strings.Contains(string(out), "Unauthorized") {
+		t.Errorf("user %s decoded job A's credential: %v\n%s", userB, err, out)
 	}
 
 	// Forgeries, straight to the daemon.
