@@ -202,6 +202,11 @@ describe("sign-in and roles", { skip }, () => {
     // Its link page: traffic and the by-job split, anonymized; no routes.
     await shared.locator("td:first-child a").click();
     await user.waitForFunction(() => location.pathname.startsWith("/links/"));
+    // A finished job's link opens over the time the job ran.
+    const q = new URL(user.url()).searchParams;
+    const job = (await daemon.api(`/jobs/${USER_JOB}`)).job;
+    assert.ok(Number(q.get("from")) <= Date.parse(job.start) / 1000 && Number(q.get("to")) >= Math.floor(Date.parse(job.end) / 1000), user.url());
+    assert.equal(q.get("job"), USER_JOB);
     await user.locator(".page-head + .cards > .card").first().waitFor();
     assert.equal(await user.locator(".page-head + .cards > .card").count(), 2);
     await user.waitForFunction(() => document.querySelectorAll(".uplot").length >= 4, null, { timeout: 10_000 });

@@ -391,6 +391,17 @@ export async function jobPage(ctx: PageContext): Promise<void> {
     }
   };
 
+  // A finished job's links open over the time it ran (a minute either
+  // side), not the last minutes, which may hold none of its traffic (and a
+  // user may only see links their jobs crossed in the range shown).
+  const linkWindow = (): string => {
+    const j = detail?.job;
+    if (t.mode !== "live" || !j || j.state === "running" || !j.end) return tq;
+    const from = Math.floor(Date.parse(j.start) / 1000) - 60;
+    const to = Math.min(Math.ceil(Date.parse(j.end) / 1000) + 60, Math.floor(Date.now() / 1000));
+    return Number.isFinite(from) && Number.isFinite(to) && from < to ? `?from=${from}&to=${to}` : tq;
+  };
+
   // Link attribution: the job's heaviest link directions, how loaded they
   // are and which other jobs share them (GET /jobs/{job}/why).
   const loadLinks = async () => {
@@ -417,7 +428,7 @@ export async function jobPage(ctx: PageContext): Promise<void> {
           pageSize: 20,
           empty: "No attributed link traffic: the job sent nothing between nodes yet, or its nodes are not in this fabric.",
           columns: [
-            { key: "dir", label: "Link direction", value: (x) => `${x.from_description} → ${x.to_description}`, cell: (x) => link(`/links/${x.link.id}?job=${encodeURIComponent(id)}${tq ? "&" + tq.slice(1) : ""}`, `${x.from_description}:${x.from.port} → ${x.to_description}:${x.to.port}`) },
+            { key: "dir", label: "Link direction", value: (x) => `${x.from_description} → ${x.to_description}`, cell: (x) => link(`/links/${x.link.id}?job=${encodeURIComponent(id)}&${linkWindow().slice(1)}`.replace(/&$/, ""), `${x.from_description}:${x.from.port} → ${x.to_description}:${x.to.port}`) },
             { key: "bytes", label: "Job bytes", value: (x) => x.job_bytes, cell: (x) => fmt.bytes(x.job_bytes), numeric: true },
             { key: "share", label: "Job share", value: (x) => x.job_share_pct, cell: (x) => fmt.pct(x.job_share_pct), numeric: true, title: "Of the traffic monitored jobs put on this direction" },
             { key: "util", label: "Utilization", value: (x) => x.utilization_pct, cell: (x) => fmt.pct(x.utilization_pct), numeric: true, title: "Measured load of the direction over the job's life" },
