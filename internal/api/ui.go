@@ -34,7 +34,7 @@ type uiFile struct {
 }
 
 const uiNotBuilt = `<!doctype html><meta charset="utf-8"><title>Netloom: UI not built</title>
-<body style="font:16px system-ui,sans-serif;margin:3em;max-width:40em">
+<body>
 <h1>The web UI is not built</h1>
 <p>This netloom binary was built without the web UI. Run <code>make build</code>
 (which runs <code>npm ci &amp;&amp; npm run build</code> in <code>web/</code> and then embeds
