@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"sync/atomic"
 
 	"github.com/netloom/netloom/internal/auth"
 	"github.com/netloom/netloom/internal/ingest"
@@ -58,8 +59,14 @@ func (d *Daemon) agentAuth() (ingest.AuthOptions, error) {
 				"munge_socket", where, "err", err, "agent_networks", d.cfg.AgentNetworks)
 			return opt, nil
 		}
+		var open atomic.Bool
+		uid := os.Getuid()
 		opt.Decode = func(cred []byte) (ingest.Credential, error) {
 			m, err := c.Decode(cred)
+			if err == nil && !m.Restricted && open.CompareAndSwap(false, true) {
+				d.log.Warn("agents send MUNGE credentials any local user can decode, and so learn their session keys: "+
+					"set NETLOOM_MUNGE_UID in the agents' environment to the daemon's uid", "uid", uid, "example_uid", m.UID)
+			}
 			return ingest.Credential{Payload: m.Payload, UID: m.UID, Encoded: m.Encoded, TTL: m.TTL}, err
 		}
 		d.log.Info("agent authentication: munge (datagrams need a MUNGE credential; job owners are the credentials' users)",

@@ -19,7 +19,7 @@ package munge
 // default). On success the payload is malloc'ed into *buf (the caller frees
 // it); on failure *msg is a malloc'ed error text.
 static munge_err_t nl_decode(const char *cred, const char *socket, void **buf, int *len,
-                             uid_t *uid, gid_t *gid, time_t *encoded, int *ttl, char **msg)
+                             uid_t *uid, gid_t *gid, time_t *encoded, int *ttl, uid_t *decoder, char **msg)
 {
 	*buf = NULL;
 	*msg = NULL;
@@ -34,6 +34,7 @@ static munge_err_t nl_decode(const char *cred, const char *socket, void **buf, i
 	if (e == EMUNGE_SUCCESS) {
 		munge_ctx_get(ctx, MUNGE_OPT_ENCODE_TIME, encoded);
 		munge_ctx_get(ctx, MUNGE_OPT_TTL, ttl);
+		munge_ctx_get(ctx, MUNGE_OPT_UID_RESTRICTION, decoder);
 	} else {
 		const char *s = munge_ctx_strerror(ctx);
 		*msg = strdup(s ? s : munge_strerror(e));
@@ -82,6 +83,10 @@ type Credential struct {
 	UID, GID uint32
 	Encoded  time.Time     // when it was made (by the encoding host's munged)
 	TTL      time.Duration // valid until Encoded + TTL
+	// Restricted: only the uid Decoder may decode it (MUNGE_OPT_UID_RESTRICTION);
+	// otherwise any local user can, and learn its payload.
+	Restricted bool
+	Decoder    uint32
 }
 
 // Kinds of failure, for errors.Is on an *Error.
@@ -164,9 +169,10 @@ func (c Client) Decode(cred []byte) (Credential, error) {
 		gid     C.gid_t
 		encoded C.time_t
 		ttl     C.int
+		decoder C.uid_t
 		msg     *C.char
 	)
-	e := C.nl_decode(ccred, sock, &buf, &n, &uid, &gid, &encoded, &ttl, &msg)
+	e := C.nl_decode(ccred, sock, &buf, &n, &uid, &gid, &encoded, &ttl, &decoder, &msg)
 	if e != C.EMUNGE_SUCCESS {
 		defer C.free(unsafe.Pointer(msg))
 		return Credential{}, &Error{Code: int(e), Msg: C.GoString(msg)}
@@ -174,6 +180,9 @@ func (c Client) Decode(cred []byte) (Credential, error) {
 	defer C.free(buf)
 	out := Credential{UID: uint32(uid), GID: uint32(gid), Encoded: time.Unix(int64(encoded), 0),
 		TTL: time.Duration(ttl) * time.Second}
+	if decoder != C.uid_t(^uint32(0)) { // MUNGE_UID_ANY
+		out.Restricted, out.Decoder = true, uint32(decoder)
+	}
 	if buf != nil && n > 0 {
 		out.Payload = C.GoBytes(buf, n)
 	}

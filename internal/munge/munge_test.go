@@ -1,9 +1,12 @@
 package munge_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
+	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 
@@ -40,7 +43,7 @@ func TestEncodeDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got.Payload) != string(payload) || got.UID != uint32(os.Getuid()) || got.GID != uint32(os.Getgid()) ||
+	if string(got.Payload) != string(payload) || got.UID != uint32(os.Getuid()) || got.GID != uint32(os.Getgid()) || got.Restricted ||
 		got.TTL != 120*time.Second || got.Encoded.Before(before.Truncate(time.Second)) || got.Encoded.After(time.Now()) {
 		t.Errorf("decoded %+v", got)
 	}
@@ -68,6 +71,20 @@ func TestEncodeDecode(t *testing.T) {
 	}
 	if got, err := c.Decode(cred); err != nil || len(got.Payload) != 0 || got.TTL <= 0 {
 		t.Errorf("empty payload: %+v %v", got, err)
+	}
+}
+
+// TestRestricted: a credential that only one uid may decode says so.
+func TestRestricted(t *testing.T) {
+	c := startMunged(t)
+	uid := strconv.Itoa(os.Getuid())
+	out, err := exec.Command("munge", "--socket", c.Socket, "--restrict-uid", uid, "--string", "x").Output()
+	if err != nil {
+		t.Skipf("munge(1): %v", err)
+	}
+	got, err := c.Decode(bytes.TrimSpace(out))
+	if err != nil || !got.Restricted || got.Decoder != uint32(os.Getuid()) || string(got.Payload) != "x" {
+		t.Errorf("restricted credential: %+v %v", got, err)
 	}
 }
 

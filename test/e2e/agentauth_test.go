@@ -418,6 +418,9 @@ func TestAgentAuthMunge(t *testing.T) {
 	if logged := d.log.String(); strings.Contains(logged, string(credB)) || regexp.MustCompile(`MUNGE:[A-Za-z0-9+/=]{20,}`).MatchString(logged) {
 		t.Error("the daemon logged a credential")
 	}
+	if strings.Contains(d.log.String(), "any local user can decode") {
+		t.Error("the daemon warned of unrestricted credentials though every agent restricted them")
+	}
 	if n := d.metric("netloom_ingest_credentials_decoded_total", ""); n < 6 {
 		t.Errorf("%g credentials decoded", n)
 	}
