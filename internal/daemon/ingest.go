@@ -2,13 +2,16 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -100,12 +103,8 @@ func (d *Daemon) ingestLoop(ctx context.Context) error {
 	}
 	d.endStaleJobs(ctx)
 	startPprof(ctx, d)
-	var invalid atomic.Int64
-	l.OnInvalid(func(err error) {
-		if invalid.Add(1)%1000 == 1 { // the first, then every 1000th
-			d.log.Warn("agent datagram rejected", "err", err, "rejected", invalid.Load())
-		}
-	})
+	rejects := &rejectLog{log: d.log, last: map[string]time.Time{}, skipped: map[string]int{}}
+	l.OnInvalid(rejects.note)
 	readerDone := make(chan error, 1)
 	go func() { readerDone <- l.Run(ctx) }()
 
@@ -131,19 +130,46 @@ func (d *Daemon) ingestLoop(ctx context.Context) error {
 			}
 			if err := d.schedMismatch(it); err != nil {
 				d.agents.m.Drop(ingest.ReasonJobMismatch)
-				if invalid.Add(1)%1000 == 1 {
-					d.log.Warn("agent datagram rejected", "err", err, "rejected", invalid.Load())
-				}
+				rejects.note(err)
 				continue
 			}
-			if err := tr.AddItem(it); err != nil && invalid.Add(1)%1000 == 1 { // counted by reason in the metrics
-				d.log.Warn("agent datagram rejected", "err", err, "rejected", invalid.Load())
+			if err := tr.AddItem(it); err != nil { // counted by reason in the metrics
+				rejects.note(err)
 			}
 		case now := <-tick.C:
 			tr.Tick(now)
 			d.agents.live.Store(tr.Publish(now))
 		}
 	}
+}
+
+// rejectLog logs rejected datagrams, at most one a minute per reason with
+// how many like it were not logged (all are counted in the metrics). The
+// errors name jobs, ranks and uids, never credentials or keys.
+type rejectLog struct {
+	log     *slog.Logger
+	mu      sync.Mutex
+	last    map[string]time.Time
+	skipped map[string]int
+}
+
+func (r *rejectLog) note(err error) {
+	reason := "other"
+	var re *ingest.RejectError
+	if errors.As(err, &re) {
+		reason = re.Reason
+	}
+	now := time.Now()
+	r.mu.Lock()
+	if t, ok := r.last[reason]; ok && now.Sub(t) < time.Minute {
+		r.skipped[reason]++
+		r.mu.Unlock()
+		return
+	}
+	skipped := r.skipped[reason]
+	r.last[reason], r.skipped[reason] = now, 0
+	r.mu.Unlock()
+	r.log.Warn("agent datagram rejected", "reason", reason, "err", err, "similar_not_logged", skipped)
 }
 
 // schedMismatch rejects a verified datagram for a job the scheduler says
