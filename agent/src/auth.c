@@ -2,7 +2,8 @@
  *
  * A signer thread of its own asks munged for a credential whose payload is
  * "netloom1", a fresh random 32-byte session key and the job id, and asks
- * again every NETLOOM_MUNGE_REFRESH seconds (60) with a new key. The helper
+ * again every NETLOOM_MUNGE_REFRESH seconds (60) with a new key; each is
+ * valid for 300 s (twice the refresh when that is longer). The helper
  * thread puts the current credential in every datagram and appends an
  * HMAC-SHA256 under the key of everything before it. The daemon has munged
  * decode each credential once (munged vouches for this process's uid) and
@@ -37,7 +38,7 @@
 #define MUNGE_OPT_TTL 4
 #define MUNGE_OPT_SOCKET 8
 #define MUNGE_OPT_UID_RESTRICTION 9
-#define CRED_TTL 300 /* seconds; the daemon forgets a session when it expires */
+#define CRED_TTL 300 /* seconds, at least twice the refresh; the daemon forgets a session when it expires */
 
 /* libmunge and libcrypto entry points, declared here so that building the
  * agent needs neither library's headers. */
@@ -136,7 +137,7 @@ static int encode_once(void)
 	if (!e && *au.socket)
 		e = au.ctx_set(ctx, MUNGE_OPT_SOCKET, au.socket);
 	if (!e)
-		e = au.ctx_set(ctx, MUNGE_OPT_TTL, (int)CRED_TTL);
+		e = au.ctx_set(ctx, MUNGE_OPT_TTL, au.refresh_s * 2 > CRED_TTL ? (int)(au.refresh_s * 2 + 1) : CRED_TTL);
 	/* Anyone who can decode the credential learns the session key: with
 	 * NETLOOM_MUNGE_UID only the daemon's uid can. */
 	if (!e && au.restrict_uid)
@@ -224,7 +225,8 @@ void nl_auth_start(void)
 		au.decoder = (uid_t)u;
 	}
 	au.refresh_s = 60;
-	if ((v = getenv("NETLOOM_MUNGE_REFRESH")) && atof(v) >= 0.1 && atof(v) <= 3600)
+	/* munged caps a credential's TTL at its --max-ttl (3600 s by default) */
+	if ((v = getenv("NETLOOM_MUNGE_REFRESH")) && atof(v) >= 0.1 && atof(v) <= 1800)
 		au.refresh_s = atof(v);
 	if (load() != 0)
 		return;

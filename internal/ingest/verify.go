@@ -70,11 +70,13 @@ type AuthOptions struct {
 	// Workers decode new credentials concurrently, off the socket reader;
 	// default 4.
 	Workers int
-	// MaxSessions bounds remembered credentials (default 1<<20); one
-	// unused for Idle (default 3m) is forgotten (a datagram that still
-	// carries it is decoded again, which munged refuses as a replay).
+	// MaxSessions bounds remembered credentials (default 1<<21: two per
+	// rank of ten Stampedes' worth of ranks). A credential is forgotten
+	// when it expires, or 30 s after its rank moved on to a newer one (a
+	// datagram that still carries it is then decoded again, which munged
+	// refuses as a replay); past the bound, new credentials are refused
+	// (queue_full) until some are forgotten.
 	MaxSessions int
-	Idle        time.Duration
 	// MaxHeldBytes bounds datagrams held while their credential is being
 	// decoded; default 64 MiB.
 	MaxHeldBytes int
@@ -89,10 +91,7 @@ func (o AuthOptions) WithDefaults() AuthOptions {
 		o.Workers = 4
 	}
 	if o.MaxSessions <= 0 {
-		o.MaxSessions = 1 << 20
-	}
-	if o.Idle <= 0 {
-		o.Idle = 3 * time.Minute
+		o.MaxSessions = 1 << 21
 	}
 	if o.MaxHeldBytes <= 0 {
 		o.MaxHeldBytes = 64 << 20
@@ -116,6 +115,13 @@ const (
 	retryUnavailable = 5 * time.Second
 	// userTTL is how long a uid's name is remembered.
 	userTTL = 10 * time.Minute
+	// sweepEvery is how often forgettable sessions are looked for;
+	// supersededFor how long a rank's older credential stays valid after
+	// a newer one arrived (late chunks); failedFor how long a refused
+	// credential is remembered as refused.
+	sweepEvery    = 30 * time.Second
+	supersededFor = 30 * time.Second
+	failedFor     = time.Minute
 )
 
 type sessionState uint8
@@ -133,6 +139,8 @@ type session struct {
 	state   sessionState
 	fail    *RejectError // sessionFailed
 	retryAt time.Time    // sessionFailed: zero, or when to decode again
+	since   time.Time    // sessionFailed: when; sessionReady: when a newer credential of its rank arrived (zero: none yet)
+	rank    rankKey      // sessionReady: the rank that last used it
 	uid     uint32
 	user    string
 	named   bool // user is the uid's login name, not its number
@@ -156,8 +164,9 @@ type verifier struct {
 	opt       AuthOptions
 	m         *Metrics
 	mu        sync.Mutex
-	cur, old  map[string]*session // two generations: old is what was not used since the last rotation
-	rotated   time.Time
+	sessions  map[string]*session  // by credential
+	byRank    map[rankKey]*session // each rank's newest credential
+	swept     time.Time
 	heldBytes int
 	queue     chan *session // credentials to decode
 
@@ -175,7 +184,7 @@ type userEntry struct {
 }
 
 func newVerifier(opt AuthOptions, m *Metrics, queue int) *verifier {
-	return &verifier{opt: opt.WithDefaults(), m: m, cur: map[string]*session{}, old: map[string]*session{},
+	return &verifier{opt: opt.WithDefaults(), m: m, sessions: map[string]*session{}, byRank: map[rankKey]*session{},
 		queue: make(chan *session, queue), users: map[uint32]userEntry{}}
 }
 
@@ -198,11 +207,18 @@ func (v *verifier) check(d *agentpb.Datagram, raw []byte, now time.Time) (verdic
 		return rejected, Item{}, err
 	}
 	v.mu.Lock()
-	s := v.lookup(d.Credential, now)
+	if now.Sub(v.swept) >= sweepEvery || (len(v.sessions) >= v.opt.MaxSessions && now.Sub(v.swept) >= time.Second) {
+		v.sweep(now)
+	}
+	s := v.sessions[string(d.Credential)]
 	if s == nil {
 		if !plausibleCredential(d.Credential) {
 			v.mu.Unlock()
 			return rejected, Item{}, reject(ReasonBadCredential, "job %s rank %d: not a MUNGE credential", d.JobId, d.Rank)
+		}
+		if len(v.sessions) >= v.opt.MaxSessions {
+			v.mu.Unlock()
+			return rejected, Item{}, reject(ReasonQueueFull, "job %s rank %d: %d credentials remembered already", d.JobId, d.Rank, len(v.sessions))
 		}
 		s = &session{cred: string(d.Credential)}
 		if err := v.hold(s, d, raw, now); err != nil {
@@ -213,7 +229,7 @@ func (v *verifier) check(d *agentpb.Datagram, raw []byte, now time.Time) (verdic
 			v.mu.Unlock()
 			return rejected, Item{}, err
 		}
-		v.cur[s.cred] = s
+		v.sessions[s.cred] = s
 		v.mu.Unlock()
 		return heldBack, Item{}, nil
 	}
@@ -236,7 +252,7 @@ func (v *verifier) check(d *agentpb.Datagram, raw []byte, now time.Time) (verdic
 			err = v.enqueue(s)
 		}
 		if err != nil {
-			s.state, s.fail, s.retryAt = sessionFailed, err, now.Add(retryUnavailable)
+			s.state, s.fail, s.retryAt, s.since = sessionFailed, err, now.Add(retryUnavailable), now
 			v.drain(s)
 			v.mu.Unlock()
 			return rejected, Item{}, err
@@ -303,6 +319,9 @@ func (v *verifier) verify(s *session, mac hash.Hash, d *agentpb.Datagram, raw []
 	}
 	v.mu.Lock()
 	fresh := s.win.accept(d.Seq, d.Chunk)
+	if fresh {
+		v.current(s, rankKey{d.JobId, int(d.Rank)}, at)
+	}
 	v.mu.Unlock()
 	if !fresh {
 		return Item{}, reject(ReasonReplayed, "job %s rank %d: snapshot %d chunk %d seen before under this credential", d.JobId, d.Rank, d.Seq, d.Chunk)
@@ -342,21 +361,45 @@ func (v *verifier) enqueue(s *session) *RejectError {
 	}
 }
 
-// lookup finds a credential's session, moving it to the current
-// generation (called with mu held).
-func (v *verifier) lookup(cred []byte, now time.Time) *session {
-	if now.Sub(v.rotated) >= v.opt.Idle/2 || len(v.cur) >= v.opt.MaxSessions/2 {
-		v.old, v.cur, v.rotated = v.cur, make(map[string]*session, len(v.cur)), now
+// current notes that a rank used session s; a rank's older session is
+// forgotten a while after it moved to a newer one (called with mu held).
+func (v *verifier) current(s *session, k rankKey, at time.Time) {
+	s.rank = k
+	c := v.byRank[k]
+	if c == s {
+		return
 	}
-	if s := v.cur[string(cred)]; s != nil {
-		return s
+	if c != nil && c.expires.After(s.expires) {
+		if s.since.IsZero() {
+			s.since = at // a late datagram under an older credential
+		}
+		return
 	}
-	if s := v.old[string(cred)]; s != nil {
-		delete(v.old, s.cred)
-		v.cur[s.cred] = s
-		return s
+	if c != nil && c.since.IsZero() {
+		c.since = at
 	}
-	return nil
+	v.byRank[k] = s
+}
+
+// sweep forgets expired sessions, those of ranks that moved on, and
+// refusals after a while (called with mu held).
+func (v *verifier) sweep(now time.Time) {
+	v.swept = now
+	for cred, s := range v.sessions {
+		var gone bool
+		switch s.state {
+		case sessionReady:
+			gone = now.After(s.expires) || (!s.since.IsZero() && now.Sub(s.since) >= supersededFor)
+		case sessionFailed:
+			gone = now.Sub(s.since) >= failedFor && (s.retryAt.IsZero() || now.After(s.retryAt))
+		}
+		if gone {
+			delete(v.sessions, cred)
+			if v.byRank[s.rank] == s {
+				delete(v.byRank, s.rank)
+			}
+		}
+	}
 }
 
 // result is the outcome for one datagram held back.
@@ -395,7 +438,7 @@ func (v *verifier) resolve(s *session, now time.Time) []result {
 	v.mu.Lock()
 	h := v.drain(s)
 	if fail != nil {
-		s.state, s.fail, s.retryAt = sessionFailed, fail, retry
+		s.state, s.fail, s.retryAt, s.since = sessionFailed, fail, retry, now
 	} else {
 		s.uid, s.user, s.named, s.key, s.job = c.UID, name, named, key, job
 		s.expires = c.Encoded.Add(c.TTL)

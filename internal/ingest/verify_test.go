@@ -254,6 +254,65 @@ func TestVerifyMungeDown(t *testing.T) {
 	expect(t, "after the retry", items, reasons, "accepted")
 }
 
+// TestVerifySessionsForgotten: a rank's older credential still verifies
+// late chunks for a while after a newer one arrived, then is forgotten (a
+// datagram carrying it is decoded again, and munged refuses the replay);
+// expired ones are forgotten too.
+func TestVerifySessionsForgotten(t *testing.T) {
+	f := newFakeMunge()
+	v, _ := newTestVerifier(f)
+	now := t0.Add(time.Second)
+	old, oldKey := f.issue(1001, "42", t0, 300*time.Second)
+	items, reasons := run(t, v, signed(t, snapshot("42", 0, 2, 0, false), old, oldKey), now)
+	expect(t, "first credential", items, reasons, "accepted")
+	cur, curKey := f.issue(1001, "42", t0.Add(60*time.Second), 300*time.Second)
+	now = t0.Add(61 * time.Second)
+	items, reasons = run(t, v, signed(t, snapshot("42", 0, 2, 2, false), cur, curKey), now)
+	expect(t, "next credential", items, reasons, "accepted")
+	items, reasons = run(t, v, signed(t, snapshot("42", 0, 2, 1, false), old, oldKey), now.Add(time.Second))
+	expect(t, "late datagram under the older credential", items, reasons, "accepted")
+	if len(v.sessions) != 2 {
+		t.Errorf("%d sessions, want 2", len(v.sessions))
+	}
+	now = now.Add(supersededFor + sweepEvery)
+	items, reasons = run(t, v, signed(t, snapshot("42", 0, 2, 3, false), cur, curKey), now)
+	expect(t, "current credential", items, reasons, "accepted")
+	if len(v.sessions) != 1 || v.sessions[string(cur)] == nil || len(v.byRank) != 1 {
+		t.Errorf("after the sweep: %d sessions, %d ranks; want the current one", len(v.sessions), len(v.byRank))
+	}
+	items, reasons = run(t, v, signed(t, snapshot("42", 0, 2, 4, false), old, oldKey), now)
+	expect(t, "forgotten credential", items, reasons, ReasonBadCredential)
+	// Expiry.
+	now = t0.Add(60*time.Second + 300*time.Second + sweepEvery)
+	items, reasons = run(t, v, signed(t, snapshot("42", 0, 2, 5, false), cur, curKey), now)
+	expect(t, "expired", items, reasons, ReasonBadCredential)
+	if s := v.sessions[string(cur)]; (s != nil && s.state != sessionFailed) || len(v.byRank) != 0 {
+		t.Errorf("expired session kept: %d sessions, %d ranks", len(v.sessions), len(v.byRank))
+	}
+}
+
+// TestVerifyMaxSessions: past the bound, new credentials are refused,
+// remembered ones still verify.
+func TestVerifyMaxSessions(t *testing.T) {
+	f := newFakeMunge()
+	m := NewMetrics(nil)
+	v := newVerifier(AuthOptions{Decode: f.Decode, UserName: users, MaxSessions: 2}, m, 64)
+	now := t0.Add(time.Second)
+	var creds, keys [][]byte
+	for i := range 3 {
+		c, k := f.issue(1001, "42", t0, 300*time.Second)
+		creds, keys = append(creds, c), append(keys, k)
+		items, reasons := run(t, v, signed(t, snapshot("42", i, 4, 0, false), c, k), now)
+		want := "accepted"
+		if i == 2 {
+			want = ReasonQueueFull
+		}
+		expect(t, fmt.Sprint("credential ", i), items, reasons, want)
+	}
+	items, reasons := run(t, v, signed(t, snapshot("42", 0, 4, 1, false), creds[0], keys[0]), now)
+	expect(t, "a remembered credential", items, reasons, "accepted")
+}
+
 // TestReplayWindow: chunks of the newest and the previous snapshot pass in
 // any order, once; anything older or repeated does not.
 func TestReplayWindow(t *testing.T) {
@@ -408,6 +467,10 @@ loop:
 	if got != rounds {
 		t.Errorf("received %d verified datagrams of %d", got, rounds)
 	}
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) &&
+		dropped(m, ReasonBadMAC)+dropped(m, ReasonMalformed) < 2*rounds; {
+		time.Sleep(10 * time.Millisecond)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
@@ -486,18 +549,29 @@ func BenchmarkVerify(b *testing.B) {
 			}
 			s := <-v.queue
 			v.resolve(s, now)
-			b.SetBytes(int64(len(raws[1])))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				k := i % ring
-				if k == 0 {
-					s.win = replayWindow{}
+			b.Run("verify", func(b *testing.B) {
+				b.SetBytes(int64(len(raws[1])))
+				b.ReportAllocs()
+				for i := range b.N {
+					k := i % ring
+					if k == 0 {
+						s.win = replayWindow{}
+					}
+					if vd, _, err := v.check(ds[k], raws[k], now); vd != accepted {
+						b.Fatal(err)
+					}
 				}
-				if vd, _, err := v.check(ds[k], raws[k], now); vd != accepted {
-					b.Fatal(err)
+			})
+			// What every datagram costs anyway, for comparison.
+			b.Run("decode", func(b *testing.B) {
+				b.SetBytes(int64(len(raws[1])))
+				b.ReportAllocs()
+				for i := range b.N {
+					if _, err := Decode(raws[i%ring], lim); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
+			})
 		})
 	}
 }

@@ -125,3 +125,35 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeParallel: decodes from several goroutines at once, as the
+// daemon's decode workers do (munged serves them with its own threads).
+func BenchmarkDecodeParallel(b *testing.B) {
+	if m := slurmtest.MungeMissing(); m != "" {
+		b.Skip(m)
+	}
+	m, err := slurmtest.StartMunge(context.Background(), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Stop()
+	c := munge.Client{Socket: m.Socket}
+	creds := make(chan []byte, b.N)
+	for range b.N {
+		cred, err := c.Encode(make([]byte, 48), 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		creds <- cred
+	}
+	b.SetParallelism(2) // 2 x GOMAXPROCS goroutines
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.Decode(<-creds); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
