@@ -22,11 +22,10 @@ import (
 // munged is in internal/munge's tests and test/e2e/agentauth_test.go.
 
 type fakeMunge struct {
-	mu      sync.Mutex
-	creds   map[string]Credential
-	calls   map[string]int
-	down    bool
-	decoded []string
+	mu    sync.Mutex
+	creds map[string]Credential
+	calls map[string]int
+	down  bool
 }
 
 type unavailableErr struct{}
