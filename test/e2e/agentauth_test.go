@@ -272,7 +272,7 @@ func TestAgentAuthMunge(t *testing.T) {
 	jobA := fmt.Sprintf("auth-a-%d", time.Now().UnixNano())
 	doneA := make(chan string, 1)
 	go func() {
-		out, err := runJob("", jobA, 25)
+		out, err := runJob("", jobA, 25, "NETLOOM_DGRAM_LIMIT=256") // chunked snapshots, each chunk signed
 		if err != nil {
 			out = fmt.Sprintf("%v\n%s", err, out)
 		} else {
@@ -287,8 +287,9 @@ func TestAgentAuthMunge(t *testing.T) {
 		return len(raws) >= 2
 	}, "job A's first datagrams at the relay")
 	for i, c := range captured {
-		if len(c.Credential) == 0 || len(c.Mac) != 32 {
-			t.Fatalf("job A datagram %d: credential of %d bytes, mac of %d: the agent did not sign", i, len(c.Credential), len(c.Mac))
+		if len(c.Credential) == 0 || len(c.Mac) != 32 || c.Chunks < 2 {
+			t.Fatalf("job A datagram %d: credential of %d bytes, mac of %d, %d chunks: the agent did not sign, or chunk", i,
+				len(c.Credential), len(c.Mac), c.Chunks)
 		}
 	}
 
