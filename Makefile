@@ -38,9 +38,13 @@ test-short: deps
 	$(GO) test -short -count=1 ./...
 
 # Short fuzzing of every decoder of outside input.
+# Every decoder of outside input, 30 s each (FUZZTIME=5m for longer).
+FUZZTIME ?= 30s
+FUZZ = FuzzParseNetfile:./internal/fabric/sim/ FuzzDecode:./internal/store/sqlite/ \
+  FuzzDecodeDatagram:./internal/ingest/ FuzzAccountFiles:./internal/auth/ FuzzParseSqueue:./internal/sched/slurm/ \
+  FuzzParseSacct:./internal/sched/slurm/ FuzzExpandHostlist:./internal/sched/ FuzzParseMapping:./internal/analysis/
 fuzz: deps
-	$(GO) test -run '^$$' -fuzz FuzzParseNetfile -fuzztime 30s ./internal/fabric/sim/
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./internal/store/sqlite/
+	set -e; for f in $(FUZZ); do $(GO) test -run '^$$' -fuzz "^$${f%%:*}$$" -fuzztime $(FUZZTIME) "$${f#*:}"; done
 
 # Regenerate the Go code of the wire format (the agent runs protoc-c at build time).
 proto:
