@@ -155,9 +155,16 @@ func TestWhoSeesWhat(t *testing.T) {
 	}
 	tokenB := strings.TrimSpace(string(out))
 
-	d, agent := serve(t, f.Dir, append(f.Env(), c.Env()...), "--config", cfg, "--anonymous", "none",
+	// Agent data signed with the cluster's MUNGE, decodable by the daemon's
+	// uid only: job ownership is the verified one end to end.
+	munge := []string{"NETLOOM_MUNGE_SOCKET=" + c.MungeSocket, "NETLOOM_MUNGE_UID=" + strconv.Itoa(os.Getuid())}
+	for _, kv := range munge {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v) // sbatch passes the environment on to the jobs
+	}
+	d, agent := serve(t, f.Dir, append(append(f.Env(), c.Env()...), munge...), "--config", cfg, "--anonymous", "none",
 		"--fabric", "ib", "--db", filepath.Join(dir, "netloom.db"),
-		"--agent-listen", "127.0.0.1:0", "--agent-address-file", "-", "--agent-auth", "none",
+		"--agent-listen", "127.0.0.1:0", "--agent-address-file", "-", "--agent-auth", "munge",
 		"--scheduler", "slurm", "--scheduler-interval", "500ms", "--sweep-interval", "300ms", "--discover-interval", "5s",
 		"--job-timeout", "20s")
 	admin, a, b, anon := newClient(t, d.base, "admin"), newClient(t, d.base, userA), newClient(t, d.base, userB), newClient(t, d.base, "anonymous")
@@ -209,8 +216,18 @@ func TestWhoSeesWhat(t *testing.T) {
 		return n == 2
 	})
 	for _, j := range jobs.Jobs {
-		if want := map[string]string{idA: userA, idB: userB}[j.ID]; want != "" && (j.Scheduler == nil || j.Scheduler.User != want) {
-			t.Errorf("job %s: owner %+v, want %s", j.ID, j.Scheduler, want)
+		if want := map[string]string{idA: userA, idB: userB}[j.ID]; want != "" && (j.Scheduler == nil || j.Scheduler.User != want || j.User != want) {
+			t.Errorf("job %s: scheduler %+v, agents' verified user %q; want %s", j.ID, j.Scheduler, j.User, want)
+		}
+	}
+	_, metrics := admin.do("GET", "/metrics", nil)
+	for _, l := range strings.Split(string(metrics), "\n") {
+		if strings.HasPrefix(l, "netloom_ingest_datagrams_dropped_total{") && !strings.HasSuffix(l, " 0") &&
+			!strings.Contains(l, "incomplete") {
+			t.Errorf("signed agent data was dropped: %s", l)
+		}
+		if strings.HasPrefix(l, "netloom_ingest_credentials_decoded_total ") && strings.HasSuffix(l, " 0") {
+			t.Errorf("no MUNGE credential decoded: %s", l)
 		}
 	}
 
