@@ -49,6 +49,7 @@ Fabric sources (--fabric):
 		tlsCert  = fs.String("tls-cert", "", "serve HTTPS with this certificate `file` (PEM; with --tls-key)")
 		tlsKey   = fs.String("tls-key", "", "private key `file` for --tls-cert")
 		agentAu  = fs.String("agent-auth", "", "agent datagrams accepted: auto, munge or none (default auto: MUNGE-signed when munged runs)")
+		mungeS   = fs.String("munge-socket", "", "munged's socket `path` for --agent-auth (default $NETLOOM_MUNGE_SOCKET, else libmunge's)")
 		agentNet = fs.String("agent-networks", "", "comma-separated CIDR `networks` agent datagrams may come from (default any)")
 		nodeMap  = fs.String("node-map", "", "`file` mapping node names to host adapters (NAME GUID or NAME \"DESCRIPTION\" per line)")
 	)
@@ -79,6 +80,7 @@ Fabric sources (--fabric):
 	override(&cfg.TLSCert, *tlsCert)
 	override(&cfg.TLSKey, *tlsKey)
 	override(&cfg.AgentAuth, *agentAu)
+	override(&cfg.MungeSocket, *mungeS)
 	if *agentNet != "" {
 		cfg.AgentNetworks = strings.Split(*agentNet, ",")
 	}

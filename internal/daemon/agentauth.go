@@ -43,7 +43,10 @@ func (d *Daemon) agentAuth() (ingest.AuthOptions, error) {
 	if mode == "" {
 		mode = "auto"
 	}
-	sock := os.Getenv(MungeSocketEnv)
+	sock := d.cfg.MungeSocket
+	if sock == "" {
+		sock = os.Getenv(MungeSocketEnv)
+	}
 	where := sock
 	if where == "" {
 		where = "the default socket"

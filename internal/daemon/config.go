@@ -44,6 +44,9 @@ type Config struct {
 	// networks (CIDR), with or without MUNGE.
 	AgentAuth     string   `yaml:"agent_auth"`
 	AgentNetworks []string `yaml:"agent_networks"`
+	// MungeSocket is munged's socket when not libmunge's default (also
+	// from $NETLOOM_MUNGE_SOCKET, which agents read too).
+	MungeSocket string `yaml:"munge_socket"`
 	// JobTimeout ends a job that sent nothing for this long (at least 6
 	// of its snapshot intervals).
 	JobTimeout time.Duration `yaml:"job_timeout"`
