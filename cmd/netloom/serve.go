@@ -123,7 +123,11 @@ Fabric sources (--fabric):
 	defer st.Close()
 	d := daemon.New(cfg, src, st, log)
 	return d.Run(ctx, func(addr net.Addr) {
-		fmt.Fprintf(stdout, "netloom: serving on http://%s (API /api/v1, metrics /metrics) since %s\n", addr, time.Now().Format(time.RFC3339))
+		scheme := "http"
+		if cfg.TLSCert != "" {
+			scheme = "https"
+		}
+		fmt.Fprintf(stdout, "netloom: serving on %s://%s (API /api/v1, metrics /metrics) since %s\n", scheme, addr, time.Now().Format(time.RFC3339))
 		if a := d.AgentAddr(); a != "" {
 			fmt.Fprintf(stdout, "netloom: MPI agents send to udp://%s\n", a)
 		}

@@ -3,9 +3,18 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"os"
@@ -461,6 +470,72 @@ func TestWhoSeesWhat(t *testing.T) {
 	for _, secret := range []string{pw[userA], pw[userB], pw["root-admin"], tokenB, a.csrf} {
 		if strings.Contains(d.log.String(), secret) {
 			t.Errorf("the daemon log holds a secret (%.6s...)", secret)
+		}
+	}
+}
+
+// TestTLS serves HTTPS with a self-signed certificate: the API answers over
+// TLS only, with HSTS, and the session cookie is Secure.
+func TestTLS(t *testing.T) {
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "netloom test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	users := filepath.Join(dir, "htpasswd")
+	cmd := exec.Command(netloomBin, "user", "add", "ops", "--users", users, "--groups", filepath.Join(dir, "netloom.groups"), "--password-stdin")
+	cmd.Stdin = strings.NewReader("ops-password\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("user add: %v %s", err, out)
+	}
+
+	d, _ := serve(t, dir, nil, "--fabric", "sim:fat-tree:hosts=16,radix=8", "--db", filepath.Join(dir, "netloom.db"),
+		"--agent-listen", "off", "--anonymous", "none", "--users", users, "--tls-cert", certFile, "--tls-key", keyFile)
+	if !strings.HasPrefix(d.base, "https://") {
+		t.Fatalf("daemon serves %s, want https", d.base)
+	}
+	pool := x509.NewCertPool()
+	parsed, _ := x509.ParseCertificate(der)
+	pool.AddCert(parsed)
+	c := newClient(t, d.base, "ops")
+	c.http.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	body, _ := json.Marshal(map[string]string{"user": "ops", "password": "ops-password"})
+	req, _ := http.NewRequest("POST", d.base+"/api/v1/auth/login", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Strict-Transport-Security") == "" {
+		t.Fatalf("login over TLS: %d, HSTS %q", resp.StatusCode, resp.Header.Get("Strict-Transport-Security"))
+	}
+	if ck := resp.Cookies(); len(ck) != 1 || !ck[0].Secure || !ck[0].HttpOnly {
+		t.Errorf("session cookie over TLS: %+v, want Secure and HttpOnly", ck)
+	}
+	var me struct{ User, Role string }
+	if code := c.get("/api/v1/auth/me", &me); code != 200 || me.User != "ops" || me.Role != "user" {
+		t.Errorf("GET /auth/me over TLS with the session: %d %+v", code, me)
+	}
+	// Plain HTTP to the TLS port gets no API answer.
+	plain, err := http.Get("http://" + strings.TrimPrefix(d.base, "https://") + "/api/v1/status")
+	if err == nil {
+		b, _ := io.ReadAll(plain.Body)
+		plain.Body.Close()
+		if plain.StatusCode == 200 || bytes.Contains(b, []byte(`"time"`)) {
+			t.Errorf("plain HTTP answered: %d %s", plain.StatusCode, b)
 		}
 	}
 }

@@ -98,7 +98,7 @@ func startDaemon(t *testing.T, f *ibsim.Fabric, db string, extra ...string) *dae
 }
 
 var (
-	httpLine = regexp.MustCompile(`http://(\S+)`)
+	httpLine = regexp.MustCompile(`(https?)://(\S+)`)
 	udpLine  = regexp.MustCompile(`udp://(\S+)`)
 )
 
@@ -130,7 +130,7 @@ func serve(t *testing.T, dir string, env []string, args ...string) (*daemon, str
 			t.Fatalf("daemon did not start: %v\n%s", err, d.log)
 		}
 		if m := httpLine.FindStringSubmatch(line); m != nil {
-			d.base = "http://" + m[1]
+			d.base = m[1] + "://" + m[2]
 		}
 		if m := udpLine.FindStringSubmatch(line); m != nil {
 			agent = m[1]
