@@ -99,7 +99,8 @@ func compile(t *testing.T, m mpiImpl, src string) string {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), filepath.Ext(src)))
 	comp := m.cc
-	args := []string{"-O2", "-w", "-o", bin, src}
+	inc, _ := filepath.Abs("../../agent/include") // netloom.h
+	args := []string{"-O2", "-w", "-I" + inc, "-o", bin, src}
 	if strings.HasSuffix(src, ".f90") {
 		comp = m.fc
 	}
@@ -406,14 +407,19 @@ func checkProfiles(t *testing.T, m mpiImpl, ds []*agentpb.Datagram, full, io boo
 		if fns["MPI_Send"].GetTimeNs() == 0 {
 			t.Errorf("rank %d: no time in MPI_Send", r)
 		}
-		var region *agentpb.Region
+		regions := map[string]*agentpb.Region{}
 		for _, rg := range d.Regions {
-			if rg.Name == "pcontrol-1" {
-				region = rg
-			}
+			regions[rg.Name] = rg
 		}
-		if region == nil || region.Entries != 1 || tr(region.P2P) != (traffic{e.ringBytes, e.ringMsgs}) || region.TimeNs == 0 || region.MpiTimeNs == 0 || region.MpiTimeNs > region.TimeNs {
-			t.Errorf("rank %d: region pcontrol-1 %v, want 1 entry and %d bytes in %d messages", r, region, e.ringBytes, e.ringMsgs)
+		if rg := regions["pcontrol-1"]; rg == nil || rg.Entries != 1 || tr(rg.P2P) != (traffic{e.ringBytes, e.ringMsgs}) || rg.TimeNs == 0 || rg.MpiTimeNs == 0 || rg.MpiTimeNs > rg.TimeNs {
+			t.Errorf("rank %d: region pcontrol-1 %v, want 1 entry and %d bytes in %d messages", r, rg, e.ringBytes, e.ringMsgs)
+		}
+		// NETLOOM_REGION_BEGIN/END (netloom.h) around each halo iteration:
+		// 2 Isends of 128 doubles, 5 times.
+		if full { // the C program
+			if rg := regions["halo"]; rg == nil || rg.Entries != 5 || tr(rg.P2P) != (traffic{5 * 2 * 1024, 10}) || rg.MpiTimeNs > rg.TimeNs {
+				t.Errorf("rank %d: region halo %v, want 5 entries and 10240 bytes in 10 messages", r, rg)
+			}
 		}
 	}
 }

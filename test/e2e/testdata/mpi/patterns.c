@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <netloom.h>
 
 static const int ring_sizes[] = {0, 1, 8, 100, 1000, 4096, 65536};
 #define NRING (int)(sizeof ring_sizes / sizeof ring_sizes[0])
@@ -35,11 +36,13 @@ int main(int argc, char **argv)
 	/* halo: 5 iterations, 128 doubles both ways, Isend/Irecv/Waitall */
 	for (int it = 0; it < 5; it++) {
 		MPI_Request rq[4];
+		NETLOOM_REGION_BEGIN("halo"); /* five entries, the halo's traffic only */
 		MPI_Irecv(rbuf, 128, MPI_DOUBLE, left, 100, MPI_COMM_WORLD, &rq[0]);
 		MPI_Irecv(rbuf + 2048, 128, MPI_DOUBLE, right, 101, MPI_COMM_WORLD, &rq[1]);
 		MPI_Isend(buf, 128, MPI_DOUBLE, right, 100, MPI_COMM_WORLD, &rq[2]);
 		MPI_Isend(buf + 2048, 128, MPI_DOUBLE, left, 101, MPI_COMM_WORLD, &rq[3]);
 		MPI_Waitall(4, rq, MPI_STATUSES_IGNORE);
+		NETLOOM_REGION_END("halo");
 	}
 	/* sendrecv: 3 x 10 ints to the right */
 	for (int it = 0; it < 3; it++)
