@@ -416,6 +416,13 @@ func (a *jobsAPI) matrix(r *http.Request) (any, error) {
 	if metric != "bytes" && metric != "msgs" {
 		return nil, badParam("metric", "%q: want bytes or msgs", metric)
 	}
+	format := cmp.Or(q.Get("format"), "dense")
+	if format != "dense" && format != "sparse" {
+		return nil, badParam("format", "%q: want dense or sparse", format)
+	}
+	if format == "sparse" && level == "rank" {
+		return sparseRankMatrix(j, class, metric), nil
+	}
 	var m *ingest.Matrix
 	switch level {
 	case "rank":
@@ -431,8 +438,63 @@ func (a *jobsAPI) matrix(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if format == "sparse" {
+		sm := &sparseMatrix{Job: j.ID, Level: m.Level, Class: m.Class, Metric: m.Metric, Format: "sparse", Size: len(m.Labels), Labels: m.Labels,
+			Src: []int{}, Dst: []int{}, Values: []uint64{}, Truncated: m.Truncated}
+		for r, row := range m.Values {
+			for c, v := range row {
+				sm.add(r, c, v)
+			}
+		}
+		return sm, nil
+	}
 	return map[string]any{"job": j.ID, "level": m.Level, "class": m.Class, "metric": m.Metric, "labels": m.Labels,
 		"matrix": m.Values, "peers_truncated": m.Truncated}, nil
+}
+
+// sparseMatrix is a matrix as its non-zero cells (row = sender): what a
+// large job's heatmap needs, at any number of ranks, without the n^2
+// zeros of the dense form. Rank labels are the rank numbers 0..size-1.
+type sparseMatrix struct {
+	Job       string   `json:"job"`
+	Level     string   `json:"level"`
+	Class     string   `json:"class"`
+	Metric    string   `json:"metric"`
+	Format    string   `json:"format"`
+	Size      int      `json:"size"`
+	Labels    []string `json:"labels,omitempty"` // node names; none for ranks
+	Src       []int    `json:"src"`
+	Dst       []int    `json:"dst"`
+	Values    []uint64 `json:"values"`
+	Truncated bool     `json:"peers_truncated"`
+}
+
+func (m *sparseMatrix) add(src, dst int, v uint64) {
+	if v > 0 {
+		m.Src, m.Dst, m.Values = append(m.Src, src), append(m.Dst, dst), append(m.Values, v)
+	}
+}
+
+// sparseRankMatrix reads the ranks' peer rows directly, so it has no
+// rank limit: its size is that of what the agents sent.
+func sparseRankMatrix(j *store.Job, class, metric string) *sparseMatrix {
+	m := &sparseMatrix{Job: j.ID, Level: "rank", Class: class, Metric: metric, Format: "sparse", Size: j.Ranks,
+		Src: []int{}, Dst: []int{}, Values: []uint64{}}
+	for i := range j.Processes {
+		p := &j.Processes[i]
+		m.Truncated = m.Truncated || p.PeersTruncated
+		for _, q := range p.Peers {
+			if p.Rank < j.Ranks && q.Peer < j.Ranks {
+				t := q.Classes.Class(class)
+				v := t.Bytes
+				if metric == "msgs" {
+					v = t.Msgs
+				}
+				m.add(p.Rank, q.Peer, v)
+			}
+		}
+	}
+	return m
 }
 
 func (a *jobsAPI) histogram(r *http.Request) (any, error) {

@@ -176,6 +176,22 @@ func TestJobsRunReport(t *testing.T) {
 					}
 				}
 			}
+			// The sparse form holds the same non-zero cells.
+			var sp struct {
+				Format   string
+				Size     int
+				Src, Dst []int
+				Values   []uint64
+			}
+			if d.get("/api/v1/jobs/"+jobID+"/matrix?level=rank&class=p2p&metric=bytes&format=sparse", &sp) != 200 || sp.Format != "sparse" ||
+				sp.Size != 4 || len(sp.Values) != 4 || len(sp.Src) != 4 || len(sp.Dst) != 4 {
+				t.Errorf("sparse matrix %+v", sp)
+			}
+			for k := range sp.Values {
+				if sp.Dst[k] != (sp.Src[k]+1)%4 || sp.Values[k] != apiP2P[sp.Src[k]][sp.Dst[k]] {
+					t.Errorf("sparse cell %d: %d -> %d = %d", k, sp.Src[k], sp.Dst[k], sp.Values[k])
+				}
+			}
 			if d.get("/api/v1/jobs/"+jobID+"/matrix?level=rank&class=p2p&metric=msgs", &mx) != 200 || mx.Matrix[3][0] != 10 {
 				t.Errorf("p2p msgs %v", mx.Matrix)
 			}

@@ -108,12 +108,17 @@ export interface JobSeries {
   series: { time: number[]; span_seconds: number[]; values: Record<string, number[]> };
 }
 
+/** A communication matrix as its non-zero cells (format=sparse): row =
+ * sender. Rank matrices carry no labels (ranks are 0..size-1). */
 export interface MatrixResponse {
   level: "rank" | "node";
   class: string;
   metric: "bytes" | "msgs";
-  labels: string[];
-  matrix: number[][];
+  size: number;
+  labels?: string[];
+  src: number[];
+  dst: number[];
+  values: number[];
   peers_truncated: boolean;
 }
 

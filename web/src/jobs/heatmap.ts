@@ -69,11 +69,10 @@ export function heatmap(title: string): Heatmap {
   let agg: Float64Array = new Float64Array(0);
   let cursor: [number, number] | null = null;
 
+  const name = (k: number) => m!.labels?.[k] ?? String(k);
   const label = (i: number): string => {
-    const ls = m!.labels;
     const lo = i * block;
-    const hi = Math.min(ls.length, lo + block) - 1;
-    const name = (k: number) => (m!.level === "rank" ? ls[k]! : ls[k]!);
+    const hi = Math.min(m!.size, lo + block) - 1;
     const what = m!.level === "rank" ? "rank" : "node";
     return lo === hi ? `${what} ${name(lo)}` : `${what}s ${name(lo)}–${name(hi)}`;
   };
@@ -112,8 +111,8 @@ export function heatmap(title: string): Heatmap {
 
   const set = (mx: MatrixResponse) => {
     m = mx;
-    const n = mx.labels.length;
-    if (n === 0 || !mx.matrix.some((row) => row.some((v) => v > 0))) {
+    const n = mx.size;
+    if (n === 0 || !mx.values.some((v) => v > 0)) {
       body.replaceChildren(h("div", { class: "state empty heatmap-empty" }, n === 0 ? "No ranks have reported yet." : `No ${mx.class === "all" ? "" : className(mx.class) + " "}traffic between ${mx.level}s.`));
       el.dataset.n = String(n);
       el.dataset.max = "0";
@@ -125,13 +124,10 @@ export function heatmap(title: string): Heatmap {
     agg = new Float64Array(grid * grid);
     let max = 0;
     let min = Infinity;
-    for (let i = 0; i < n; i++) {
-      const row = mx.matrix[i]!;
-      const bi = Math.floor(i / block) * grid;
-      for (let j = 0; j < n; j++) {
-        const v = row[j]!;
-        if (v > 0) agg[bi + Math.floor(j / block)]! += v;
-      }
+    for (let k = 0; k < mx.values.length; k++) {
+      const i = mx.src[k]!;
+      const j = mx.dst[k]!;
+      if (i < n && j < n) agg[Math.floor(i / block) * grid + Math.floor(j / block)]! += mx.values[k]!;
     }
     for (const v of agg) {
       if (v > 0) {
@@ -166,7 +162,7 @@ export function heatmap(title: string): Heatmap {
       Array.from({ length: Math.ceil(grid / every) }, (_, k) => {
         const i = k * every;
         const lo = i * block;
-        const text = mx.labels[lo]!;
+        const text = name(lo);
         const pos = i * cellPx + (every === 1 ? cellPx / 2 : 0);
         return h("span", { style: vertical ? { top: `${pos}px` } : { left: `${pos}px` }, class: every === 1 ? "mid" : "" }, text);
       });

@@ -303,7 +303,7 @@ export async function jobPage(ctx: PageContext): Promise<void> {
         ] as const
       ).map(async ([hm, level]) => {
         try {
-          hm.set(await get<MatrixResponse>(jobPath(id, "/matrix"), { level, ...q }, signal));
+          hm.set(await get<MatrixResponse>(jobPath(id, "/matrix"), { level, format: "sparse", ...q }, signal));
         } catch (err) {
           if (signal.aborted) return;
           hm.fail(err instanceof Error ? err.message : String(err));
