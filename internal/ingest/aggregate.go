@@ -11,7 +11,12 @@ import (
 
 // Summarize fills a job's totals from its processes (rank -> job), keeping
 // its identity, state and times.
-func Summarize(j *store.Job) {
+func Summarize(j *store.Job) { summarize(j, nil) }
+
+// summarize is Summarize with each process's Sent() given, when sent is
+// not nil: summing every rank's destination-node rows again at each
+// rebuild of a large all-to-all job's view cost O(ranks x nodes).
+func summarize(j *store.Job, sent []store.Classes) {
 	s := &j.JobSummary
 	id, state, reason, start, end, ranks := s.ID, s.State, s.EndReason, s.Start, s.End, s.Ranks
 	*s = store.JobSummary{ID: id, State: state, EndReason: reason, Start: start, End: end, Ranks: ranks}
@@ -45,7 +50,11 @@ func Summarize(j *store.Job) {
 		s.IOWrite += p.IOWrite
 		s.MPIIORead += p.MPIIORead
 		s.MPIIOWrite += p.MPIIOWrite
-		s.Traffic = s.Traffic.Add(p.Sent())
+		if sent != nil {
+			s.Traffic = s.Traffic.Add(sent[i])
+		} else {
+			s.Traffic = s.Traffic.Add(p.Sent())
+		}
 		s.IntraNode = s.IntraNode.Add(p.IntraNode)
 		s.InterNode = s.InterNode.Add(p.InterNode)
 		s.AgentDrops += p.AgentDrops

@@ -722,3 +722,52 @@ func TestTrackerInternsStrings(t *testing.T) {
 		t.Errorf("wrong strings: %q %q %q", ps[0].Node, ps[2].Node, ps[0].Program)
 	}
 }
+
+// Every applied snapshot is observed once in the visible-delay histogram,
+// when the first published view shows it: a throttled large job's at its
+// next rebuild, not before.
+func TestVisibleDelayObserved(t *testing.T) {
+	tr, _, m, _ := newTracker(Options{LargeJob: 4, ViewEvery: time.Second})
+	count := func() uint64 {
+		var pb dto.Metric
+		if err := m.visibleRecv.(prometheus.Metric).Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		return pb.GetHistogram().GetSampleCount()
+	}
+	now := t0
+	for r := range 4 {
+		if err := add(t, tr, snapshot("big", r, 4, 0, false), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := add(t, tr, snapshot("small", 0, 2, 0, false), now); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(); got != 0 {
+		t.Fatalf("%d observed before any publish", got)
+	}
+	tr.Publish(now)
+	if got := count(); got != 5 {
+		t.Fatalf("first publish: %d observed, want 5", got)
+	}
+	now = now.Add(250 * time.Millisecond)
+	if err := add(t, tr, snapshot("big", 0, 4, 1, false), now); err != nil {
+		t.Fatal(err)
+	}
+	if err := add(t, tr, snapshot("small", 1, 2, 0, false), now); err != nil {
+		t.Fatal(err)
+	}
+	tr.Publish(now)
+	if got := count(); got != 6 {
+		t.Fatalf("throttled big job: %d observed, want 6 (the small job's only)", got)
+	}
+	tr.Publish(now.Add(time.Second))
+	if got := count(); got != 7 {
+		t.Fatalf("after the big job's rebuild: %d observed, want 7", got)
+	}
+	tr.Publish(now.Add(2 * time.Second))
+	if got := count(); got != 7 {
+		t.Fatalf("republishing counted again: %d", got)
+	}
+}

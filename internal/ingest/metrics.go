@@ -1,6 +1,8 @@
 package ingest
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -11,7 +13,14 @@ type Metrics struct {
 	decodes                              prometheus.Counter
 	dropped                              *prometheus.CounterVec
 	jobs                                 *prometheus.GaugeVec
+	// visible is how long after arrival a snapshot was first part of a
+	// published view, from the daemon's receipt and from the agent's own
+	// time stamp.
+	visibleRecv, visibleSnap prometheus.Observer
 }
+
+// VisibleBuckets are the buckets of netloom_ingest_visible_delay_seconds.
+var VisibleBuckets = []float64{.01, .025, .05, .1, .25, .5, .75, 1, 1.25, 1.5, 2, 3, 5, 10, 30}
 
 // NewMetrics creates the ingest metrics and registers them with reg (when
 // not nil).
@@ -32,11 +41,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		jobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "netloom_ingest_jobs",
 			Help: "Jobs held in live state, by state."}, []string{"state"}),
 	}
+	visible := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "netloom_ingest_visible_delay_seconds",
+		Help: "Time from a rank snapshot's arrival to the first live view that shows it (the API answers from that view), " +
+			"from the daemon's receipt of its last datagram (from=\"received\") or from the agent's time stamp (from=\"snapshot\", " +
+			"meaningful when clocks agree).", Buckets: VisibleBuckets}, []string{"from"})
+	m.visibleRecv, m.visibleSnap = visible.WithLabelValues("received"), visible.WithLabelValues("snapshot")
 	for _, r := range Reasons {
 		m.dropped.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.received, m.accepted, m.bytes, m.snapshots, m.decodes, m.dropped, m.jobs)
+		reg.MustRegister(m.received, m.accepted, m.bytes, m.snapshots, m.decodes, m.dropped, m.jobs, visible)
 	}
 	return m
 }
@@ -58,6 +72,11 @@ func (m *Metrics) drop(reason string, n int) {
 // made outside this package (the daemon's scheduler view).
 func (m *Metrics) Drop(reason string) { m.drop(reason, 1) }
 
+// DroppedCollector collects netloom_ingest_datagrams_dropped_total alone
+// (for the daemon's falling-behind check, which must not gather the whole
+// registry every few seconds).
+func (m *Metrics) DroppedCollector() prometheus.Collector { return m.dropped }
+
 func (m *Metrics) decoded() {
 	if m != nil {
 		m.decodes.Inc()
@@ -75,5 +94,17 @@ func (m *Metrics) setJobs(running, finished int) {
 	if m != nil {
 		m.jobs.WithLabelValues("running").Set(float64(running))
 		m.jobs.WithLabelValues("finished").Set(float64(finished))
+	}
+}
+
+// visible observes snapshots arrived at recv (daemon clock) and stamped snap
+// (agent clock) that became visible at now.
+func (m *Metrics) visible(now time.Time, w []arrival) {
+	if m == nil {
+		return
+	}
+	for _, a := range w {
+		m.visibleRecv.Observe(max(now.Sub(a.recv), 0).Seconds())
+		m.visibleSnap.Observe(max(now.Sub(a.snap), 0).Seconds())
 	}
 }

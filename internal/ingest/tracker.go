@@ -139,10 +139,18 @@ type jobState struct {
 	// verified: the job's datagrams carry MUNGE credentials, all of uid.
 	verified bool
 	uid      uint32
+	// waiting: snapshots applied since the view was last rebuilt; shown:
+	// those in the rebuilt view, until it is published (for the metrics).
+	waiting, shown []arrival
 }
+
+// arrival is when a snapshot arrived: its last datagram's receipt (daemon
+// clock) and its time stamp (agent clock).
+type arrival struct{ recv, snap time.Time }
 
 type rankState struct {
 	cur  store.Process
+	sent store.Classes // cur.Sent(), summed once per snapshot
 	has  bool
 	pend *pending
 }
@@ -242,7 +250,7 @@ func (t *Tracker) add(d *agentpb.Datagram, size int, now time.Time, verified boo
 			j.finals--
 		}
 		r.has = false
-		r.cur = store.Process{}
+		r.cur, r.sent = store.Process{}, store.Classes{}
 		j.order = nil
 	}
 	if r.has && d.Seq <= r.cur.Seq {
@@ -399,6 +407,7 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *agentpb.Dat
 		}
 	}
 	slices.SortFunc(np.ToNodes, func(a, b store.NodeTraffic) int { return cmp.Compare(a.Node, b.Node) })
+	sent := np.Sent()
 	for i := 1; i < len(np.ToNodes); i++ {
 		if np.ToNodes[i].Node == np.ToNodes[i-1].Node {
 			t.m.drop(ReasonPeer, int(p.n)-1) // Add counts the last one
@@ -410,7 +419,7 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *agentpb.Dat
 			t.m.drop(ReasonBackwards, int(p.n)-1) // Add counts the last one
 			return reject(ReasonBackwards, "job %s rank %d snapshot %d: %s decreased since snapshot %d", j.id, np.Rank, np.Seq, what, r.cur.Seq)
 		}
-		s := delta(j.id, &r.cur, &np)
+		s := delta(j.id, &r.cur, &np, r.sent, sent)
 		t.samples = append(t.samples, s)
 		if s.Span > 0 {
 			j.interval = time.Duration(float64(s.Span) / float64(np.Seq-r.cur.Seq))
@@ -422,12 +431,15 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *agentpb.Dat
 	if np.Final && !(r.has && r.cur.Final) {
 		j.finals++
 	}
-	r.cur, r.has = np, true
+	r.cur, r.sent, r.has = np, sent, true
 	if j.start.IsZero() || np.Start.Before(j.start) {
 		j.start = np.Start
 	}
 	j.dirty = true
 	j.unsaved[np.Rank] = struct{}{}
+	if t.m != nil {
+		j.waiting = append(j.waiting, arrival{now, np.Time})
+	}
 	t.m.accept(int(p.n))
 	if j.finals >= j.world && len(j.ranks) >= j.world {
 		t.finish(j, store.EndFinal, now)
@@ -510,9 +522,9 @@ func subUint(a, b uint64) uint64 {
 	return a - b
 }
 
-// delta is what a rank did between two snapshots.
-func delta(job string, a, b *store.Process) store.ProcessSample {
-	sa, sb := a.Sent(), b.Sent()
+// delta is what a rank did between two snapshots; sa and sb are what
+// they sent.
+func delta(job string, a, b *store.Process, sa, sb store.Classes) store.ProcessSample {
 	s := store.ProcessSample{Job: job, Rank: b.Rank, Time: b.Time, Span: b.Time.Sub(a.Time),
 		CPUUser: b.CPUUser - a.CPUUser, CPUSystem: b.CPUSystem - a.CPUSystem, MPI: max(b.MPI-a.MPI, 0),
 		VmRSS: b.VmRSS, VmSize: b.VmSize,
@@ -670,13 +682,17 @@ func (t *Tracker) view(j *jobState) *store.Job {
 		slices.Sort(j.order)
 	}
 	v.Processes = make([]store.Process, 0, len(j.order))
+	sent := make([]store.Classes, 0, len(j.order))
 	for _, rank := range j.order {
 		if r := j.ranks[rank]; r != nil && r.has {
 			v.Processes = append(v.Processes, r.cur)
+			sent = append(sent, r.sent)
 		}
 	}
-	Summarize(v)
+	summarize(v, sent)
 	j.view, j.dirty = v, false
+	j.shown = append(j.shown, j.waiting...)
+	j.waiting = j.waiting[:0]
 	return v
 }
 
@@ -729,6 +745,22 @@ func (t *Tracker) publish(now time.Time) {
 		l.Jobs[id] = t.view(j)
 	}
 	t.live = l
+	t.observeShown()
+}
+
+// observeShown counts the snapshots that the published views show for the
+// first time.
+func (t *Tracker) observeShown() {
+	if t.m == nil {
+		return
+	}
+	now := time.Now()
+	for id, j := range t.jobs {
+		if len(j.shown) > 0 && t.live.Jobs[id] == j.view {
+			t.m.visible(now, j.shown)
+			j.shown = j.shown[:0]
+		}
+	}
 }
 
 // publishAll rebuilds every changed view.
@@ -741,6 +773,7 @@ func (t *Tracker) publishAll() {
 		l.Jobs[id] = t.view(j)
 	}
 	t.live = l
+	t.observeShown()
 }
 
 func (j *jobState) anyRank() bool {
