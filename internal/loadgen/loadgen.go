@@ -128,10 +128,16 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
 
 	// Every rank sends once per interval; ranks are spread evenly over the
 	// interval, so the target sees a steady stream, as from a real system.
+	// What is due follows the clock, not the number of loop turns (a turn
+	// that sleeps or is descheduled longer than tick used to lower the
+	// rate sent); a backlog of more than a second is given up and shows as
+	// a lower rate in the report. Each snapshot is stamped when it is
+	// built and sent, as the agent does.
 	deadline := start.Add(cfg.Duration)
 	tick := 5 * time.Millisecond
 	lastProgress := start
-	cursor := 0.0 // fractional position in the rank sequence
+	cursor := 0.0 // snapshots due and not yet sent
+	last := start
 	for now := start; now.Before(deadline); now = time.Now() {
 		if ctx.Err() != nil {
 			break
@@ -140,10 +146,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
 		for _, j := range g.jobs {
 			total += j.ranks()
 		}
-		cursor += float64(total) * float64(tick) / float64(cfg.Interval)
-		for cursor >= 1 {
+		perSec := float64(total) / cfg.Interval.Seconds()
+		cursor = min(cursor+perSec*now.Sub(last).Seconds(), max(perSec, 1))
+		last = now
+		for cursor >= 1 && time.Since(now) < tick {
 			cursor--
-			g.sendNext(now, &rep)
+			g.sendNext(time.Now(), &rep)
 		}
 		g.churn(now, &rep)
 		if progress != nil && now.Sub(lastProgress) >= 10*time.Second {
@@ -201,6 +209,52 @@ type generator struct {
 	// position of the rank sender
 	jobCursor, rankCursor int
 	buf                   []byte
+	rows                  arena
+}
+
+// arena hands out the node and traffic rows of one snapshot, reused for the
+// next: a rank of a 1,024-node all-to-all job has 4,096 of them, and
+// allocating them anew made the generator too slow to send one Stampede
+// from a shared core. Rows live in fixed blocks, so pointers stay valid
+// while the arena grows. A nil *arena allocates.
+type arena struct {
+	nodes [][]agentpb.NodeTraffic
+	trs   [][]agentpb.Traffic
+	n, t  int
+}
+
+const arenaBlock = 1024
+
+func (a *arena) reset() {
+	if a != nil {
+		a.n, a.t = 0, 0
+	}
+}
+
+func (a *arena) node() *agentpb.NodeTraffic {
+	if a == nil {
+		return &agentpb.NodeTraffic{}
+	}
+	if a.n == len(a.nodes)*arenaBlock {
+		a.nodes = append(a.nodes, make([]agentpb.NodeTraffic, arenaBlock))
+	}
+	nt := &a.nodes[a.n/arenaBlock][a.n%arenaBlock]
+	a.n++
+	nt.Node, nt.P2P, nt.Coll, nt.Rma = "", nil, nil, nil
+	return nt
+}
+
+func (a *arena) traffic(bytes, msgs uint64) *agentpb.Traffic {
+	if a == nil {
+		return &agentpb.Traffic{Bytes: bytes, Msgs: msgs}
+	}
+	if a.t == len(a.trs)*arenaBlock {
+		a.trs = append(a.trs, make([]agentpb.Traffic, arenaBlock))
+	}
+	t := &a.trs[a.t/arenaBlock][a.t%arenaBlock]
+	a.t++
+	t.Bytes, t.Msgs = bytes, msgs
+	return t
 }
 
 // fill starts jobs on every free host: sizes are powers of two up to
@@ -257,7 +311,7 @@ func (g *generator) finish(j *job, now time.Time, rep *Report) {
 	}
 	j.final = true
 	for r := 0; r < j.ranks(); r++ {
-		g.send(j, r, now, true, rep)
+		g.send(j, r, time.Now(), true, rep)
 	}
 }
 
@@ -280,7 +334,8 @@ func (g *generator) sendNext(now time.Time, rep *Report) {
 // send encodes one rank's snapshot as one or more datagrams and sends them.
 func (g *generator) send(j *job, rank int, now time.Time, final bool, rep *Report) {
 	elapsed := now.Sub(j.start).Seconds()
-	d := snapshot(j, rank, elapsed, g.cfg)
+	g.rows.reset()
+	d := snapshotIn(&g.rows, j, rank, elapsed, g.cfg)
 	d.Seq = j.seq[rank]
 	j.seq[rank]++
 	d.TimeUnixNs = now.UnixNano()
@@ -367,6 +422,12 @@ func flows(j *job, rank int, jitter float64, limit int) (peers, nodes []flow, tr
 // snapshot builds a rank's cumulative counters after elapsed seconds of
 // its job's pattern.
 func snapshot(j *job, rank int, elapsed float64, cfg Config) *agentpb.Datagram {
+	return snapshotIn(nil, j, rank, elapsed, cfg)
+}
+
+// snapshotIn is snapshot with its node rows taken from a (valid until its
+// next reset).
+func snapshotIn(a *arena, j *job, rank int, elapsed float64, cfg Config) *agentpb.Datagram {
 	n := j.ranks()
 	myNode := rank / j.ppn
 	d := &agentpb.Datagram{Version: 1, JobId: j.id, Rank: uint32(rank), WorldSize: uint32(n), Chunks: 1}
@@ -381,9 +442,12 @@ func snapshot(j *job, rank int, elapsed float64, cfg Config) *agentpb.Datagram {
 		return &agentpb.Traffic{Bytes: bytes, Msgs: bytes / 65536}
 	}
 	var intra, inter agentpb.Traffic
+	d.Nodes = make([]*agentpb.NodeTraffic, 0, len(nodes))
 	for _, f := range nodes {
-		t := traffic(f.rate)
-		nt := &agentpb.NodeTraffic{Node: j.nodes[f.to], P2P: &agentpb.Traffic{}, Coll: &agentpb.Traffic{}, Rma: &agentpb.Traffic{}}
+		bytes := uint64(f.rate * elapsed)
+		t := a.traffic(bytes, bytes/65536)
+		nt := a.node()
+		nt.Node, nt.P2P, nt.Coll, nt.Rma = j.nodes[f.to], a.traffic(0, 0), a.traffic(0, 0), a.traffic(0, 0)
 		if f.coll {
 			nt.Coll = t
 		} else {
@@ -434,8 +498,11 @@ func chunk(d *agentpb.Datagram) []*agentpb.Datagram {
 	if proto.Size(d) <= maxDatagram {
 		return []*agentpb.Datagram{d}
 	}
-	head := proto.Clone(d).(*agentpb.Datagram)
-	head.Nodes, head.Peers = nil, nil
+	// The head shares the process, function and region rows (a deep
+	// clone of the whole snapshot cost as much as encoding it).
+	head := &agentpb.Datagram{Version: d.Version, JobId: d.JobId, Rank: d.Rank, WorldSize: d.WorldSize, Seq: d.Seq,
+		TimeUnixNs: d.TimeUnixNs, StartUnixNs: d.StartUnixNs, IntervalNs: d.IntervalNs, Final: d.Final, PeersTruncated: d.PeersTruncated,
+		Process: d.Process, Functions: d.Functions, Regions: d.Regions, Credential: d.Credential, Mac: d.Mac}
 	out := []*agentpb.Datagram{head}
 	cur := head
 	room := maxDatagram - proto.Size(head)

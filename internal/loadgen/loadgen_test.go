@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -136,5 +137,55 @@ func BenchmarkSnapshot(b *testing.B) {
 		for _, c := range chunk(d) {
 			buf, _ = proto.MarshalOptions{}.MarshalAppend(buf[:0], c)
 		}
+	}
+}
+
+// Snapshots built in a reused arena encode exactly as freshly allocated
+// ones, and a chunked snapshot's chunks carry all its rows once.
+func TestArenaSnapshots(t *testing.T) {
+	cfg := Config{}.withDefaults()
+	mk := func(pattern string, nodes int) *job {
+		j := &job{id: pattern, pattern: pattern, ppn: 16, start: time.Now()}
+		for i := range nodes {
+			j.nodes = append(j.nodes, fmt.Sprintf("c%04d", i))
+		}
+		j.seq = make([]uint64, j.ranks())
+		return j
+	}
+	det := proto.MarshalOptions{Deterministic: true}
+	var a arena
+	for _, j := range []*job{mk("alltoall", 2048), mk("halo", 8), mk("alltoall", 4), mk("reduce", 2)} {
+		for _, rank := range []int{0, 5, j.ranks() - 1} {
+			a.reset()
+			got, err := det.Marshal(snapshotIn(&a, j, rank, 90, cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := det.Marshal(snapshot(j, rank, 90, cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s rank %d: arena snapshot differs", j.id, rank)
+			}
+		}
+	}
+	d := snapshot(mk("alltoall", 4096), 3, 90, cfg)
+	chunks := chunk(d)
+	if len(chunks) < 2 {
+		t.Fatalf("a 4096-node all-to-all rank in %d chunk(s)", len(chunks))
+	}
+	var nodes int
+	for i, c := range chunks {
+		if sz := proto.Size(c); sz > maxDatagram || c.Chunk != uint32(i) || c.Chunks != uint32(len(chunks)) || c.TimeUnixNs != d.TimeUnixNs {
+			t.Fatalf("chunk %d: %d bytes, %d/%d", i, sz, c.Chunk, c.Chunks)
+		}
+		if (c.Process != nil) != (i == 0) || (len(c.Functions) > 0) != (i == 0) {
+			t.Fatalf("chunk %d: process block or functions misplaced", i)
+		}
+		nodes += len(c.Nodes)
+	}
+	if nodes != len(d.Nodes) {
+		t.Fatalf("chunks carry %d node rows, snapshot %d", nodes, len(d.Nodes))
 	}
 }
