@@ -26,6 +26,7 @@ func (s *Server) ServeJobs(live func() *ingest.Live) {
 	s.userRoute("GET /api/v1/jobs/{job}/processes/{rank}/series", j.processSeries)
 	s.userRoute("GET /api/v1/jobs/{job}/nodes", j.nodes)
 	s.userRoute("GET /api/v1/jobs/{job}/nodes/{node}/series", j.nodeSeries)
+	s.userRoute("GET /api/v1/jobs/{job}/series", j.manySeries)
 	s.userRoute("GET /api/v1/jobs/{job}/matrix", j.matrix)
 	s.userRoute("GET /api/v1/jobs/{job}/histogram", j.histogram)
 	s.userRoute("GET /api/v1/jobs/{job}/profile", j.profile)
@@ -326,6 +327,88 @@ func (a *jobsAPI) nodes(r *http.Request) (any, error) {
 // nodeSeries sums the node's ranks' samples per interval. Ranks sample at
 // their own moments, so samples are put in buckets of the step (default:
 // the longest span seen) by their end time.
+// maxSeries bounds the series one request may ask for.
+const maxSeries = 256
+
+// manySeries is several ranks' (ranks=0,5,9) or nodes' (nodes=a,b) series
+// in one request and one store query, for the job page's charts.
+func (a *jobsAPI) manySeries(r *http.Request) (any, error) {
+	j, err := a.job(r)
+	if err != nil {
+		return nil, err
+	}
+	q := r.URL.Query()
+	rankList, nodeList := q.Get("ranks"), q.Get("nodes")
+	if (rankList == "") == (nodeList == "") {
+		return nil, badParam("ranks", "give ranks=R,R,... or nodes=NAME,NAME,...")
+	}
+	from, to, err := jobRange(r, j)
+	if err != nil {
+		return nil, err
+	}
+	type one struct {
+		Rank   *int              `json:"rank,omitempty"`
+		Node   string            `json:"node"`
+		Ranks  []int             `json:"ranks,omitempty"`
+		Series processSeriesJSON `json:"series"`
+	}
+	out := []one{}
+	// groups: per rank, or per node its ranks; ranks: all of them.
+	var groups [][]int
+	var ranks []int
+	if rankList != "" {
+		for _, v := range strings.Split(rankList, ",") {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return nil, badParam("ranks", "%q is not a rank", v)
+			}
+			i, ok := slices.BinarySearchFunc(j.Processes, n, func(p store.Process, n int) int { return cmp.Compare(p.Rank, n) })
+			if !ok {
+				return nil, notFound("job %q has no rank %d reporting (world size %d)", j.ID, n, j.Ranks)
+			}
+			out = append(out, one{Rank: &j.Processes[i].Rank, Node: j.Processes[i].Node})
+			groups, ranks = append(groups, []int{n}), append(ranks, n)
+		}
+	} else {
+		for _, node := range strings.Split(nodeList, ",") {
+			var rs []int
+			for i := range j.Processes {
+				if j.Processes[i].Node == node {
+					rs = append(rs, j.Processes[i].Rank)
+				}
+			}
+			if rs == nil {
+				return nil, notFound("job %q has no ranks on node %q", j.ID, node)
+			}
+			out = append(out, one{Node: node, Ranks: rs})
+			groups, ranks = append(groups, rs), append(ranks, rs...)
+		}
+	}
+	if len(groups) > maxSeries {
+		name := "nodes"
+		if rankList != "" {
+			name = "ranks"
+		}
+		return nil, badParam(name, "at most %d series per request", maxSeries)
+	}
+	got, err := a.s.opt.Store.ProcessSamples(r.Context(), j.ID, ranks, from, to)
+	if err != nil {
+		return nil, err
+	}
+	for k, g := range groups {
+		if rankList != "" {
+			out[k].Series = newProcessSeries(got[g[0]])
+			continue
+		}
+		per := make(map[int][]store.ProcessSample, len(g))
+		for _, rk := range g {
+			per[rk] = got[rk]
+		}
+		out[k].Series = newProcessSeries(sumByBucket(per, 0))
+	}
+	return map[string]any{"job": j.ID, "from": from, "to": to, "series": out}, nil
+}
+
 func (a *jobsAPI) nodeSeries(r *http.Request) (any, error) {
 	j, err := a.job(r)
 	if err != nil {

@@ -247,6 +247,31 @@ func TestJobsRunReport(t *testing.T) {
 			if sent > 10000 {
 				t.Errorf("rank 1 sent %g p2p bytes over its samples, more than the 10000 it sent", sent)
 			}
+			// Several series in one request equal the one-by-one ones.
+			var many struct {
+				Series []struct {
+					Rank   *int
+					Node   string
+					Series json.RawMessage
+				}
+			}
+			oneBy := func(path string) string {
+				var one struct{ Series json.RawMessage }
+				d.get(path, &one)
+				return string(one.Series)
+			}
+			if d.get("/api/v1/jobs/"+jobID+"/series?ranks=1,2", &many) != 200 || len(many.Series) != 2 || *many.Series[0].Rank != 1 ||
+				string(many.Series[0].Series) != oneBy("/api/v1/jobs/"+jobID+"/processes/1/series") ||
+				string(many.Series[1].Series) != oneBy("/api/v1/jobs/"+jobID+"/processes/2/series") {
+				t.Errorf("series of ranks 1,2: %+v", many)
+			}
+			if d.get("/api/v1/jobs/"+jobID+"/series?nodes=node1,node0", &many) != 200 || len(many.Series) != 2 || many.Series[0].Node != "node1" ||
+				string(many.Series[0].Series) != oneBy("/api/v1/jobs/"+jobID+"/nodes/node1/series") {
+				t.Errorf("series of nodes node1,node0: %+v", many)
+			}
+			if code := d.get("/api/v1/jobs/"+jobID+"/series?ranks=1,99", nil); code != 404 {
+				t.Errorf("series of a rank that did not report: %d", code)
+			}
 			var list struct {
 				Jobs []struct{ ID string }
 			}

@@ -266,10 +266,12 @@ export async function jobPage(ctx: PageContext): Promise<void> {
     try {
       const nodes = [...d.nodes].sort((a, b) => b.total.bytes - a.total.bytes).slice(0, MAX_LINES);
       const ranks = [...d.processes].sort((a, b) => b.total.bytes - a.total.bytes || a.rank - b.rank).slice(0, MAX_LINES);
-      const [ns, rs] = await Promise.all([
-        Promise.all(nodes.map((n) => get<JobSeries>(jobPath(id, `/nodes/${encodeURIComponent(n.node)}/series`), seriesRange(), signal))),
-        Promise.all(ranks.map((p) => get<JobSeries>(jobPath(id, `/processes/${p.rank}/series`), seriesRange(), signal))),
-      ]);
+      // One request for all the nodes' series and one for the ranks'.
+      const many = (key: "nodes" | "ranks", names: string[]) =>
+        names.length === 0
+          ? Promise.resolve([] as JobSeries[])
+          : get<{ series: JobSeries[] }>(jobPath(id, "/series"), { [key]: names.join(","), ...seriesRange() }, signal).then((r) => r.series);
+      const [ns, rs] = await Promise.all([many("nodes", nodes.map((n) => n.node)), many("ranks", ranks.map((p) => String(p.rank)))]);
       const nodeAl = alignJob(ns);
       const rankAl = alignJob(rs);
       const lines = (al: ReturnType<typeof alignJob>, names: string[], key: string) =>
