@@ -318,7 +318,7 @@ func TestWhoSeesWhat(t *testing.T) {
 	for _, id := range []string{idA, idB} {
 		kind := map[string]int{idA: jobOfA, idB: jobOfB}[id]
 		for _, sub := range []string{"", "/processes", "/processes/0", "/processes/0/series", "/nodes", "/nodes/n2/series",
-			"/matrix", "/histogram", "/profile", "/regions", "/links", "/why"} {
+			"/series?ranks=0", "/series?nodes=n2", "/matrix", "/matrix?format=sparse", "/histogram", "/profile", "/regions", "/links", "/why"} {
 			endpoints = append(endpoints, struct {
 				path string
 				kind int
