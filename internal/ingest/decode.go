@@ -12,8 +12,6 @@ import (
 	"math"
 	"unicode/utf8"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/netloom/netloom/internal/ingest/agentpb"
 )
 
@@ -122,8 +120,8 @@ func Decode(b []byte, lim Limits) (*agentpb.Datagram, error) {
 	case len(b) > lim.MaxBytes:
 		return nil, reject(ReasonOversized, "%d bytes, limit %d", len(b), lim.MaxBytes)
 	}
-	d := new(agentpb.Datagram)
-	if err := proto.Unmarshal(b, d); err != nil {
+	d, err := unmarshal(b)
+	if err != nil {
 		return nil, reject(ReasonMalformed, "%v", err)
 	}
 	if err := Validate(d, lim); err != nil {

@@ -351,6 +351,21 @@ func TestTrackerRejects(t *testing.T) {
 	if err := add(t, tr, back, now); reasonOf(err) != ReasonBackwards {
 		t.Errorf("peer backwards: %v", err)
 	}
+	// A destination node's traffic going backwards, whichever row it is
+	// (the rows arrive unsorted; a node new in this snapshot is no decrease).
+	for i := range snapshot("9", 0, 4, 3, false).Nodes {
+		back = snapshot("9", 0, 4, 3, false)
+		back.Nodes = append([]*agentpb.NodeTraffic{{Node: "node9", P2P: &agentpb.Traffic{Bytes: 1, Msgs: 1}}}, back.Nodes...)
+		slices.Reverse(back.Nodes)
+		n := back.Nodes[i]
+		if n.P2P.Bytes == 0 {
+			continue
+		}
+		n.P2P.Bytes = 1
+		if err := add(t, tr, back, now); reasonOf(err) != ReasonBackwards || !strings.Contains(err.Error(), "node "+n.Node) {
+			t.Errorf("node %s backwards: %v", n.Node, err)
+		}
+	}
 	// A new run (later start) may begin from zero.
 	restart := snapshot("9", 0, 4, 0, false)
 	restart.StartUnixNs += int64(time.Minute)
@@ -537,6 +552,7 @@ func FuzzDecodeDatagram(f *testing.F) {
 	credField := protowire.AppendBytes(protowire.AppendTag(nil, 20, protowire.BytesType), cred)
 	f.Add(signed(f, snapshot("42", 0, 2, 0, false), cred, key))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		sameAsProto(t, b)
 		fuzzVerify(t, v, vtr, b, lim, now)
 		fuzzVerify(t, v, vtr, Sign(append(slices.Clip(b), credField...), key), lim, now)
 		d, err := Decode(b, lim)

@@ -442,24 +442,28 @@ func snapshotIn(a *arena, j *job, rank int, elapsed float64, cfg Config) *agentp
 		return &agentpb.Traffic{Bytes: bytes, Msgs: bytes / 65536}
 	}
 	var intra, inter agentpb.Traffic
+	// Classes with no traffic are left out, as the agent does (an empty
+	// row costs the daemon an allocation to decode).
 	d.Nodes = make([]*agentpb.NodeTraffic, 0, len(nodes))
 	for _, f := range nodes {
 		bytes := uint64(f.rate * elapsed)
-		t := a.traffic(bytes, bytes/65536)
 		nt := a.node()
-		nt.Node, nt.P2P, nt.Coll, nt.Rma = j.nodes[f.to], a.traffic(0, 0), a.traffic(0, 0), a.traffic(0, 0)
-		if f.coll {
-			nt.Coll = t
-		} else {
-			nt.P2P = t
+		nt.Node = j.nodes[f.to]
+		if bytes > 0 {
+			t := a.traffic(bytes, bytes/65536)
+			if f.coll {
+				nt.Coll = t
+			} else {
+				nt.P2P = t
+			}
 		}
 		d.Nodes = append(d.Nodes, nt)
 		side := &inter
 		if f.to == myNode {
 			side = &intra
 		}
-		side.Bytes += t.Bytes
-		side.Msgs += t.Msgs
+		side.Bytes += bytes
+		side.Msgs += bytes / 65536
 	}
 	for _, f := range peers {
 		t := traffic(f.rate)
