@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -34,6 +35,8 @@ func main() {
 	systems := flag.String("systems", "stampede,10x-stampede", "comma-separated sim systems")
 	duration := flag.Duration("duration", 3*time.Minute, "load per system")
 	bin := flag.String("netloom", "bin/netloom", "netloom binary")
+	flag.IntVar(&copies, "copies", 1, "run this many load generators (seeds 1..N): N times the processes and snapshots of SYSTEM, on its one fabric")
+	flag.StringVar(&loadgenBin, "loadgen", "", "netloom binary whose loadgen sends the load (default: --netloom), to compare daemons under one generator")
 	interval := flag.Duration("interval", 45*time.Second, "agent snapshot interval (the paper's 45 s)")
 	sweep := flag.Duration("sweep-interval", 30*time.Second, "switch port sweep interval (the paper's 30 s)")
 	flag.StringVar(&pprofDir, "pprof", "", "write the daemon's CPU (30 s, from a third into the load) and heap profiles to DIR")
@@ -47,7 +50,10 @@ func main() {
 	}
 }
 
-var pprofDir string
+var (
+	pprofDir, loadgenBin string
+	copies               int
+)
 
 // profile fetches the daemon's profiles (served on pprofAddr through
 // NETLOOM_PPROF) into pprofDir.
@@ -114,6 +120,12 @@ func run(system, bin string, duration, interval, sweep time.Duration) error {
 		return err
 	}
 	defer func() { _ = serve.Process.Kill(); _ = serve.Wait() }()
+	if pprofDir != "" {
+		defer func() {
+			b, _ := os.ReadFile(filepath.Join(dir, "serve.log"))
+			_ = os.WriteFile(filepath.Join(pprofDir, system+"-serve.log"), b, 0o644)
+		}()
+	}
 	base := "http://" + httpAddr
 	if err := waitUp(base, 2*time.Minute); err != nil {
 		return fmt.Errorf("daemon: %w (log %s)", err, tail(filepath.Join(dir, "serve.log")))
@@ -122,17 +134,35 @@ func run(system, bin string, duration, interval, sweep time.Duration) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), duration+5*time.Minute)
 	defer cancel()
-	lg := exec.CommandContext(ctx, bin, "loadgen", "--system", system, "--target", agentAddr,
-		"--duration", duration.String(), "--interval", interval.String(), "--json")
-	var lgOut bytes.Buffer
-	lg.Stdout, lg.Stderr = &lgOut, os.Stderr
+	lgBin := bin
+	if loadgenBin != "" {
+		lgBin = loadgenBin
+	}
+	lgOut := make([]bytes.Buffer, max(copies, 1))
+	var lgs []*exec.Cmd
+	for i := range lgOut {
+		lg := exec.CommandContext(ctx, lgBin, "loadgen", "--system", system, "--target", agentAddr,
+			"--duration", duration.String(), "--interval", interval.String(), "--seed", strconv.Itoa(i+1), "--json")
+		lg.Stdout, lg.Stderr = &lgOut[i], os.Stderr
+		lgs = append(lgs, lg)
+	}
 	startCPU := cpuSeconds(serve.Process.Pid)
 	start := time.Now()
-	if err := lg.Start(); err != nil {
-		return err
+	for _, lg := range lgs {
+		if err := lg.Start(); err != nil {
+			return err
+		}
 	}
 	done := make(chan error, 1)
-	go func() { done <- lg.Wait() }()
+	go func() {
+		var first error
+		for _, lg := range lgs {
+			if err := lg.Wait(); err != nil && first == nil {
+				first = err
+			}
+		}
+		done <- first
+	}()
 	if pprofAddr != "" {
 		go profile(system, pprofAddr, duration/3)
 	}
@@ -190,8 +220,20 @@ loop:
 		Snapshots     uint64  `json:"snapshots"`
 		Seconds       float64 `json:"seconds"`
 	}
-	if err := json.Unmarshal(lgOut.Bytes(), &rep); err != nil {
-		return fmt.Errorf("loadgen report: %w: %s", err, lgOut.String())
+	for i := range lgOut {
+		var r struct {
+			Processes     int     `json:"processes"`
+			DatagramsSent uint64  `json:"datagrams_sent"`
+			Snapshots     uint64  `json:"snapshots"`
+			Seconds       float64 `json:"seconds"`
+		}
+		if err := json.Unmarshal(lgOut[i].Bytes(), &r); err != nil {
+			return fmt.Errorf("loadgen report: %w: %s", err, lgOut[i].String())
+		}
+		rep.Processes += r.Processes
+		rep.DatagramsSent += r.DatagramsSent
+		rep.Snapshots += r.Snapshots
+		rep.Seconds = max(rep.Seconds, r.Seconds)
 	}
 	m := metrics(base)
 	var status struct {
@@ -211,14 +253,25 @@ loop:
 	procSamples := float64(status.Store["process_samples"])
 	offered := float64(rep.Snapshots)/rep.Seconds + float64(status.Sweep.Ports)/sweep.Seconds()
 	stored := snapshots/rep.Seconds + float64(status.Sweep.Ports)/sweep.Seconds()
-	fmt.Printf("processes %d, switch ports %d\n", rep.Processes, status.Sweep.Ports)
+	// Stampede: 104,656 processes every 45 s.
+	fmt.Printf("processes %d, switch ports %d; process snapshots at %.2fx Stampede's rate (104,656 every 45 s)\n",
+		rep.Processes, status.Sweep.Ports, float64(rep.Snapshots)/rep.Seconds/(104656/45.0))
 	fmt.Printf("offered: %.0f datagrams/s, %.0f process snapshots/s + %.0f port samples/s = %.0f records/s (%.0f per 45 s: %.2fx the paper's load)\n",
 		float64(rep.DatagramsSent)/rep.Seconds, float64(rep.Snapshots)/rep.Seconds, float64(status.Sweep.Ports)/sweep.Seconds(),
 		offered, offered*45, offered*45/250000)
 	fmt.Printf("daemon: received %.0f, accepted %.0f datagrams (%.4f%% lost before the daemon), %.0f snapshots => %.0f records/s stored\n",
 		received, accepted, 100*(1-received/float64(rep.DatagramsSent)), snapshots, stored)
 	fmt.Printf("drops by reason:%s\n", drops(m))
-	fmt.Printf("arrival to queryable: p50 %.3fs p99 %.3fs (n=%d)\n", pct(lat, 50), pct(lat, 99), len(lat))
+	// Every snapshot: from its time stamp (the load generator's clock,
+	// this machine's) and from the daemon's receipt of it to the first
+	// published live view showing it, which the API serves from then on.
+	// The poll sees only each job's newest snapshot, after up to 200 ms.
+	hs := histogram(base, "netloom_ingest_visible_delay_seconds", `from="snapshot"`)
+	hr := histogram(base, "netloom_ingest_visible_delay_seconds", `from="received"`)
+	fmt.Printf("arrival to queryable, every snapshot (time stamp to the first live view showing it): p50 %.3fs p99 %.3fs, %.3f%% over 2 s (n=%.0f)\n",
+		hs.quantile(0.5), hs.quantile(0.99), 100*hs.over(2), hs.count())
+	fmt.Printf("  from the daemon's receipt: p50 %.3fs p99 %.3fs, %.3f%% over 2 s; as polled from the API (each job's newest snapshot): p50 %.3fs p99 %.3fs (n=%d)\n",
+		hr.quantile(0.5), hr.quantile(0.99), 100*hr.over(2), pct(lat, 50), pct(lat, 99), len(lat))
 	fmt.Printf("API under load: jobs page p50 %.0f ms p99 %.0f ms; link history p50 %.0f ms p99 %.0f ms\n",
 		1e3*pct(apiJobs, 50), 1e3*pct(apiJobs, 99), 1e3*pct(apiLink, 50), 1e3*pct(apiLink, 99))
 	fmt.Printf("daemon CPU %.0f%% of one core, max RSS %.0f MiB; last sweep %.3fs\n", 100*cpu/elapsed, float64(maxRSS)/(1<<20), status.Sweep.Secs)
@@ -354,4 +407,82 @@ func tail(path string) string {
 		b = b[len(b)-2000:]
 	}
 	return string(b)
+}
+
+// hist is a Prometheus histogram's cumulative buckets.
+type hist struct {
+	le  []float64 // upper bounds, ascending; the last is +Inf
+	cum []float64
+}
+
+// histogram reads the buckets of one series of a histogram from /metrics.
+func histogram(base, name, label string) hist {
+	var h hist
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return h
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	le := regexp.MustCompile(`le="([^"]+)"`)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"_bucket{") || !strings.Contains(line, label) {
+			continue
+		}
+		m := le.FindStringSubmatch(line)
+		f := strings.Fields(line)
+		if m == nil || len(f) < 2 {
+			continue
+		}
+		b, err1 := strconv.ParseFloat(m[1], 64) // "+Inf" parses
+		c, err2 := strconv.ParseFloat(f[len(f)-1], 64)
+		if err1 == nil && err2 == nil {
+			h.le, h.cum = append(h.le, b), append(h.cum, c)
+		}
+	}
+	return h
+}
+
+func (h hist) count() float64 {
+	if len(h.cum) == 0 {
+		return 0
+	}
+	return h.cum[len(h.cum)-1]
+}
+
+// quantile interpolates linearly within the bucket holding q (the last
+// finite bound when it falls in +Inf).
+func (h hist) quantile(q float64) float64 {
+	n := h.count()
+	if n == 0 {
+		return 0
+	}
+	rank := q * n
+	lo, prev := 0.0, 0.0
+	for i, c := range h.cum {
+		if c >= rank {
+			if math.IsInf(h.le[i], 1) {
+				return lo
+			}
+			if c == prev {
+				return h.le[i]
+			}
+			return lo + (h.le[i]-lo)*(rank-prev)/(c-prev)
+		}
+		lo, prev = h.le[i], c
+	}
+	return lo
+}
+
+// over is the fraction of observations above bound (a bucket bound).
+func (h hist) over(bound float64) float64 {
+	n := h.count()
+	for i, b := range h.le {
+		if b == bound && n > 0 {
+			return (n - h.cum[i]) / n
+		}
+	}
+	return 0
 }
