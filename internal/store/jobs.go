@@ -241,8 +241,9 @@ type ProcessSample struct {
 	Resolution time.Duration `json:"resolution,omitempty"`
 	Samples    int           `json:"samples,omitempty"`
 	// CPUPeak is the highest per-sample CPU use, (user+system)/span (1 =
-	// one core busy); BytesPeak the highest per-sample sent bytes per
-	// second; VmRSSMax and VmSizeMax the highest memory.
+	// one core busy), to a thousandth; BytesPeak the highest per-sample
+	// sent bytes per second, to a byte; VmRSSMax and VmSizeMax the highest
+	// memory. Rollup seconds are kept to the microsecond.
 	CPUPeak   float64 `json:"cpu_peak,omitempty"`
 	BytesPeak float64 `json:"bytes_peak_per_second,omitempty"`
 	VmRSSMax  uint64  `json:"vm_rss_max,omitempty"`

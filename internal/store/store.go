@@ -48,7 +48,9 @@ type Store interface {
 	// of raw samples it sums and its peak per-sample rates.
 	PortSeries(ctx context.Context, ports []fabric.PortRef, from, to time.Time) (map[fabric.PortRef][]PortPoint, error)
 	// LatestSamples returns, for every port, its newest sample at or before
-	// at, no older than at-window.
+	// at, no older than at-window. For a port whose raw samples there are
+	// gone (window > 0), the rollup point of the bucket that holds at, or
+	// ended within the window, stands in: its rates are the bucket's means.
 	LatestSamples(ctx context.Context, at time.Time, window time.Duration) ([]fabric.PortSample, error)
 
 	// JobStore keeps MPI jobs (jobs.go).

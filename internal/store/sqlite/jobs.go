@@ -293,8 +293,8 @@ func (s *Store) ProcessSamples(ctx context.Context, job string, ranks []int, fro
 	}
 	defer tx.Rollback()
 	rolled := map[int]bool{}
-	q := `SELECT rank, width_ns, time_ns, data FROM job_rollups WHERE job = ? AND time_ns BETWEEN ? AND ?` + rankCond +
-		` ORDER BY rank, width_ns DESC, bucket_ns`
+	q := `SELECT rank, width_s, time_ns, data FROM job_rollups WHERE job = ? AND time_ns BETWEEN ? AND ?` + rankCond +
+		` ORDER BY rank, width_s DESC, bucket_ns`
 	rows, err := tx.QueryContext(ctx, q, append([]any{job, lowerBound(from), upperBound(to)}, rankArgs...)...)
 	if err != nil {
 		return nil, fmt.Errorf("process rollups of job %q: %w", job, err)
@@ -312,7 +312,7 @@ func (s *Store) ProcessSamples(ctx context.Context, job string, ranks []int, fro
 			rows.Close()
 			return nil, fmt.Errorf("process rollup of job %q rank %d at %d: %w", job, rank, t, err)
 		}
-		out[rank] = append(out[rank], a.sample(job, rank, time.Duration(w)))
+		out[rank] = append(out[rank], a.sample(job, rank, time.Duration(w)*time.Second))
 		rolled[rank] = true
 	}
 	rows.Close()
@@ -439,7 +439,7 @@ func (s *Store) pruneJobsStep(ctx context.Context, before time.Time) (bool, erro
 		for _, id := range ids {
 			for _, q := range []string{
 				`DELETE FROM job_samples WHERE (job, rank, time_ns) IN (SELECT job, rank, time_ns FROM job_samples WHERE job = ? LIMIT ?)`,
-				`DELETE FROM job_rollups WHERE (job, rank, width_ns, bucket_ns) IN (SELECT job, rank, width_ns, bucket_ns FROM job_rollups WHERE job = ? LIMIT ?)`,
+				`DELETE FROM job_rollups WHERE (job, rank, width_s, bucket_ns) IN (SELECT job, rank, width_s, bucket_ns FROM job_rollups WHERE job = ? LIMIT ?)`,
 				`DELETE FROM job_processes WHERE (job, rank) IN (SELECT job, rank FROM job_processes WHERE job = ? LIMIT ?)`,
 				`DELETE FROM job_link_totals WHERE (job, guid, port) IN (SELECT job, guid, port FROM job_link_totals WHERE job = ? LIMIT ?)`,
 			} {

@@ -33,6 +33,9 @@ const (
 
 var levelWidth = [numLevels]int64{0, int64(store.Rollup5m), int64(store.Rollup1h)}
 
+// widthS is level l's bucket width in seconds, as the tables keep it.
+func widthS(l int) int64 { return levelWidth[l] / int64(time.Second) }
+
 // keepAll is the cutoff of a level that keeps everything.
 const keepAll = math.MinInt64
 
@@ -83,7 +86,8 @@ type rollupKey struct {
 
 // foldCursor remembers where a fold phase stopped, so the next step goes
 // on from there instead of revisiting entities without expired rows. It
-// is only a hint: any position gives correct results.
+// is only a hint: any position gives correct results. For ports, rank
+// holds the start of the slice being folded.
 type foldCursor struct {
 	node int64
 	job  string
@@ -230,15 +234,61 @@ func (b *portBucket) points() []store.PortPoint {
 	return out
 }
 
-// portSource is a level's table and key column for port rows.
-func portSource(l int) (query, del string) {
-	if l == levelRaw {
-		return `SELECT time_ns, time_ns, ports, data FROM port_samples WHERE node_id = ? AND time_ns < ? ORDER BY time_ns LIMIT ?`,
-			`DELETE FROM port_samples WHERE node_id = ? AND time_ns <= ?`
-	}
-	return fmt.Sprintf(`SELECT bucket_ns, time_ns, ports, data FROM port_rollups WHERE node_id = ? AND width_ns = %d AND bucket_ns < ? ORDER BY bucket_ns LIMIT ?`, levelWidth[l]),
-		fmt.Sprintf(`DELETE FROM port_rollups WHERE node_id = ? AND width_ns = %d AND bucket_ns <= ?`, levelWidth[l])
+// portStmts are a level's statements for port rows, prepared once per
+// step: the oldest expired key, the next switch, one switch's rows in a
+// key range and their deletion, and a stored rollup row and its upsert.
+type portStmts struct {
+	oldest, nextNode, rows, del, target, put *sql.Stmt
 }
+
+func (s *Store) preparePorts(ctx context.Context, tx *sql.Tx, l int) (*portStmts, func(), error) {
+	var q [6]string
+	if l == levelRaw {
+		q[0] = `SELECT time_ns FROM port_samples WHERE time_ns < ? ORDER BY time_ns LIMIT 1`
+		q[2] = `SELECT time_ns, time_ns, ports, data FROM port_samples WHERE node_id = ? AND time_ns >= ? AND time_ns < ? ORDER BY time_ns LIMIT ?`
+		q[3] = `DELETE FROM port_samples WHERE node_id = ? AND time_ns >= ? AND time_ns <= ?`
+	} else {
+		w := widthS(l)
+		q[0] = fmt.Sprintf(`SELECT bucket_ns FROM port_rollups WHERE width_s = %d AND bucket_ns < ? ORDER BY bucket_ns LIMIT 1`, w)
+		q[2] = fmt.Sprintf(`SELECT bucket_ns, time_ns, ports, data FROM port_rollups WHERE node_id = ? AND width_s = %d AND bucket_ns >= ? AND bucket_ns < ? ORDER BY bucket_ns LIMIT ?`, w)
+		q[3] = fmt.Sprintf(`DELETE FROM port_rollups WHERE node_id = ? AND width_s = %d AND bucket_ns >= ? AND bucket_ns <= ?`, w)
+	}
+	q[1] = `SELECT id FROM nodes WHERE id > ? ORDER BY id LIMIT 1`
+	q[4] = `SELECT time_ns, ports, data FROM port_rollups WHERE node_id = ? AND width_s = ? AND bucket_ns = ?`
+	q[5] = `INSERT INTO port_rollups(node_id, width_s, bucket_ns, time_ns, ports, data) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT(node_id, width_s, bucket_ns) DO UPDATE SET time_ns = excluded.time_ns, ports = excluded.ports, data = excluded.data`
+	var st [6]*sql.Stmt
+	closeAll := func() {
+		for _, x := range st {
+			if x != nil {
+				x.Close()
+			}
+		}
+	}
+	for i := range q {
+		var err error
+		if st[i], err = tx.PrepareContext(ctx, q[i]); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+	}
+	return &portStmts{oldest: st[0], nextNode: st[1], rows: st[2], del: st[3], target: st[4], put: st[5]}, closeAll, nil
+}
+
+// portSlice is how much time one pass over the switches folds: the
+// oldest expired slice first, all switches, then the next. Rows of one
+// sweep are stored side by side, so folding a slice of every switch
+// rewrites each page of the table about once, where folding switch by
+// switch would rewrite it once per switch on it.
+func portSlice(l int) int64 {
+	if l == levelRaw {
+		return levelWidth[level5m]
+	}
+	return levelWidth[level1h]
+}
+
+// portCounts are the changes to the sample and rollup point totals.
+type portCounts struct{ samples, rollups int64 }
 
 // foldPortsStep does one transaction of folding level l's expired port
 // rows into coarser levels. It reports whether there was any to fold.
@@ -249,55 +299,58 @@ func (s *Store) foldPortsStep(ctx context.Context, c cutoffs, l int) (bool, erro
 	what := fmt.Sprintf("roll up port samples (%s) before %s", levelName(l), fromNS(c[l]).Format(time.RFC3339))
 	found := false
 	err := s.writeTx(ctx, what, func(tx *sql.Tx) error {
-		check := `SELECT 1 FROM port_samples WHERE time_ns < ? LIMIT 1`
-		if l > levelRaw {
-			check = fmt.Sprintf(`SELECT 1 FROM port_rollups WHERE width_ns = %d AND bucket_ns < ? LIMIT 1`, levelWidth[l])
+		st, done, err := s.preparePorts(ctx, tx, l)
+		if err != nil {
+			return err
 		}
-		var one int
-		switch err := tx.QueryRowContext(ctx, check, c[l]).Scan(&one); {
+		defer done()
+		var first int64
+		switch err := st.oldest.QueryRowContext(ctx, c[l]).Scan(&first); {
 		case errors.Is(err, sql.ErrNoRows):
 			return nil
 		case err != nil:
 			return err
 		}
 		found = true
+		from := floorTo(first, portSlice(l))
+		to := min(from+portSlice(l), c[l])
 		cur := &s.cursors[cursorPorts+l]
-		budget := s.opt.RollupPortRows
-		wrapped := false
-		for budget > 0 {
+		if !cur.open || cur.rank != from {
+			*cur = foldCursor{open: true, rank: from, node: math.MinInt64}
+		}
+		var counts portCounts
+		for budget := s.opt.RollupPortRows; budget > 0; {
 			var node int64
-			err := tx.QueryRowContext(ctx, `SELECT id FROM nodes WHERE id > ? ORDER BY id LIMIT 1`, cur.node).Scan(&node)
+			err := st.nextNode.QueryRowContext(ctx, cur.node).Scan(&node)
 			if errors.Is(err, sql.ErrNoRows) {
-				if wrapped {
-					return nil
-				}
-				wrapped, cur.node = true, math.MinInt64
-				continue
+				cur.open = false // the slice is done; the next step finds the next
+				break
 			}
 			if err != nil {
 				return err
 			}
-			n, err := s.foldPortNode(ctx, tx, c, l, node, budget)
+			n, err := s.foldPortNode(ctx, st, c, l, node, from, to, budget, &counts)
 			if err != nil {
 				return fmt.Errorf("node id %d: %w", node, err)
 			}
 			if n == budget {
 				cur.node = node - 1 // it may have more
-				return nil
+				break
 			}
 			cur.node = node
 			budget -= max(n, 1)
 		}
-		return nil
+		_, err = tx.ExecContext(ctx, `UPDATE totals SET value = value + CASE name WHEN 'port_samples' THEN ? ELSE ? END
+			WHERE name IN ('port_samples', 'port_rollups')`, counts.samples, counts.rollups)
+		return err
 	})
 	return found, err
 }
 
-// foldPortNode folds at most limit expired rows of one switch and
-// returns how many it folded.
-func (s *Store) foldPortNode(ctx context.Context, tx *sql.Tx, c cutoffs, l int, node int64, limit int) (int, error) {
-	query, del := portSource(l)
-	rows, err := tx.QueryContext(ctx, query, node, c[l], limit)
+// foldPortNode folds at most limit of one switch's rows with keys in
+// [from, to) and returns how many it folded.
+func (s *Store) foldPortNode(ctx context.Context, st *portStmts, c cutoffs, l int, node, from, to int64, limit int, counts *portCounts) (int, error) {
+	rows, err := st.rows.QueryContext(ctx, node, from, to, limit)
 	if err != nil {
 		return 0, err
 	}
@@ -353,25 +406,16 @@ func (s *Store) foldPortNode(ctx context.Context, tx *sql.Tx, c cutoffs, l int, 
 	if n == 0 {
 		return 0, nil
 	}
-	if _, err := tx.ExecContext(ctx, del, node, lastKey); err != nil {
+	if _, err := st.del.ExecContext(ctx, node, from, lastKey); err != nil {
 		return 0, fmt.Errorf("delete folded rows: %w", err)
 	}
-	total := "port_samples"
-	if l > levelRaw {
-		total = "port_rollups"
+	if l == levelRaw {
+		counts.samples -= int64(ports)
+	} else {
+		counts.rollups -= int64(ports)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE totals SET value = value - ? WHERE name = ?`, ports, total); err != nil {
-		return 0, err
-	}
-	keys := make([]rollupKey, 0, len(targets))
-	for k := range targets {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		return keys[i].level < keys[j].level || keys[i].level == keys[j].level && keys[i].bucket < keys[j].bucket
-	})
-	for _, k := range keys {
-		if err := s.mergePortRollup(ctx, tx, d, node, k, targets[k]); err != nil {
+	for k, b := range targets {
+		if err := s.mergePortRollup(ctx, st, d, node, k, b, counts); err != nil {
 			return 0, err
 		}
 	}
@@ -380,13 +424,12 @@ func (s *Store) foldPortNode(ctx context.Context, tx *sql.Tx, c cutoffs, l int, 
 
 // mergePortRollup adds b to the stored rollup row k of node (if any) and
 // writes the result.
-func (s *Store) mergePortRollup(ctx context.Context, tx *sql.Tx, d *decoder, node int64, k rollupKey, b *portBucket) error {
+func (s *Store) mergePortRollup(ctx context.Context, st *portStmts, d *decoder, node int64, k rollupKey, b *portBucket, counts *portCounts) error {
 	width := levelWidth[k.level]
 	var t int64
 	var old int
 	var data []byte
-	err := tx.QueryRowContext(ctx, `SELECT time_ns, ports, data FROM port_rollups WHERE node_id = ? AND width_ns = ? AND bucket_ns = ?`,
-		node, width, k.bucket).Scan(&t, &old, &data)
+	err := st.target.QueryRowContext(ctx, node, widthS(k.level), k.bucket).Scan(&t, &old, &data)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
@@ -406,13 +449,11 @@ func (s *Store) mergePortRollup(ctx context.Context, tx *sql.Tx, d *decoder, nod
 	if err != nil {
 		return fmt.Errorf("bucket %s: %w", fromNS(k.bucket).Format(time.RFC3339), err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO port_rollups(node_id, width_ns, bucket_ns, time_ns, ports, data) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT(node_id, width_ns, bucket_ns) DO UPDATE SET time_ns = excluded.time_ns, ports = excluded.ports, data = excluded.data`,
-		node, width, k.bucket, b.time, len(pts), blob); err != nil {
+	if _, err := st.put.ExecContext(ctx, node, widthS(k.level), k.bucket, b.time, len(pts), blob); err != nil {
 		return fmt.Errorf("bucket %s: %w", fromNS(k.bucket).Format(time.RFC3339), err)
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE totals SET value = value + ? WHERE name = 'port_rollups'`, len(pts)-old)
-	return err
+	counts.rollups += int64(len(pts) - old)
+	return nil
 }
 
 func levelName(l int) string {

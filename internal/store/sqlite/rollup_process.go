@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"time"
 
 	"github.com/netloom/netloom/internal/store"
@@ -77,22 +76,34 @@ func (a *procAcc) sample(job string, rank int, width time.Duration) store.Proces
 }
 
 // A process rollup blob is formatRollup, then uvarints: summed span in
-// nanoseconds, number of samples, the float64 bits of CPU user, CPU
-// system and MPI seconds, CPU peak and bytes-per-second peak, the maxima
-// of VmRSS and VmSize, then the sums in the order of procAcc.sums.
+// nanoseconds, number of samples, CPU user, CPU system and MPI seconds in
+// microseconds (zig-zag), the CPU peak in thousandths of a CPU, the send
+// rate peak in bytes per second, the maxima of VmRSS and VmSize, then the
+// sums in the order of procAcc.sums. Rollups are summaries: microseconds
+// are plenty, and keep the row ~30 bytes shorter than float64 bits.
 func encodeProcessRollup(dst []byte, a *procAcc) []byte {
 	dst = append(dst, formatRollup)
 	dst = binary.AppendUvarint(dst, uint64(max(a.span, 0)))
 	dst = binary.AppendUvarint(dst, a.n)
-	for _, f := range []float64{a.cpuUser, a.cpuSystem, a.mpi, a.cpuPeak, a.bytesPeak} {
-		dst = binary.AppendUvarint(dst, math.Float64bits(f))
+	for _, f := range []float64{a.cpuUser, a.cpuSystem, a.mpi} {
+		dst = binary.AppendUvarint(dst, zigzag(int64(math.Round(clampF(f*1e6)))))
 	}
+	dst = binary.AppendUvarint(dst, peakUnits(a.cpuPeak*1000))
+	dst = binary.AppendUvarint(dst, peakUnits(a.bytesPeak))
 	dst = binary.AppendUvarint(dst, a.rssMax)
 	dst = binary.AppendUvarint(dst, a.sizeMax)
 	for _, p := range a.sums() {
 		dst = binary.AppendUvarint(dst, *p)
 	}
 	return dst
+}
+
+// clampF keeps v within what an int64 holds.
+func clampF(v float64) float64 {
+	if v != v {
+		return 0
+	}
+	return max(min(v, math.MaxInt64/2), math.MinInt64/2)
 }
 
 func decodeProcessRollup(b []byte, t int64) (procAcc, error) {
@@ -112,12 +123,22 @@ func decodeProcessRollup(b []byte, t int64) (procAcc, error) {
 	if a.n, err = r.uvarint(); err != nil {
 		return a, err
 	}
-	for _, f := range []*float64{&a.cpuUser, &a.cpuSystem, &a.mpi, &a.cpuPeak, &a.bytesPeak} {
+	for _, f := range []*float64{&a.cpuUser, &a.cpuSystem, &a.mpi} {
 		v, err := r.uvarint()
 		if err != nil {
 			return a, err
 		}
-		*f = math.Float64frombits(v)
+		*f = float64(unzigzag(v)) / 1e6
+	}
+	for i, f := range []*float64{&a.cpuPeak, &a.bytesPeak} {
+		v, err := r.uvarint()
+		if err != nil {
+			return a, err
+		}
+		*f = float64(v)
+		if i == 0 {
+			*f /= 1000
+		}
 	}
 	for _, p := range append([]*uint64{&a.rssMax, &a.sizeMax}, a.sums()...) {
 		if *p, err = r.uvarint(); err != nil {
@@ -130,46 +151,68 @@ func decodeProcessRollup(b []byte, t int64) (procAcc, error) {
 	return a, nil
 }
 
-// processSource is a level's queries for process rows: the job of the
-// oldest expired row, the next rank of a job, a rank's expired rows
-// (key, time, data) and their deletion up to a key.
-type processSource struct {
-	oldest, nextRank, rows, del string
+// processStmts are a level's statements for process rows, prepared once
+// per step: the job of the oldest expired row, the next rank of a job, a
+// rank's expired rows (key, time, data), their deletion up to a key, and
+// the stored rollup rows of a rank and width in a bucket range.
+type processStmts struct {
+	oldest, nextRank, rows, del, targets, put *sql.Stmt
 }
 
-func processSourceOf(l int) processSource {
+func (s *Store) prepareProcess(ctx context.Context, tx *sql.Tx, l int) (*processStmts, func(), error) {
+	var q [6]string
 	if l == levelRaw {
-		return processSource{
-			oldest:   `SELECT job FROM job_samples WHERE time_ns < ? ORDER BY time_ns LIMIT 1`,
-			nextRank: `SELECT rank FROM job_samples WHERE job = ? AND rank > ? ORDER BY rank LIMIT 1`,
-			rows:     `SELECT time_ns, time_ns, data FROM job_samples WHERE job = ? AND rank = ? AND time_ns < ? ORDER BY time_ns LIMIT ?`,
-			del:      `DELETE FROM job_samples WHERE job = ? AND rank = ? AND time_ns <= ?`,
+		q[0] = `SELECT job FROM job_samples WHERE time_ns < ? ORDER BY time_ns LIMIT 1`
+		q[1] = `SELECT rank FROM job_samples WHERE job = ? AND rank > ? ORDER BY rank LIMIT 1`
+		q[2] = `SELECT time_ns, time_ns, data FROM job_samples WHERE job = ? AND rank = ? AND time_ns < ? ORDER BY time_ns LIMIT ?`
+		q[3] = `DELETE FROM job_samples WHERE job = ? AND rank = ? AND time_ns <= ?`
+	} else {
+		w := widthS(l)
+		q[0] = fmt.Sprintf(`SELECT job FROM job_rollups WHERE width_s = %d AND bucket_ns < ? ORDER BY bucket_ns LIMIT 1`, w)
+		q[1] = `SELECT rank FROM job_rollups WHERE job = ? AND rank > ? ORDER BY rank LIMIT 1`
+		q[2] = fmt.Sprintf(`SELECT bucket_ns, time_ns, data FROM job_rollups WHERE job = ? AND rank = ? AND width_s = %d AND bucket_ns < ? ORDER BY bucket_ns LIMIT ?`, w)
+		q[3] = fmt.Sprintf(`DELETE FROM job_rollups WHERE job = ? AND rank = ? AND width_s = %d AND bucket_ns <= ?`, w)
+	}
+	q[4] = `SELECT bucket_ns, time_ns, data FROM job_rollups WHERE job = ? AND rank = ? AND width_s = ? AND bucket_ns BETWEEN ? AND ?`
+	q[5] = `INSERT OR REPLACE INTO job_rollups(job, rank, width_s, bucket_ns, time_ns, data) VALUES (?, ?, ?, ?, ?, ?)`
+	var st [6]*sql.Stmt
+	closeAll := func() {
+		for _, x := range st {
+			if x != nil {
+				x.Close()
+			}
 		}
 	}
-	w := levelWidth[l]
-	return processSource{
-		oldest:   fmt.Sprintf(`SELECT job FROM job_rollups WHERE width_ns = %d AND bucket_ns < ? ORDER BY bucket_ns LIMIT 1`, w),
-		nextRank: `SELECT rank FROM job_rollups WHERE job = ? AND rank > ? ORDER BY rank LIMIT 1`,
-		rows:     fmt.Sprintf(`SELECT bucket_ns, time_ns, data FROM job_rollups WHERE job = ? AND rank = ? AND width_ns = %d AND bucket_ns < ? ORDER BY bucket_ns LIMIT ?`, w),
-		del:      fmt.Sprintf(`DELETE FROM job_rollups WHERE job = ? AND rank = ? AND width_ns = %d AND bucket_ns <= ?`, w),
+	for i := range q {
+		var err error
+		if st[i], err = tx.PrepareContext(ctx, q[i]); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
 	}
+	return &processStmts{oldest: st[0], nextRank: st[1], rows: st[2], del: st[3], targets: st[4], put: st[5]}, closeAll, nil
 }
 
 // foldProcessesStep does one transaction of folding level l's expired
-// process rows into coarser levels, job by job and rank by rank. It
-// reports whether there was any to fold.
+// process rows into coarser levels, job by job and rank by rank (a rank's
+// rows are stored side by side). It reports whether there was any to
+// fold.
 func (s *Store) foldProcessesStep(ctx context.Context, c cutoffs, l int) (bool, error) {
 	if c[l] == keepAll {
 		return false, nil
 	}
-	src := processSourceOf(l)
 	what := fmt.Sprintf("roll up process samples (%s) before %s", levelName(l), fromNS(c[l]).Format(time.RFC3339))
 	found := false
 	err := s.writeTx(ctx, what, func(tx *sql.Tx) error {
+		st, done, err := s.prepareProcess(ctx, tx, l)
+		if err != nil {
+			return err
+		}
+		defer done()
 		cur := &s.cursors[cursorProcesses+l]
 		oldest := func() (bool, error) {
 			var job string
-			switch err := tx.QueryRowContext(ctx, src.oldest, c[l]).Scan(&job); {
+			switch err := st.oldest.QueryRowContext(ctx, c[l]).Scan(&job); {
 			case errors.Is(err, sql.ErrNoRows):
 				cur.open = false
 				return false, nil
@@ -189,7 +232,7 @@ func (s *Store) foldProcessesStep(ctx context.Context, c cutoffs, l int) (bool, 
 		budget := s.opt.RollupProcessRows
 		for budget > 0 {
 			var rank int64
-			err := tx.QueryRowContext(ctx, src.nextRank, cur.job, cur.rank).Scan(&rank)
+			err := st.nextRank.QueryRowContext(ctx, cur.job, cur.rank).Scan(&rank)
 			if errors.Is(err, sql.ErrNoRows) {
 				budget--
 				if ok, err := oldest(); err != nil || !ok {
@@ -200,7 +243,7 @@ func (s *Store) foldProcessesStep(ctx context.Context, c cutoffs, l int) (bool, 
 			if err != nil {
 				return err
 			}
-			n, err := s.foldProcessRank(ctx, tx, c, l, src, cur.job, rank, budget)
+			n, err := s.foldProcessRank(ctx, st, c, l, cur.job, rank, budget)
 			if err != nil {
 				return fmt.Errorf("job %s rank %d: %w", cur.job, rank, err)
 			}
@@ -218,8 +261,8 @@ func (s *Store) foldProcessesStep(ctx context.Context, c cutoffs, l int) (bool, 
 
 // foldProcessRank folds at most limit expired rows of one rank and
 // returns how many it folded.
-func (s *Store) foldProcessRank(ctx context.Context, tx *sql.Tx, c cutoffs, l int, src processSource, job string, rank int64, limit int) (int, error) {
-	rows, err := tx.QueryContext(ctx, src.rows, job, rank, c[l], limit)
+func (s *Store) foldProcessRank(ctx context.Context, st *processStmts, c cutoffs, l int, job string, rank int64, limit int) (int, error) {
+	rows, err := st.rows.QueryContext(ctx, job, rank, c[l], limit)
 	if err != nil {
 		return 0, err
 	}
@@ -266,38 +309,52 @@ func (s *Store) foldProcessRank(ctx context.Context, tx *sql.Tx, c cutoffs, l in
 	if n == 0 {
 		return 0, nil
 	}
-	if _, err := tx.ExecContext(ctx, src.del, job, rank, lastKey); err != nil {
+	if _, err := st.del.ExecContext(ctx, job, rank, lastKey); err != nil {
 		return 0, fmt.Errorf("delete folded rows: %w", err)
 	}
-	keys := make([]rollupKey, 0, len(targets))
-	for k := range targets {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		return keys[i].level < keys[j].level || keys[i].level == keys[j].level && keys[i].bucket < keys[j].bucket
-	})
-	var buf []byte
-	for _, k := range keys {
-		a := targets[k]
-		width := levelWidth[k.level]
-		var t int64
-		var data []byte
-		err := tx.QueryRowContext(ctx, `SELECT time_ns, data FROM job_rollups WHERE job = ? AND rank = ? AND width_ns = ? AND bucket_ns = ?`,
-			job, rank, width, k.bucket).Scan(&t, &data)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return 0, err
-		default:
-			b, err := decodeProcessRollup(data, t)
-			if err != nil {
-				return 0, fmt.Errorf("rollup at %s: %w", fromNS(k.bucket).Format(time.RFC3339), err)
+	// Merge with what the target buckets already hold: one range query
+	// per level.
+	for level := level5m; level < numLevels; level++ {
+		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+		for k := range targets {
+			if k.level == level {
+				lo, hi = min(lo, k.bucket), max(hi, k.bucket)
 			}
-			a.add(&b)
 		}
+		if lo > hi {
+			continue
+		}
+		if err := func() error {
+			rows, err := st.targets.QueryContext(ctx, job, rank, widthS(level), lo, hi)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var b, t int64
+				var data sql.RawBytes
+				if err := rows.Scan(&b, &t, &data); err != nil {
+					return err
+				}
+				a := targets[rollupKey{level, b}]
+				if a == nil {
+					continue
+				}
+				old, err := decodeProcessRollup(data, t)
+				if err != nil {
+					return fmt.Errorf("rollup at %s: %w", fromNS(b).Format(time.RFC3339), err)
+				}
+				a.add(&old)
+			}
+			return rows.Err()
+		}(); err != nil {
+			return 0, err
+		}
+	}
+	var buf []byte
+	for k, a := range targets {
 		buf = encodeProcessRollup(buf[:0], a)
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO job_rollups(job, rank, width_ns, bucket_ns, time_ns, data) VALUES (?, ?, ?, ?, ?, ?)`,
-			job, rank, width, k.bucket, a.time, buf); err != nil {
+		if _, err := st.put.ExecContext(ctx, job, rank, widthS(k.level), k.bucket, a.time, buf); err != nil {
 			return 0, fmt.Errorf("rollup at %s: %w", fromNS(k.bucket).Format(time.RFC3339), err)
 		}
 	}

@@ -213,7 +213,7 @@ func (s *Store) readPorts(ctx context.Context, ports []fabric.PortRef, from, to 
 	}
 	defer st.Close()
 	rst, err := tx.PrepareContext(ctx, `SELECT r.time_ns, r.data FROM nodes n JOIN port_rollups r ON r.node_id = n.id
-		WHERE n.guid = ? AND r.width_ns = ? AND r.bucket_ns >= ? AND r.bucket_ns <= ? AND r.time_ns >= ? AND r.time_ns <= ?
+		WHERE n.guid = ? AND r.width_s = ? AND r.bucket_ns >= ? AND r.bucket_ns <= ? AND r.time_ns >= ? AND r.time_ns <= ?
 		ORDER BY r.bucket_ns`)
 	if err != nil {
 		return fmt.Errorf("port rollups: %w", err)
@@ -233,7 +233,7 @@ func (s *Store) readPorts(ctx context.Context, ports []fabric.PortRef, from, to 
 				bucketLo = lo - w
 			}
 			if err := func() error {
-				rows, err := rst.QueryContext(ctx, guidInt(g), w, bucketLo, hi, lo, hi)
+				rows, err := rst.QueryContext(ctx, guidInt(g), widthS(l), bucketLo, hi, lo, hi)
 				if err != nil {
 					return err
 				}
@@ -337,6 +337,51 @@ func (s *Store) LatestSamples(ctx context.Context, at time.Time, window time.Dur
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("latest samples at %s: %w", at.Format(time.RFC3339), err)
 	}
+	rows.Close()
+	if window > 0 {
+		// Where the raw samples are gone, the rollup point of the bucket
+		// that holds at (or ended within the window) stands in.
+		if out, err = s.latestRollups(ctx, d, out, seen, at, window); err != nil {
+			return nil, fmt.Errorf("latest samples at %s: %w", at.Format(time.RFC3339), err)
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Port.Less(out[j].Port) })
+	return out, nil
+}
+
+// latestRollups appends, for ports not seen, the newest rollup point
+// whose bucket overlaps [at-window, at]: 5-minute rollups first, then
+// 1-hour ones.
+func (s *Store) latestRollups(ctx context.Context, d *decoder, out []fabric.PortSample, seen map[fabric.PortRef]bool, at time.Time, window time.Duration) ([]fabric.PortSample, error) {
+	var pts []store.PortPoint
+	for _, l := range []int{level5m, level1h} {
+		w := levelWidth[l]
+		rows, err := s.r.QueryContext(ctx, `SELECT n.guid, r.time_ns, r.data FROM port_rollups r JOIN nodes n ON n.id = r.node_id
+			WHERE r.width_s = ? AND r.bucket_ns > ? AND r.bucket_ns <= ? ORDER BY r.bucket_ns DESC`, widthS(l), ns(at.Add(-window))-w, ns(at))
+		if err != nil {
+			return out, err
+		}
+		for rows.Next() {
+			var g, t int64
+			var data sql.RawBytes
+			if err := rows.Scan(&g, &t, &data); err != nil {
+				rows.Close()
+				return out, err
+			}
+			guid := fabric.GUID(g)
+			if pts, err = d.decodeRollup(pts[:0], data, guid, fromNS(t), time.Duration(w), func(p int) bool { return !seen[fabric.PortRef{GUID: guid, Port: p}] }); err != nil {
+				rows.Close()
+				return out, err
+			}
+			for _, p := range pts {
+				seen[p.Port] = true
+				out = append(out, p.PortSample)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return out, err
+		}
+	}
 	return out, nil
 }

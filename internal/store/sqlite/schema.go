@@ -151,26 +151,26 @@ var migrations = []migration{
 		`CREATE TABLE port_rollups (
 			id        INTEGER PRIMARY KEY,
 			node_id   INTEGER NOT NULL REFERENCES nodes(id),
-			width_ns  INTEGER NOT NULL,
-			bucket_ns INTEGER NOT NULL,  -- bucket start, a multiple of width_ns
+			width_s   INTEGER NOT NULL,  -- bucket width in seconds
+			bucket_ns INTEGER NOT NULL,  -- bucket start, a multiple of the width
 			time_ns   INTEGER NOT NULL,
 			ports     INTEGER NOT NULL,  -- points in the blob
 			data      BLOB NOT NULL
 		)`,
-		`CREATE UNIQUE INDEX port_rollups_node ON port_rollups(node_id, width_ns, bucket_ns)`,
-		`CREATE INDEX port_rollups_bucket ON port_rollups(width_ns, bucket_ns)`,
+		`CREATE UNIQUE INDEX port_rollups_node ON port_rollups(node_id, width_s, bucket_ns)`,
+		`CREATE INDEX port_rollups_bucket ON port_rollups(width_s, bucket_ns)`,
 		`INSERT INTO totals(name, value) VALUES ('port_rollups', 0)`,
 		// One row per rank, bucket width and bucket (see encodeProcessRollup).
 		`CREATE TABLE job_rollups (
 			job       TEXT NOT NULL,
 			rank      INTEGER NOT NULL,
-			width_ns  INTEGER NOT NULL,
+			width_s   INTEGER NOT NULL,
 			bucket_ns INTEGER NOT NULL,
 			time_ns   INTEGER NOT NULL,
 			data      BLOB NOT NULL,
-			PRIMARY KEY (job, rank, width_ns, bucket_ns)
+			PRIMARY KEY (job, rank, width_s, bucket_ns)
 		) WITHOUT ROWID`,
-		`CREATE INDEX job_rollups_bucket ON job_rollups(width_ns, bucket_ns)`,
+		`CREATE INDEX job_rollups_bucket ON job_rollups(width_s, bucket_ns)`,
 	}},
 }
 

@@ -237,6 +237,26 @@ func testPortRollups(t *testing.T, s store.Store) {
 	if !diffPoints[37*30/300].Reset || !diffPoints[61*30/300].Saturated || diffPoints[0].Reset || diffPoints[0].Saturated {
 		t.Fatal("reference lost the reset or saturation flags")
 	}
+	// Looking back into the rolled-up past, the rollup point of the bucket
+	// stands in for the latest sample; later, raw samples still answer.
+	latest, err := s.LatestSamples(ctx, T0.Add(32*time.Minute+10*time.Second), time.Minute)
+	if err != nil || len(latest) != len(refs) {
+		t.Fatalf("LatestSamples in the rolled-up past: %d samples (%v), want %d", len(latest), err, len(refs))
+	}
+	for i, p := range refs {
+		if want := rolled[p][6].PortSample; !sampleEqual(latest[i], want) {
+			t.Fatalf("LatestSamples in the rolled-up past, port %s:\n got %+v\nwant %+v", p, latest[i], want)
+		}
+	}
+	latest, err = s.LatestSamples(ctx, T0.Add(90*time.Minute), time.Minute)
+	if err != nil || len(latest) != len(refs) {
+		t.Fatalf("LatestSamples over raw samples: %d samples (%v), want %d", len(latest), err, len(refs))
+	}
+	for _, x := range latest {
+		if !x.Time.Equal(T0.Add(90 * time.Minute)) {
+			t.Fatalf("LatestSamples over raw samples: %s at %s, want the raw sample at %s", x.Port, x.Time, T0.Add(90*time.Minute))
+		}
+	}
 	// A range across the boundary: the rollup points whose newest sample
 	// is in it, then raw samples.
 	from, to := T0.Add(32*time.Minute), T0.Add(70*time.Minute)
@@ -455,6 +475,7 @@ func expectProcesses(in []store.ProcessSample, width time.Duration, until time.T
 	out := map[int][]store.ProcessSample{}
 	for _, a := range m {
 		a.p.VmRSS, a.p.VmSize = a.rss/uint64(a.p.Samples), a.vsz/uint64(a.p.Samples)
+		a.p.CPUPeak, a.p.BytesPeak = math.Round(a.p.CPUPeak*1000)/1000, math.Round(a.p.BytesPeak)
 		out[a.p.Rank] = append(out[a.p.Rank], a.p)
 	}
 	for _, l := range out {
@@ -645,7 +666,7 @@ func testPruneKinds(t *testing.T, s store.Store) {
 		t.Fatalf("before pruning: %+v", before)
 	}
 	limit := T0.Add(90 * time.Minute) // keeps the last 2 of 4 hourly writes
-	gone := T0.Add(2 * time.Hour)    // rollups that keep nothing before it
+	gone := T0.Add(2 * time.Hour)     // rollups that keep nothing before it
 	cases := []struct {
 		name string
 		r    store.Retention
