@@ -38,18 +38,20 @@ type RetentionConfig struct {
 	Every time.Duration `yaml:"every"`
 }
 
-// Retention defaults. Raw fabric samples cover every range the UI offers
+// Retention defaults (docs/operations.md#retention has the reasons and
+// the disk they take). Raw fabric samples cover every range the UI offers
 // (up to 24 hours) and all of yesterday at full resolution; older ranges
-// read 5-minute rollups for a month and 1-hour rollups for a year. Raw
-// process samples, the largest kind at scale, are kept a day (a job's
-// page reads its rollups after that).
+// read 5-minute rollups for a month and 1-hour rollups for a year. Process
+// samples, twenty times the volume of the fabric's at Stampede size, are
+// kept raw for a day, at 5 minutes for a week and hourly for a month (a
+// job's summary stays for a year).
 const (
 	DefaultRetentionSamples          = 48 * time.Hour
 	DefaultRetentionSamples5m        = 30 * 24 * time.Hour
 	DefaultRetentionSamples1h        = 365 * 24 * time.Hour
 	DefaultRetentionProcessSamples   = 24 * time.Hour
 	DefaultRetentionProcessSamples5m = 7 * 24 * time.Hour
-	DefaultRetentionProcessSamples1h = 90 * 24 * time.Hour
+	DefaultRetentionProcessSamples1h = 30 * 24 * time.Hour
 	DefaultRetentionLinkJobSamples   = 48 * time.Hour
 	DefaultRetentionEvents           = 365 * 24 * time.Hour
 	DefaultRetentionTopology         = 365 * 24 * time.Hour
