@@ -3,6 +3,7 @@
 // latencies. It builds its own two-level fabric and synthetic traffic.
 //
 //	go run ./bench/storage -sweeps 2880
+//	go run ./bench/storage -retention -sweeps 2880 -processes 104656
 package main
 
 import (
@@ -33,6 +34,13 @@ type config struct {
 	dir      string
 	keep     bool
 	load     float64
+
+	retention    bool
+	stallEvery   time.Duration
+	processes    int
+	processHours float64
+
+	rollupPortRows, rollupProcessRows int
 }
 
 func main() {
@@ -47,7 +55,17 @@ func main() {
 	flag.StringVar(&c.dir, "dir", "", "directory for the database (default: a temporary one)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the database afterwards")
 	flag.Float64Var(&c.load, "load", 1, "multiply every port's median rate (30 MB/s host ports, 80 MB/s uplinks)")
+	flag.BoolVar(&c.retention, "retention", false, "measure bytes per day raw and rolled up, rollup time and the writer stall it causes (see retention.go)")
+	flag.DurationVar(&c.stallEvery, "stall-every", 500*time.Millisecond, "with -retention: queue a sweep this often while rolling up")
+	flag.IntVar(&c.processes, "processes", 0, "with -retention: also write and roll up samples of this many MPI processes (104656 = Stampede)")
+	flag.Float64Var(&c.processHours, "process-hours", 1, "with -retention -processes: hours of process samples (every 45 s)")
+	flag.IntVar(&c.rollupPortRows, "rollup-port-rows", 0, "with -retention: sqlite.Options.RollupPortRows (0: the default)")
+	flag.IntVar(&c.rollupProcessRows, "rollup-process-rows", 0, "with -retention: sqlite.Options.RollupProcessRows (0: the default)")
 	flag.Parse()
+	run := run
+	if c.retention {
+		run = runRetention
+	}
 	if err := run(context.Background(), c); err != nil {
 		log.Fatal(err)
 	}
@@ -180,7 +198,10 @@ func run(ctx context.Context, c config) error {
 	// writer's worst insert time shows how long prune holds the lock.
 	done := make(chan error, 1)
 	pruneStart := time.Now()
-	go func() { done <- s.Prune(ctx, store.Retention{Samples: mid}) }()
+	// Rollups that keep nothing: this measures deletion alone (-retention
+	// measures rolling up).
+	gone := last.Add(time.Hour)
+	go func() { done <- s.Prune(ctx, store.Retention{Samples: mid, PortRollups5m: gone, PortRollups1h: gone}) }()
 	var during []time.Duration
 	var pruneErr error
 	for running := true; running; {
