@@ -41,6 +41,7 @@ type config struct {
 	processHours float64
 
 	rollupPortRows, rollupProcessRows int
+	linkIntervals                     int
 }
 
 func main() {
@@ -61,6 +62,7 @@ func main() {
 	flag.Float64Var(&c.processHours, "process-hours", 1, "with -retention -processes: hours of process samples (every 45 s)")
 	flag.IntVar(&c.rollupPortRows, "rollup-port-rows", 0, "with -retention: sqlite.Options.RollupPortRows (0: the default)")
 	flag.IntVar(&c.rollupProcessRows, "rollup-process-rows", 0, "with -retention: sqlite.Options.RollupProcessRows (0: the default)")
+	flag.IntVar(&c.linkIntervals, "link-intervals", 0, "with -retention: also write this many intervals of link attribution (33,495 directions each) and report bytes per row")
 	flag.Parse()
 	run := run
 	if c.retention {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/netloom/netloom/internal/daemon"
+	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
 	"github.com/netloom/netloom/internal/store/sqlite"
 )
@@ -27,7 +28,7 @@ import (
 //  3. the other copy is rolled up the way the daemon does it, one step
 //     at a time through a single writer queue, while a sweep is queued
 //     every c.stallEvery: how long a sweep waits for the writer (the
-//     stall) compared with no rollup running;
+//     stall), compared with 60 sweeps queued the same way right after;
 //  4. with c.processes > 0, c.processHours hours of per-interval process
 //     samples (every rank every 45 s, the paper's rate) are written and
 //     rolled up the same way, and scaled to 104,656 processes and a day.
@@ -58,6 +59,13 @@ func runRetention(ctx context.Context, c config) error {
 		}
 	}
 
+	var linkBytes float64
+	if c.linkIntervals > 0 {
+		if linkBytes, err = runLinks(ctx, c, dir, rng); err != nil {
+			return err
+		}
+	}
+
 	def := daemon.Config{}.WithDefaults().Retention
 	days := func(d time.Duration) float64 { return d.Hours() / 24 }
 	fmt.Println()
@@ -72,7 +80,7 @@ func runRetention(ctx context.Context, c config) error {
 		fmt.Printf("  rolling up a day of port samples alone: %v (%d steps: p50 %v, p99 %v, longest %v)\n", pt.foldDay.Round(time.Second),
 			pt.fold.steps, ms(pt.fold.pct(50)), ms(pt.fold.pct(99)), ms(pt.fold.longest))
 		st := pt.stall
-		fmt.Printf("  rolling up through one writer with a sweep queued every %v: steps p50 %v, p99 %v, longest %v; a sweep's wait for the writer: p50 %v p99 %v max %v (%d sweeps), without a rollup p50 %v p99 %v max %v\n",
+		fmt.Printf("  rolling up through one writer with a sweep queued every %v: steps p50 %v, p99 %v, longest %v; a sweep's wait for the writer: p50 %v p99 %v max %v (%d sweeps); right after it, without a rollup: p50 %v p99 %v max %v\n",
 			c.stallEvery, ms(st.steps.pct(50)), ms(st.steps.pct(99)), ms(st.steps.longest), ms(st.during.p50), ms(st.during.p99), ms(st.during.max), st.during.n,
 			ms(st.before.p50), ms(st.before.p99), ms(st.before.max))
 		total += t
@@ -89,6 +97,11 @@ func runRetention(ctx context.Context, c config) error {
 		fmt.Printf("  rolling up a day of process samples alone: %v (steps p50 %v, p99 %v, longest %v)\n", time.Duration(float64(pr.fold.total)*scale).Round(time.Second),
 			ms(pr.fold.pct(50)), ms(pr.fold.pct(99)), ms(pr.fold.longest))
 		total += t
+	}
+	if linkBytes > 0 {
+		perDay := linkBytes * float64(linkDirections) * float64(24*time.Hour/c.interval)
+		fmt.Printf("  link attribution: %.1f bytes per (direction, job, interval); %.1f MB/day for every %d directions with traffic in an interval (a 6,541-node all-to-all); %.1f GB at the default retention (%v)\n",
+			linkBytes, perDay/1e6, linkDirections, perDay*days(def.LinkJobSamples)/1e9, def.LinkJobSamples)
 	}
 	if pt != nil && pr != nil {
 		fmt.Printf("  ports + processes at the default retention: %.1f GB\n", total/1e9)
@@ -285,7 +298,7 @@ func (l *latencies) summarise() {
 }
 
 type stallResult struct {
-	before, during latencies
+	before, during latencies // before: without a rollup, measured after it
 	steps          stepStats
 }
 
@@ -325,12 +338,7 @@ func stallRun(ctx context.Context, c config, path string, gen *traffic, after ti
 		}
 		<-done
 	}
-	// Without a rollup.
-	for i := 0; i < 20; i++ {
-		sweep(&res.before)
-		time.Sleep(c.stallEvery)
-	}
-	// With one.
+	// With a rollup running.
 	prunerDone := make(chan error, 1)
 	t0 := time.Now()
 	go func() {
@@ -365,12 +373,17 @@ func stallRun(ctx context.Context, c config, path string, gen *traffic, after ti
 		}
 	}
 	res.steps.total = time.Since(t0)
+	// Without one, right after: the same file, the same cadence.
+	for i := 0; i < 60; i++ {
+		time.Sleep(c.stallEvery)
+		sweep(&res.before)
+	}
 	if sweepErr != nil {
 		return res, sweepErr
 	}
 	res.before.summarise()
 	res.during.summarise()
-	fmt.Printf("rollup under load (a sweep queued every %v): %v, %d steps (p50 %v, p99 %v, longest %v); sweep latency without rollup p50 %v p99 %v max %v, during p50 %v p99 %v max %v over %d sweeps\n",
+	fmt.Printf("rollup under load (a sweep queued every %v): %v, %d steps (p50 %v, p99 %v, longest %v); sweep latency after it (no rollup) p50 %v p99 %v max %v, during p50 %v p99 %v max %v over %d sweeps\n",
 		c.stallEvery, res.steps.total.Round(time.Millisecond), res.steps.steps, ms(res.steps.pct(50)), ms(res.steps.pct(99)), ms(res.steps.longest),
 		ms(res.before.p50), ms(res.before.p99), ms(res.before.max), ms(res.during.p50), ms(res.during.p99), ms(res.during.max), res.during.n)
 	return res, nil
@@ -564,4 +577,56 @@ func copyFile(from, to string) error {
 // storeOptions are the store options of the retention runs.
 func (c config) storeOptions() sqlite.Options {
 	return sqlite.Options{RollupPortRows: c.rollupPortRows, RollupProcessRows: c.rollupProcessRows}
+}
+
+// linkDirections is how many link directions carry a 6,541-node
+// all-to-all job's traffic in one interval (bench/attribution).
+const linkDirections = 33495
+
+// runLinks writes c.linkIntervals intervals of link attribution, each
+// linkDirections rows over the fabric's switch ports split among a few
+// jobs, and returns the bytes on disk per row.
+func runLinks(ctx context.Context, c config, dir string, rng *rand.Rand) (float64, error) {
+	path := filepath.Join(dir, "links.db")
+	s, err := sqlite.Open(ctx, path, c.storeOptions())
+	if err != nil {
+		return 0, err
+	}
+	if err := s.Close(); err != nil {
+		return 0, err
+	}
+	base, err := fileSize(path)
+	if err != nil {
+		return 0, err
+	}
+	if s, err = sqlite.Open(ctx, path, c.storeOptions()); err != nil {
+		return 0, err
+	}
+	start := time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)
+	rows := 0
+	batch := make([]store.LinkJobSample, 0, linkDirections)
+	for k := 0; k < c.linkIntervals; k++ {
+		at := start.Add(time.Duration(k+1) * c.interval)
+		batch = batch[:0]
+		for d := 0; d < linkDirections; d++ {
+			sw := d / 36
+			batch = append(batch, store.LinkJobSample{Time: at, Span: c.interval, Job: fmt.Sprint(4000000 + d%7),
+				Port:  fabric.PortRef{GUID: fabric.GUID(0x0002c90300000000 + uint64(sw)*0x100), Port: 1 + d%36},
+				Bytes: uint64(rng.ExpFloat64() * 2e9)})
+		}
+		if err := s.AddLinkJobSamples(ctx, batch); err != nil {
+			return 0, err
+		}
+		rows += len(batch)
+	}
+	if err := s.Close(); err != nil {
+		return 0, err
+	}
+	size, err := fileSize(path)
+	if err != nil {
+		return 0, err
+	}
+	per := float64(size-base) / float64(rows)
+	fmt.Printf("link attribution: %d rows, %.1f bytes per row\n", rows, per)
+	return per, nil
 }
