@@ -44,7 +44,9 @@ type RetentionConfig struct {
 // read 5-minute rollups for a month and 1-hour rollups for a year. Process
 // samples, twenty times the volume of the fabric's at Stampede size, are
 // kept raw for a day, at 5 minutes for a week and hourly for a month (a
-// job's summary stays for a year).
+// job's summary stays for a year). Link attribution has no rollups yet and
+// can reach 12 GB a day (a whole-machine all-to-all), so it keeps the
+// 24 hours the UI's ranges reach.
 const (
 	DefaultRetentionSamples          = 48 * time.Hour
 	DefaultRetentionSamples5m        = 30 * 24 * time.Hour
@@ -52,7 +54,7 @@ const (
 	DefaultRetentionProcessSamples   = 24 * time.Hour
 	DefaultRetentionProcessSamples5m = 7 * 24 * time.Hour
 	DefaultRetentionProcessSamples1h = 30 * 24 * time.Hour
-	DefaultRetentionLinkJobSamples   = 48 * time.Hour
+	DefaultRetentionLinkJobSamples   = 24 * time.Hour
 	DefaultRetentionEvents           = 365 * 24 * time.Hour
 	DefaultRetentionTopology         = 365 * 24 * time.Hour
 	DefaultRetentionJobs             = 365 * 24 * time.Hour
