@@ -33,16 +33,20 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}, args, stdout, stderr)
 }
 
-// authFiles adds the flags naming the account files and returns a
-// function that resolves them: flag, else the config file's auth block,
-// else the default (the same rule as netloom serve).
-func authFiles(fs *flag.FlagSet) func() (auth.Config, error) {
+// authFlags adds the flags naming the account files and returns the
+// command's parse: it parses args (options may follow the arguments) and
+// resolves the files: flag, else the config file's auth block, else the
+// default (the same rule as netloom serve).
+func authFlags(fs *flag.FlagSet) func(args []string, minArgs, maxArgs int) (auth.Config, error) {
 	cfgPath := fs.String("config", "", "the daemon's YAML config `file`, for its auth: file names")
 	users := fs.String("users", "", "htpasswd `file` (default "+auth.DefaultUsersFile+")")
 	groups := fs.String("groups", "", "group `file` holding the admin role (default "+auth.DefaultGroupsFile+")")
 	tokens := fs.String("tokens", "", "API token `file` (default "+auth.DefaultTokensFile+")")
-	return func() (auth.Config, error) {
+	return func(args []string, minArgs, maxArgs int) (auth.Config, error) {
 		var c auth.Config
+		if err := parseMixed(fs, args, minArgs, maxArgs); err != nil {
+			return c, err
+		}
 		if *cfgPath != "" {
 			cfg, err := daemon.LoadConfig(*cfgPath)
 			if err != nil {
@@ -71,11 +75,8 @@ within a second.
 First run:  netloom user add admin --admin`, stderr)
 	admin := fs.Bool("admin", false, "make the account an administrator (default: a regular user; given on a change, also demotes)")
 	stdin := fs.Bool("password-stdin", false, "read the password from the first line of standard input")
-	files := authFiles(fs)
-	if err := parseMixed(fs, args, 1, 1); err != nil {
-		return err
-	}
-	cfg, err := files()
+	parse := authFlags(fs)
+	cfg, err := parse(args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -110,11 +111,8 @@ First run:  netloom user add admin --admin`, stderr)
 
 func userDel(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("user del", "NAME [options]", "Deletes a local account, its admin role and its API tokens.", stderr)
-	files := authFiles(fs)
-	if err := parseMixed(fs, args, 1, 1); err != nil {
-		return err
-	}
-	cfg, err := files()
+	parse := authFlags(fs)
+	cfg, err := parse(args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -127,11 +125,8 @@ func userDel(_ context.Context, args []string, stdout, stderr io.Writer) error {
 
 func userList(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("user list", "[options]", "Lists local accounts with their roles and number of API tokens.", stderr)
-	files := authFiles(fs)
-	if err := parseMixed(fs, args, 0, 0); err != nil {
-		return err
-	}
-	cfg, err := files()
+	parse := authFlags(fs)
+	cfg, err := parse(args, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -146,11 +141,7 @@ func userList(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "USER\tROLE\tTOKENS")
 	for _, u := range a.Users() {
-		role := "user"
-		if a.IsAdmin(u) {
-			role = "admin"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\n", u, role, tokens[u])
+		fmt.Fprintf(tw, "%s\t%s\t%d\n", u, a.Role(u), tokens[u])
 	}
 	return tw.Flush()
 }
@@ -162,11 +153,8 @@ Scripts send it as "Authorization: Bearer TOKEN" and act with USER's role
 (e.g. a Prometheus scraper of /metrics needs an administrator's token).
 USER needs no password: tokens also serve single-sign-on users.`, stderr)
 	label := fs.String("label", "", "what the token is for, shown by token list")
-	files := authFiles(fs)
-	if err := parseMixed(fs, args, 1, 1); err != nil {
-		return err
-	}
-	cfg, err := files()
+	parse := authFlags(fs)
+	cfg, err := parse(args, 1, 1)
 	if err != nil {
 		return err
 	}
@@ -181,11 +169,8 @@ USER needs no password: tokens also serve single-sign-on users.`, stderr)
 
 func tokenList(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("token list", "[options]", "Lists API tokens: id, user, creation time and label.", stderr)
-	files := authFiles(fs)
-	if err := parseMixed(fs, args, 0, 0); err != nil {
-		return err
-	}
-	cfg, err := files()
+	parse := authFlags(fs)
+	cfg, err := parse(args, 0, 0)
 	if err != nil {
 		return err
 	}
@@ -203,11 +188,8 @@ func tokenList(_ context.Context, args []string, stdout, stderr io.Writer) error
 
 func tokenRevoke(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("token revoke", "ID [options]", "Revokes the API token with this id (from token list).", stderr)
-	files := authFiles(fs)
-	if err := parseMixed(fs, args, 1, 1); err != nil {
-		return err
-	}
-	cfg, err := files()
+	parse := authFlags(fs)
+	cfg, err := parse(args, 1, 1)
 	if err != nil {
 		return err
 	}

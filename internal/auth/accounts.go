@@ -39,6 +39,9 @@ type TokenEntry struct {
 // IsAdmin says whether user is in the admin group.
 func (a *Accounts) IsAdmin(user string) bool { return a.admins[user] }
 
+// Role is user's role, "admin" or "user".
+func (a *Accounts) Role(user string) string { return (&Principal{Admin: a.IsAdmin(user)}).Role() }
+
 // HasUser says whether user has a local password.
 func (a *Accounts) HasUser(user string) bool { _, ok := a.hashes[user]; return ok }
 

@@ -101,7 +101,7 @@ func NewGuard(cfg Config, next http.Handler, reg prometheus.Registerer, log *slo
 		// second per address, and at most two at once overall.
 		logins:   limiterMap{m: map[string]*limiterEntry{}, limit: rate.Every(2 * time.Second), burst: 10},
 		inFlight: make(chan struct{}, cfg.MaxInFlight), streams: make(chan struct{}, cfg.MaxStreams),
-		bcrypt:   make(chan struct{}, 2),
+		bcrypt: make(chan struct{}, 2),
 	}
 	if cfg.RateLimit < 0 {
 		g.clients.limit = rate.Inf
@@ -225,7 +225,9 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.next.ServeHTTP(w, r)
 }
 
-func safeMethod(m string) bool { return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions }
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
 
 // identify finds who sent r. A presented but invalid token is an error
 // (reason); a stale session cookie is simply no session.
