@@ -257,22 +257,30 @@ func (s *Store) preparePorts(ctx context.Context, tx *sql.Tx, l int) (*portStmts
 	q[4] = `SELECT time_ns, ports, data FROM port_rollups WHERE node_id = ? AND width_s = ? AND bucket_ns = ?`
 	q[5] = `INSERT INTO port_rollups(node_id, width_s, bucket_ns, time_ns, ports, data) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT(node_id, width_s, bucket_ns) DO UPDATE SET time_ns = excluded.time_ns, ports = excluded.ports, data = excluded.data`
-	var st [6]*sql.Stmt
-	closeAll := func() {
+	st, closeAll, err := prepareAll(ctx, tx, q[:])
+	if err != nil {
+		return nil, nil, err
+	}
+	return &portStmts{oldest: st[0], nextNode: st[1], rows: st[2], del: st[3], target: st[4], put: st[5]}, closeAll, nil
+}
+
+// prepareAll prepares queries in tx; closeAll closes them.
+func prepareAll(ctx context.Context, tx *sql.Tx, queries []string) (st []*sql.Stmt, closeAll func(), err error) {
+	st = make([]*sql.Stmt, len(queries))
+	closeAll = func() {
 		for _, x := range st {
 			if x != nil {
 				x.Close()
 			}
 		}
 	}
-	for i := range q {
-		var err error
-		if st[i], err = tx.PrepareContext(ctx, q[i]); err != nil {
+	for i, q := range queries {
+		if st[i], err = tx.PrepareContext(ctx, q); err != nil {
 			closeAll()
 			return nil, nil, err
 		}
 	}
-	return &portStmts{oldest: st[0], nextNode: st[1], rows: st[2], del: st[3], target: st[4], put: st[5]}, closeAll, nil
+	return st, closeAll, nil
 }
 
 // portSlice is how much time one pass over the switches folds: the

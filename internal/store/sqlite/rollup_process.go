@@ -175,20 +175,9 @@ func (s *Store) prepareProcess(ctx context.Context, tx *sql.Tx, l int) (*process
 	}
 	q[4] = `SELECT bucket_ns, time_ns, data FROM job_rollups WHERE job = ? AND rank = ? AND width_s = ? AND bucket_ns BETWEEN ? AND ?`
 	q[5] = `INSERT OR REPLACE INTO job_rollups(job, rank, width_s, bucket_ns, time_ns, data) VALUES (?, ?, ?, ?, ?, ?)`
-	var st [6]*sql.Stmt
-	closeAll := func() {
-		for _, x := range st {
-			if x != nil {
-				x.Close()
-			}
-		}
-	}
-	for i := range q {
-		var err error
-		if st[i], err = tx.PrepareContext(ctx, q[i]); err != nil {
-			closeAll()
-			return nil, nil, err
-		}
+	st, closeAll, err := prepareAll(ctx, tx, q[:])
+	if err != nil {
+		return nil, nil, err
 	}
 	return &processStmts{oldest: st[0], nextRank: st[1], rows: st[2], del: st[3], targets: st[4], put: st[5]}, closeAll, nil
 }
