@@ -50,6 +50,23 @@ func TestCrashChild(t *testing.T) {
 
 func crashTime(i int) time.Time { return storetest.T0.Add(time.Duration(i) * 30 * time.Second) }
 
+// startChild runs this test binary's test (a child writing to the store
+// at path, named by env) and returns it with a reader of its output.
+func startChild(t *testing.T, test, env, path string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v=false")
+	cmd.Env = append(os.Environ(), env+"="+path)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, bufio.NewScanner(stdout)
+}
+
 func TestCrashSafety(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow")
@@ -57,17 +74,7 @@ func TestCrashSafety(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "crash.db")
 	acked := map[int]bool{}
 	for round := 0; round < 3; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v=false")
-		cmd.Env = append(os.Environ(), crashEnv+"="+path)
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(stdout)
+		cmd, sc := startChild(t, "TestCrashChild", crashEnv, path)
 		got := 0
 		killAfter := 15 + round*7
 		for sc.Scan() {

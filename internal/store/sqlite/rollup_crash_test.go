@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -85,17 +84,7 @@ func TestRollupCrashSafety(t *testing.T) {
 		t.Fatal(err)
 	}
 	for round := 0; round < 3; round++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestRollupCrashChild$", "-test.v=false")
-		cmd.Env = append(os.Environ(), rollupCrashEnv+"="+path)
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(stdout)
+		cmd, sc := startChild(t, "TestRollupCrashChild", rollupCrashEnv, path)
 		steps, killAfter, done := 0, 3+round*11, false
 		for sc.Scan() {
 			line := sc.Text()
