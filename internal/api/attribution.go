@@ -113,14 +113,7 @@ func (a *attribAPI) liveJobs() map[string]*store.Job {
 
 // summary finds a job's summary: live first, else stored.
 func (a *attribAPI) summary(ctx context.Context, id string) (*store.JobSummary, error) {
-	if j, ok := a.liveJobs()[id]; ok {
-		return &j.JobSummary, nil
-	}
-	js, err := a.s.opt.Store.JobSummary(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("no job %q", id)
-	}
-	return js, err
+	return a.s.jobSummary(ctx, id)
 }
 
 // visibleSummary is summary for a job the principal may see, else 404.

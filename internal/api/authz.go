@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -137,14 +138,24 @@ func (s *Server) owners(ctx context.Context) func(id string) string {
 			return o
 		}
 		o := ""
-		if j, ok := s.live()[id]; ok {
-			o = j.Owner()
-		} else if js, err := s.opt.Store.JobSummary(ctx, id); err == nil {
+		if js, err := s.jobSummary(ctx, id); err == nil {
 			o = js.Owner()
 		}
 		known[id] = o
 		return o
 	}
+}
+
+// jobSummary finds a job's summary: live first, else stored.
+func (s *Server) jobSummary(ctx context.Context, id string) (*store.JobSummary, error) {
+	if j, ok := s.live()[id]; ok {
+		return &j.JobSummary, nil
+	}
+	js, err := s.opt.Store.JobSummary(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("no job %q", id)
+	}
+	return js, err
 }
 
 func (s *Server) live() map[string]*store.Job {
