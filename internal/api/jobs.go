@@ -180,16 +180,34 @@ func (a *jobsAPI) processes(r *http.Request) (any, error) {
 
 // rank resolves {rank} within the job.
 func rankOf(r *http.Request, j *store.Job) (*store.Process, error) {
-	v := r.PathValue("rank")
+	return findRank(j, "rank", r.PathValue("rank"))
+}
+
+// findRank finds the process of rank v (a parameter named param).
+func findRank(j *store.Job, param, v string) (*store.Process, error) {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
-		return nil, badParam("rank", "%q is not a rank", v)
+		return nil, badParam(param, "%q is not a rank", v)
 	}
 	i, ok := slices.BinarySearchFunc(j.Processes, n, func(p store.Process, n int) int { return cmp.Compare(p.Rank, n) })
 	if !ok {
 		return nil, notFound("job %q has no rank %d reporting (world size %d)", j.ID, n, j.Ranks)
 	}
 	return &j.Processes[i], nil
+}
+
+// nodeRanks lists the ranks of a job on one node.
+func nodeRanks(j *store.Job, node string) ([]int, error) {
+	var ranks []int
+	for i := range j.Processes {
+		if j.Processes[i].Node == node {
+			ranks = append(ranks, j.Processes[i].Rank)
+		}
+	}
+	if ranks == nil {
+		return nil, notFound("job %q has no ranks on node %q", j.ID, node)
+	}
+	return ranks, nil
 }
 
 func (a *jobsAPI) process(r *http.Request) (any, error) {
@@ -358,27 +376,18 @@ func (a *jobsAPI) manySeries(r *http.Request) (any, error) {
 	var ranks []int
 	if rankList != "" {
 		for _, v := range strings.Split(rankList, ",") {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return nil, badParam("ranks", "%q is not a rank", v)
+			p, err := findRank(j, "ranks", v)
+			if err != nil {
+				return nil, err
 			}
-			i, ok := slices.BinarySearchFunc(j.Processes, n, func(p store.Process, n int) int { return cmp.Compare(p.Rank, n) })
-			if !ok {
-				return nil, notFound("job %q has no rank %d reporting (world size %d)", j.ID, n, j.Ranks)
-			}
-			out = append(out, one{Rank: &j.Processes[i].Rank, Node: j.Processes[i].Node})
-			groups, ranks = append(groups, []int{n}), append(ranks, n)
+			out = append(out, one{Rank: &p.Rank, Node: p.Node})
+			groups, ranks = append(groups, []int{p.Rank}), append(ranks, p.Rank)
 		}
 	} else {
 		for _, node := range strings.Split(nodeList, ",") {
-			var rs []int
-			for i := range j.Processes {
-				if j.Processes[i].Node == node {
-					rs = append(rs, j.Processes[i].Rank)
-				}
-			}
-			if rs == nil {
-				return nil, notFound("job %q has no ranks on node %q", j.ID, node)
+			rs, err := nodeRanks(j, node)
+			if err != nil {
+				return nil, err
 			}
 			out = append(out, one{Node: node, Ranks: rs})
 			groups, ranks = append(groups, rs), append(ranks, rs...)
@@ -415,14 +424,9 @@ func (a *jobsAPI) nodeSeries(r *http.Request) (any, error) {
 		return nil, err
 	}
 	node := r.PathValue("node")
-	var ranks []int
-	for i := range j.Processes {
-		if j.Processes[i].Node == node {
-			ranks = append(ranks, j.Processes[i].Rank)
-		}
-	}
-	if ranks == nil {
-		return nil, notFound("job %q has no ranks on node %q", j.ID, node)
+	ranks, err := nodeRanks(j, node)
+	if err != nil {
+		return nil, err
 	}
 	from, to, err := jobRange(r, j)
 	if err != nil {
