@@ -526,8 +526,8 @@ func (a *jobsAPI) matrix(r *http.Request) (any, error) {
 		return nil, err
 	}
 	if format == "sparse" {
-		sm := &sparseMatrix{Job: j.ID, Level: m.Level, Class: m.Class, Metric: m.Metric, Format: "sparse", Size: len(m.Labels), Labels: m.Labels,
-			Src: []int{}, Dst: []int{}, Values: []uint64{}, Truncated: m.Truncated}
+		sm := newSparse(j.ID, m.Level, m.Class, m.Metric, len(m.Labels))
+		sm.Labels, sm.Truncated = m.Labels, m.Truncated
 		for r, row := range m.Values {
 			for c, v := range row {
 				sm.add(r, c, v)
@@ -556,6 +556,11 @@ type sparseMatrix struct {
 	Truncated bool     `json:"peers_truncated"`
 }
 
+func newSparse(job, level, class, metric string, size int) *sparseMatrix {
+	return &sparseMatrix{Job: job, Level: level, Class: class, Metric: metric, Format: "sparse", Size: size,
+		Src: []int{}, Dst: []int{}, Values: []uint64{}}
+}
+
 func (m *sparseMatrix) add(src, dst int, v uint64) {
 	if v > 0 {
 		m.Src, m.Dst, m.Values = append(m.Src, src), append(m.Dst, dst), append(m.Values, v)
@@ -565,8 +570,7 @@ func (m *sparseMatrix) add(src, dst int, v uint64) {
 // sparseRankMatrix reads the ranks' peer rows directly, so it has no
 // rank limit: its size is that of what the agents sent.
 func sparseRankMatrix(j *store.Job, class, metric string) *sparseMatrix {
-	m := &sparseMatrix{Job: j.ID, Level: "rank", Class: class, Metric: metric, Format: "sparse", Size: j.Ranks,
-		Src: []int{}, Dst: []int{}, Values: []uint64{}}
+	m := newSparse(j.ID, "rank", class, metric, j.Ranks)
 	for i := range j.Processes {
 		p := &j.Processes[i]
 		m.Truncated = m.Truncated || p.PeersTruncated
