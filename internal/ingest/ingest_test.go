@@ -441,18 +441,7 @@ func TestTrackerTimeoutAndBounds(t *testing.T) {
 func TestListener(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
-	l, err := Listen("127.0.0.1:0", ListenOptions{Queue: 1 << 16, Limits: Limits{MaxBytes: 60000}}, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	conn, err := net.DialUDP("udp", nil, l.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	l, conn, stop := runListener(t, ListenOptions{Queue: 1 << 16, Limits: Limits{MaxBytes: 60000}}, m)
 	good := encode(t, snapshot("1", 0, 2, 0, false))
 	bad := [][]byte{{}, good[:len(good)/2], encode(t, &agentpb.Datagram{Version: 9, JobId: "x", WorldSize: 1, Chunks: 1, TimeUnixNs: 1}),
 		make([]byte, 65000), []byte("GET / HTTP/1.1\r\n\r\n")}
@@ -485,8 +474,7 @@ loop:
 	if got != rounds {
 		t.Errorf("received %d valid datagrams of %d", got, rounds)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
 	if _, ok := <-l.Datagrams(); ok {
@@ -501,21 +489,28 @@ loop:
 	}
 }
 
-// TestQueueFull: a stalled aggregator makes the reader drop, not block.
-func TestQueueFull(t *testing.T) {
-	m := NewMetrics(nil)
-	l, err := Listen("127.0.0.1:0", ListenOptions{Queue: 4}, m)
+// runListener starts a listener on a loopback port with a client socket
+// to it; stop ends Run and returns its error.
+func runListener(t *testing.T, opt ListenOptions, m *Metrics) (l *Listener, conn *net.UDPConn, stop func() error) {
+	t.Helper()
+	l, err := Listen("127.0.0.1:0", opt, m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
-	conn, err := net.DialUDP("udp", nil, l.Addr())
-	if err != nil {
+	if conn, err = net.DialUDP("udp", nil, l.Addr()); err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
+	return l, conn, func() error { cancel(); return <-done }
+}
+
+// TestQueueFull: a stalled aggregator makes the reader drop, not block.
+func TestQueueFull(t *testing.T) {
+	m := NewMetrics(nil)
+	_, conn, stop := runListener(t, ListenOptions{Queue: 4}, m)
 	b := encode(t, snapshot("1", 0, 2, 0, false))
 	for range 20 {
 		conn.Write(b)
@@ -527,8 +522,7 @@ func TestQueueFull(t *testing.T) {
 	if got := dropped(m, ReasonQueueFull); got != 16 {
 		t.Errorf("queue_full = %g, want 16", got)
 	}
-	cancel()
-	<-done
+	stop()
 }
 
 func FuzzDecodeDatagram(f *testing.F) {

@@ -1,11 +1,9 @@
 package ingest
 
 import (
-	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 	"testing"
@@ -416,19 +414,8 @@ func TestListenerAuth(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	allowed := netip.MustParsePrefix("127.0.0.0/8")
-	l, err := Listen("127.0.0.1:0", ListenOptions{Auth: AuthOptions{Decode: f.Decode, UserName: users,
+	l, conn, stop := runListener(t, ListenOptions{Auth: AuthOptions{Decode: f.Decode, UserName: users,
 		Source: func(a netip.Addr) bool { return allowed.Contains(a) }}}, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	conn, err := net.DialUDP("udp", nil, l.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	now := time.Now()
 	cred, key := f.issue(1001, "42", now, 300*time.Second)
 	const rounds = 50
@@ -470,8 +457,7 @@ loop:
 		dropped(m, ReasonBadMAC)+dropped(m, ReasonMalformed) < 2*rounds; {
 		time.Sleep(10 * time.Millisecond)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
 	if f.calls[string(cred)] != 1 {
@@ -489,18 +475,7 @@ loop:
 func TestSourceNetworks(t *testing.T) {
 	m := NewMetrics(nil)
 	only := netip.MustParsePrefix("10.0.0.0/8")
-	l, err := Listen("127.0.0.1:0", ListenOptions{Auth: AuthOptions{Source: func(a netip.Addr) bool { return only.Contains(a) }}}, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	conn, err := net.DialUDP("udp", nil, l.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	l, conn, stop := runListener(t, ListenOptions{Auth: AuthOptions{Source: func(a netip.Addr) bool { return only.Contains(a) }}}, m)
 	for i := range 10 {
 		conn.Write(encode(t, snapshot("1", 0, 2, uint64(i), false)))
 	}
@@ -508,8 +483,7 @@ func TestSourceNetworks(t *testing.T) {
 	for dropped(m, ReasonSourceNetwork) < 10 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	cancel()
-	<-done
+	stop()
 	if got := dropped(m, ReasonSourceNetwork); got != 10 || len(l.Datagrams()) != 0 {
 		t.Errorf("source_network = %g, %d queued", got, len(l.Datagrams()))
 	}
