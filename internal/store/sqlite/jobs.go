@@ -1,19 +1,15 @@
 package sqlite
 
 import (
-	"bytes"
-	"compress/flate"
 	"context"
 	"database/sql"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/netloom/netloom/internal/store"
@@ -65,19 +61,12 @@ func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
 	if err != nil {
 		return fmt.Errorf("save job %s: %w", j.ID, err)
 	}
-	procs := make([][]byte, len(j.Processes))
-	zw := deflaters.Get().(*flate.Writer)
-	defer deflaters.Put(zw)
-	var raw bytes.Buffer
-	enc := json.NewEncoder(&raw)
+	// One buffer for all rows; each row is a slice of it.
+	var buf []byte
+	ends := make([]int, len(j.Processes))
 	for i := range j.Processes {
-		raw.Reset()
-		if err := enc.Encode(&j.Processes[i]); err != nil {
-			return fmt.Errorf("save job %s rank %d: %w", j.ID, j.Processes[i].Rank, err)
-		}
-		if procs[i], err = deflateWith(zw, bytes.TrimSuffix(raw.Bytes(), []byte("\n"))); err != nil {
-			return fmt.Errorf("save job %s rank %d: %w", j.ID, j.Processes[i].Rank, err)
-		}
+		buf = encodeProcess(buf, &j.Processes[i])
+		ends[i] = len(buf)
 	}
 	cols := append([]string{"id", "state", "start_ns", "end_ns", "updated_ns"}, jobMetricColumns...)
 	cols = append(cols, "summary")
@@ -91,7 +80,7 @@ func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return fmt.Errorf("summary: %w", err)
 		}
-		if len(procs) == 0 {
+		if len(ends) == 0 {
 			return nil
 		}
 		st, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO job_processes(job, rank, data) VALUES (?, ?, ?)`)
@@ -99,7 +88,10 @@ func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
 			return err
 		}
 		defer st.Close()
-		for i, b := range procs {
+		start := 0
+		for i, end := range ends {
+			b := buf[start:end]
+			start = end
 			if _, err := st.ExecContext(ctx, j.ID, j.Processes[i].Rank, b); err != nil {
 				return fmt.Errorf("rank %d: %w", j.Processes[i].Rank, err)
 			}
@@ -225,12 +217,8 @@ func (s *Store) Job(ctx context.Context, id string) (*store.Job, error) {
 		if err := rows.Scan(&rank, &z); err != nil {
 			return nil, fmt.Errorf("job %q processes: %w", id, err)
 		}
-		raw, err := inflate(z)
+		p, err := decodeProcess(z)
 		if err != nil {
-			return nil, fmt.Errorf("job %q rank %d: %w", id, rank, err)
-		}
-		var p store.Process
-		if err := json.Unmarshal(raw, &p); err != nil {
 			return nil, fmt.Errorf("job %q rank %d: %w", id, rank, err)
 		}
 		j.Processes = append(j.Processes, p)
@@ -464,26 +452,4 @@ func (s *Store) pruneJobsStep(ctx context.Context, before time.Time) (bool, erro
 		}
 		return done, nil
 	})
-}
-
-// deflaters hold flate writers for process rows: a new writer allocates
-// about a megabyte, which for every process of every save was most of the
-// daemon's allocation (and so its GC work and RSS) under load.
-var deflaters = sync.Pool{New: func() any {
-	w, _ := flate.NewWriter(io.Discard, flate.BestSpeed)
-	return w
-}}
-
-// deflateWith compresses b with a pooled writer (as deflate does).
-func deflateWith(w *flate.Writer, b []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.Grow(len(b)/3 + 64)
-	w.Reset(&buf)
-	if _, err := w.Write(b); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }

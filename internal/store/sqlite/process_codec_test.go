@@ -1,0 +1,161 @@
+package sqlite
+
+import (
+	"compress/flate"
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/netloom/netloom/internal/store"
+	"github.com/netloom/netloom/internal/store/storetest"
+)
+
+// bigProcess is a rank of a 1,024-node all-to-all: every destination node,
+// 32 peers with histograms, a few functions and a region.
+func bigProcess(nodes int) store.Process {
+	p := store.Process{Rank: 4711, Node: "c401-101", Host: "c401-101.stampede", PID: 12345, CPU: -1, MPILibrary: "Open MPI 4.1.4",
+		Program: "a.out", User: "alice", Start: storetest.T0, Time: storetest.T0.Add(90 * time.Second), Seq: 3, Final: true,
+		CPUUser: 88.5, CPUSystem: 1.25, Wall: 90, MPI: 40.125, VmSize: 1 << 32, VmPeak: 1 << 33, VmRSS: 1 << 30, VmHWM: 3 << 29,
+		IORead: 7, IOWrite: 1 << 40, MPIIORead: 0, MPIIOWrite: 99, IntraNode: store.Traffic{Bytes: 1e9, Msgs: 1e5},
+		InterNode: store.Traffic{Bytes: 5e10, Msgs: 3e6}, AgentDrops: 2, PeersTruncated: true,
+		Functions: []store.Function{{Name: "MPI_Alltoall", Calls: 90, TimeNS: 4e10, BytesSent: 5e10, BytesReceived: 5e10}, {Name: "MPI_Barrier", Calls: 3}},
+		Regions:   []store.Region{{Name: "solve", Entries: 9, TimeNS: 8e10, MPITimeNS: 4e10, Classes: store.Classes{Coll: store.Traffic{Bytes: 5e10, Msgs: 9e4}}}},
+	}
+	for i := range nodes {
+		p.ToNodes = append(p.ToNodes, store.NodeTraffic{Node: fmt.Sprintf("c%03d-%03d", 401+i/96, 101+i%96),
+			Classes: store.Classes{Coll: store.Traffic{Bytes: uint64(48e6 + i*1000), Msgs: uint64(1440 + i%3)}}})
+	}
+	for i := range 32 {
+		p.Peers = append(p.Peers, store.PeerTraffic{Peer: 4711 + (i-16)*16, Classes: store.Classes{P2P: store.Traffic{Bytes: uint64(i) << 20, Msgs: uint64(i)}},
+			Histogram: []uint64{0, 1, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, uint64(i)}})
+	}
+	p.Peers[3].Monitored = &store.Classes{P2P: store.Traffic{Bytes: 3 << 20, Msgs: 3}}
+	p.Peers[4].Histogram = nil
+	return p
+}
+
+func TestProcessRowRoundTrip(t *testing.T) {
+	for _, p := range []store.Process{bigProcess(1024), bigProcess(0), {Rank: 0, Functions: []store.Function{}, Regions: []store.Region{},
+		ToNodes: []store.NodeTraffic{}, Peers: []store.PeerTraffic{}}} {
+		b := encodeProcess(nil, &p)
+		got, err := decodeProcess(b)
+		if err != nil {
+			t.Fatalf("decode: %v", err)
+		}
+		if p.ToNodes == nil { // decoded lists are never nil
+			p.ToNodes = []store.NodeTraffic{}
+		}
+		if !reflect.DeepEqual(got, p) {
+			t.Fatalf("round trip of rank %d with %d nodes differs:\n got %+v\nwant %+v", p.Rank, len(p.ToNodes), got, p)
+		}
+		for cut := 1; cut < len(b); cut += 1 + cut/8 {
+			if _, err := decodeProcess(b[:cut]); err == nil {
+				t.Fatalf("a row cut to %d of %d bytes decoded", cut, len(b))
+			}
+		}
+		if _, err := decodeProcess(append(b, 0)); err == nil {
+			t.Fatal("a row with a byte after it decoded")
+		}
+	}
+}
+
+// A database written before the binary rows keeps its JSON ones readable.
+func TestProcessRowsOfEarlierVersionsRead(t *testing.T) {
+	s := openTemp(t)
+	ctx := context.Background()
+	j := storetest.Job("legacy", 2, storetest.T0, store.JobFinished)
+	if err := s.SaveJob(ctx, &store.Job{JobSummary: j.JobSummary}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range j.Processes {
+		raw, err := json.Marshal(&j.Processes[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		z, err := deflate(raw, flate.BestSpeed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.w.ExecContext(ctx, `INSERT INTO job_processes(job, rank, data) VALUES (?, ?, ?)`, j.ID, j.Processes[i].Rank, z); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A new row beside them.
+	p := bigProcess(3)
+	p.Rank = 2
+	if err := s.SaveJob(ctx, &store.Job{JobSummary: j.JobSummary, Processes: []store.Process{p}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Job(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(j.Processes, p)
+	if !reflect.DeepEqual(got.Processes, want) {
+		t.Fatalf("processes:\n got %+v\nwant %+v", got.Processes, want)
+	}
+	if _, err := s.w.ExecContext(ctx, `UPDATE job_processes SET data = x'0702' WHERE rank = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Job(ctx, j.ID); err == nil {
+		t.Fatal("a corrupt row read without an error")
+	}
+}
+
+func FuzzDecodeProcess(f *testing.F) {
+	p := bigProcess(5)
+	f.Add(encodeProcess(nil, &p))
+	f.Add(encodeProcess(nil, &store.Process{}))
+	f.Add([]byte{formatProcess})
+	f.Add([]byte{0x01, 0x02})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := decodeProcess(b)
+		if err != nil || len(b) == 0 || b[0] != formatProcess {
+			return
+		}
+		again, err := decodeProcess(encodeProcess(nil, &p))
+		if err != nil {
+			t.Fatalf("re-encoded row: %v", err)
+		}
+		if !reflect.DeepEqual(again, p) {
+			t.Fatalf("round trip differs:\n got %+v\nwant %+v", again, p)
+		}
+	})
+}
+
+// BenchmarkProcessRow compares the row encodings for one rank of a
+// 1,024-node all-to-all: go test -bench ProcessRow ./internal/store/sqlite
+func BenchmarkProcessRow(b *testing.B) {
+	p := bigProcess(1024)
+	b.Run("binary", func(b *testing.B) {
+		var buf []byte
+		for b.Loop() {
+			buf = encodeProcess(buf[:0], &p)
+		}
+		b.ReportMetric(float64(len(buf)), "bytes/row")
+	})
+	b.Run("json+deflate", func(b *testing.B) {
+		var z []byte
+		for b.Loop() {
+			raw, err := json.Marshal(&p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if z, err = deflate(raw, flate.BestSpeed); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(z)), "bytes/row")
+	})
+	row := encodeProcess(nil, &p)
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := decodeProcess(row); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
