@@ -191,6 +191,7 @@ double nl_ns_per_tick(void)
 struct nl_comm {
 	uint64_t key;
 	int size, rank, inter;
+	int topo;   /* world holds the neighbour lists after the ranks (see add_neighbours) */
 	int *world; /* world rank of each rank (remote group for intercommunicators) */
 };
 
@@ -274,7 +275,75 @@ static int build(struct nl_comm *e, MPI_Group g, int rank, int inter)
 	e->size = n;
 	e->rank = rank;
 	e->inter = inter;
+	e->topo = 0;
 	e->world = out;
+	return 0;
+}
+
+/* add_neighbours appends a communicator's process topology, when it has one,
+ * to its rank translation: world[size] = out-degree, world[size+1] =
+ * in-degree, then the destinations and the sources of its neighbourhood
+ * collectives in their order (MPI-3.1 7.6), as world ranks (-1 for
+ * MPI_PROC_NULL: the neighbours a non-periodic cartesian dimension lacks).
+ * Cartesian: for each dimension the neighbour below then above (the source and
+ * destination of MPI_Cart_shift(d, 1)), for sending and receiving alike;
+ * graph: MPI_Graph_neighbors, both ways; distributed graph: the destinations
+ * and sources of MPI_Dist_graph_neighbors. Done once per communicator, at its
+ * first use, before the entry is published. */
+static int add_neighbours(struct nl_comm *e, MPI_Comm comm)
+{
+	int status = MPI_UNDEFINED, nout = 0, nin = 0;
+	if (PMPI_Topo_test(comm, &status) != MPI_SUCCESS || status == MPI_UNDEFINED)
+		return 0;
+	int *ranks = NULL, *w = NULL; /* communicator ranks: destinations, then sources */
+	if (status == MPI_CART) {
+		int nd = 0;
+		PMPI_Cartdim_get(comm, &nd);
+		nout = nin = 2 * nd;
+		ranks = malloc(sizeof(int) * (size_t)(nout + nin + 1));
+		for (int d = 0; ranks && d < nd; d++) {
+			PMPI_Cart_shift(comm, d, 1, &ranks[2 * d], &ranks[2 * d + 1]);
+			ranks[nout + 2 * d] = ranks[2 * d];
+			ranks[nout + 2 * d + 1] = ranks[2 * d + 1];
+		}
+	} else if (status == MPI_GRAPH) {
+		PMPI_Graph_neighbors_count(comm, e->rank, &nout);
+		nin = nout;
+		ranks = malloc(sizeof(int) * (size_t)(nout + nin + 1));
+		if (ranks) {
+			PMPI_Graph_neighbors(comm, e->rank, nout, ranks);
+			for (int i = 0; i < nout; i++)
+				ranks[nout + i] = ranks[i];
+		}
+	} else if (status == MPI_DIST_GRAPH) {
+		int weighted = 0;
+		PMPI_Dist_graph_neighbors_count(comm, &nin, &nout, &weighted);
+		ranks = malloc(sizeof(int) * (size_t)(nout + nin + 1));
+		w = malloc(sizeof(int) * (size_t)(nout + nin + 1)); /* the weights, unused */
+		if (ranks && w)
+			PMPI_Dist_graph_neighbors(comm, nin, ranks + nout, w + nout, nout, ranks, w);
+	} else {
+		return 0;
+	}
+	free(w);
+	if (!ranks || nout < 0 || nin < 0) {
+		free(ranks);
+		return -1;
+	}
+	int *all = realloc(e->world, sizeof(int) * (size_t)(e->size + 2 + nout + nin));
+	if (!all) {
+		free(ranks);
+		return -1;
+	}
+	all[e->size] = nout;
+	all[e->size + 1] = nin;
+	for (int i = 0; i < nout + nin; i++) {
+		int r = ranks[i];
+		all[e->size + 2 + i] = r >= 0 && r < e->size ? all[r] : -1;
+	}
+	free(ranks);
+	e->world = all;
+	e->topo = 1;
 	return 0;
 }
 
@@ -305,6 +374,11 @@ static struct nl_comm *comm_entry(MPI_Comm comm)
 		PMPI_Comm_group(comm, &g);
 	int err = build(e, g, rank, inter);
 	PMPI_Group_free(&g);
+	if (!err && !inter && add_neighbours(e, comm) != 0) {
+		free(e->world);
+		e->world = NULL;
+		err = -1;
+	}
 	__atomic_store_n(&e->key, err ? KEY_TOMB : key, __ATOMIC_RELEASE);
 	return err ? NULL : e;
 }
@@ -648,6 +722,69 @@ void nl_alltoallw(int f, const void *sbuf, const int *scounts, const MPI_Datatyp
 void nl_alltoallw_f(int f, const void *sbuf, const int *scounts, const MPI_Fint *st, const int *rcounts, const MPI_Fint *rt, MPI_Comm comm)
 {
 	alltoall_blocks(f, sbuf, scounts, rank_ftype, st, rcounts, rank_ftype, rt, comm);
+}
+
+/* ------------------------------------------------- neighbourhood collectives
+ * Block i goes to the i-th destination of the communicator's topology, the
+ * i-th receive block comes from its i-th source (add_neighbours). Nothing to
+ * or from MPI_PROC_NULL, nothing to oneself (a periodic dimension of size 1),
+ * no empty blocks; a neighbour listed twice (a periodic dimension of size 2)
+ * gets two messages. Communicators without a topology: calls and time only. */
+
+static void neighbour_blocks(int f, MPI_Comm comm, const int *scounts, int scount, nl_block_size ssize, const void *st,
+                             const int *rcounts, int rcount, nl_block_size rsize, const void *rt)
+{
+	struct nl_comm *e = intra(comm);
+	if (!e || !e->topo)
+		return;
+	const int *nb = e->world + e->size, nout = nb[0], nin = nb[1];
+	const int *dst = nb + 2, *src = nb + 2 + nout;
+	const int self = nl_world_rank_self;
+	uint64_t sum = 0;
+	for (int i = 0; i < nout; i++) {
+		int c = scounts ? scounts[i] : scount;
+		if (dst[i] >= 0 && dst[i] != self && c > 0) {
+			uint64_t b = (uint64_t)c * ssize(st, i);
+			nl_add(&nl_fns[f].sent, b);
+			nl_peer_add(dst[i], NL_COLL, b);
+		}
+	}
+	for (int i = 0; i < nin; i++) {
+		int c = rcounts ? rcounts[i] : rcount;
+		if (src[i] >= 0 && src[i] != self && c > 0)
+			sum += (uint64_t)c * rsize(rt, i);
+	}
+	coll_recv(f, sum);
+}
+
+void nl_neighbor_allgather(int f, int scount, MPI_Datatype st, int rcount, MPI_Datatype rt, MPI_Comm comm)
+{
+	neighbour_blocks(f, comm, NULL, scount, one_type, &st, NULL, rcount, one_type, &rt);
+}
+
+void nl_neighbor_allgatherv(int f, int scount, MPI_Datatype st, const int *rcounts, MPI_Datatype rt, MPI_Comm comm)
+{
+	neighbour_blocks(f, comm, NULL, scount, one_type, &st, rcounts, 0, one_type, &rt);
+}
+
+void nl_neighbor_alltoall(int f, int scount, MPI_Datatype st, int rcount, MPI_Datatype rt, MPI_Comm comm)
+{
+	neighbour_blocks(f, comm, NULL, scount, one_type, &st, NULL, rcount, one_type, &rt);
+}
+
+void nl_neighbor_alltoallv(int f, const int *scounts, MPI_Datatype st, const int *rcounts, MPI_Datatype rt, MPI_Comm comm)
+{
+	neighbour_blocks(f, comm, scounts, 0, one_type, &st, rcounts, 0, one_type, &rt);
+}
+
+void nl_neighbor_alltoallw(int f, const int *scounts, const MPI_Datatype *st, const int *rcounts, const MPI_Datatype *rt, MPI_Comm comm)
+{
+	neighbour_blocks(f, comm, scounts, 0, rank_type, st, rcounts, 0, rank_type, rt);
+}
+
+void nl_neighbor_alltoallw_f(int f, const int *scounts, const MPI_Fint *st, const int *rcounts, const MPI_Fint *rt, MPI_Comm comm)
+{
+	neighbour_blocks(f, comm, scounts, 0, rank_ftype, st, rcounts, 0, rank_ftype, rt);
 }
 
 void nl_reduce_scatter(int f, const int *rcounts, MPI_Datatype t, MPI_Comm comm)

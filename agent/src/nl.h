@@ -240,6 +240,12 @@ void nl_alltoallw_f(int f, const void *sbuf, const int *scounts, const MPI_Fint 
 void nl_reduce_scatter(int f, const int *rcounts, MPI_Datatype t, MPI_Comm comm);
 void nl_reduce_scatter_block(int f, int rcount, MPI_Datatype t, MPI_Comm comm);
 void nl_scan(int f, int count, MPI_Datatype t, MPI_Comm comm, int exclusive);
+void nl_neighbor_allgather(int f, int scount, MPI_Datatype st, int rcount, MPI_Datatype rt, MPI_Comm comm);
+void nl_neighbor_allgatherv(int f, int scount, MPI_Datatype st, const int *rcounts, MPI_Datatype rt, MPI_Comm comm);
+void nl_neighbor_alltoall(int f, int scount, MPI_Datatype st, int rcount, MPI_Datatype rt, MPI_Comm comm);
+void nl_neighbor_alltoallv(int f, const int *scounts, MPI_Datatype st, const int *rcounts, MPI_Datatype rt, MPI_Comm comm);
+void nl_neighbor_alltoallw(int f, const int *scounts, const MPI_Datatype *st, const int *rcounts, const MPI_Datatype *rt, MPI_Comm comm);
+void nl_neighbor_alltoallw_f(int f, const int *scounts, const MPI_Fint *st, const int *rcounts, const MPI_Fint *rt, MPI_Comm comm);
 
 /* one-sided and MPI-IO */
 void nl_rma(int f, int count, MPI_Datatype t, int target, MPI_Win win);
