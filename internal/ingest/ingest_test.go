@@ -781,3 +781,39 @@ func TestVisibleDelayObserved(t *testing.T) {
 		t.Fatalf("republishing counted again: %d", got)
 	}
 }
+
+// A running job's summary is saved every SaveEvery, its changed processes
+// every ProcessSaveEvery, and every process again when it ends.
+func TestProcessesSavedLessOften(t *testing.T) {
+	tr, sk, _, _ := newTracker(Options{SaveEvery: time.Second, ProcessSaveEvery: 10 * time.Second})
+	now := t0
+	saves := func() (procs []int) {
+		for _, j := range sk.saved {
+			procs = append(procs, len(j.Processes))
+		}
+		sk.saved = nil
+		return procs
+	}
+	for seq := uint64(0); seq < 5; seq++ {
+		for r := range 2 {
+			if err := add(t, tr, snapshot("s", r, 2, seq, false), now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now = now.Add(3 * time.Second)
+		tr.Tick(now)
+	}
+	// Ticks at 3, 6, 9, 12 and 15 s: processes at the first and at 15 s.
+	if got := saves(); !slices.Equal(got, []int{2, 0, 0, 0, 2}) {
+		t.Fatalf("processes per save while running: %v, want [2 0 0 0 2]", got)
+	}
+	if err := add(t, tr, snapshot("s", 0, 2, 5, true), now); err != nil {
+		t.Fatal(err)
+	}
+	if err := add(t, tr, snapshot("s", 1, 2, 5, true), now); err != nil {
+		t.Fatal(err)
+	}
+	if got := saves(); !slices.Equal(got, []int{2}) {
+		t.Fatalf("processes saved when the job ended: %v, want [2]", got)
+	}
+}

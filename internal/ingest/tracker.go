@@ -25,8 +25,16 @@ type Options struct {
 	JobTimeout          time.Duration
 	// Linger keeps finished jobs in the live view. Default 2m.
 	Linger time.Duration
-	// SaveEvery is how often a running job's changes are saved. Default 10s.
-	SaveEvery time.Duration
+	// SaveEvery is how often a running job's summary is saved, and
+	// ProcessSaveEvery how often its changed processes are (all of them
+	// again when it ends). Defaults 10s and 2m. A process row holds the
+	// rank's cumulative peers, nodes and histograms: storing a million
+	// ranks' rows at every snapshot was most of the store writer's work,
+	// while the per-interval samples, stored at SaveEvery, keep the time
+	// series. A daemon that dies loses at most ProcessSaveEvery of a
+	// running job's cumulative detail.
+	SaveEvery        time.Duration
+	ProcessSaveEvery time.Duration
 	// ViewEvery is the least time between rebuilds of the live view of a
 	// job of LargeJob ranks or more: a rebuild copies every rank, so a
 	// large job that changes all the time is republished at this pace
@@ -64,6 +72,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.SaveEvery <= 0 {
 		o.SaveEvery = 10 * time.Second
+	}
+	if o.ProcessSaveEvery <= 0 {
+		o.ProcessSaveEvery = 2 * time.Minute
 	}
 	if o.ViewEvery <= 0 {
 		o.ViewEvery = 500 * time.Millisecond
@@ -137,6 +148,7 @@ type jobState struct {
 	dirty      bool      // changed since the last Publish
 	unsaved    map[int]struct{}
 	lastSave   time.Time
+	procsSaved time.Time // when its processes were last saved
 	saved      bool // saved since finishing
 	view       *store.Job
 	// verified: the job's datagrams carry MUNGE credentials, all of uid.
@@ -570,7 +582,7 @@ func (t *Tracker) finish(j *jobState, reason string, now time.Time) {
 	if j.end.IsZero() {
 		j.end = now
 	}
-	t.save(j)
+	t.save(j, true)
 	j.saved = true
 }
 
@@ -612,8 +624,12 @@ func (t *Tracker) Tick(now time.Time) {
 			delete(t.jobs, j.id)
 			t.publishAll()
 		case !j.finished && len(j.unsaved) > 0 && now.Sub(j.lastSave) >= t.opt.SaveEvery:
-			t.save(j)
+			procs := now.Sub(j.procsSaved) >= t.opt.ProcessSaveEvery
+			t.save(j, procs)
 			j.lastSave = now
+			if procs {
+				j.procsSaved = now
+			}
 		}
 	}
 	t.flushSamples()
@@ -632,7 +648,7 @@ func (t *Tracker) jobTimeout(j *jobState) time.Duration {
 func (t *Tracker) Flush() {
 	for _, j := range t.jobs {
 		if len(j.unsaved) > 0 || (j.finished && !j.saved) {
-			t.save(j)
+			t.save(j, true)
 		}
 	}
 	t.flushSamples()
@@ -648,8 +664,9 @@ func (t *Tracker) flushSamples() {
 	t.samples = nil
 }
 
-// save hands the job's summary and its changed processes to SaveJob.
-func (t *Tracker) save(j *jobState) {
+// save hands the job's summary to SaveJob, with its changed processes
+// when procs is set.
+func (t *Tracker) save(j *jobState, procs bool) {
 	// Samples first, so a stored job's series is complete up to it.
 	t.flushSamples()
 	if t.opt.SaveJob == nil {
@@ -657,14 +674,16 @@ func (t *Tracker) save(j *jobState) {
 		return
 	}
 	out := &store.Job{JobSummary: t.view(j).JobSummary}
-	ranks := slices.Sorted(maps.Keys(j.unsaved))
-	out.Processes = make([]store.Process, 0, len(ranks))
-	for _, rank := range ranks {
-		if r := j.ranks[rank]; r != nil && r.has {
-			out.Processes = append(out.Processes, r.cur)
+	if procs {
+		ranks := slices.Sorted(maps.Keys(j.unsaved))
+		out.Processes = make([]store.Process, 0, len(ranks))
+		for _, rank := range ranks {
+			if r := j.ranks[rank]; r != nil && r.has {
+				out.Processes = append(out.Processes, r.cur)
+			}
 		}
+		clear(j.unsaved)
 	}
-	clear(j.unsaved)
 	t.opt.SaveJob(out)
 }
 
