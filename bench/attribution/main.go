@@ -78,38 +78,42 @@ func run(ctx context.Context, spec, sizes string, intervals int, interval time.D
 }
 
 // allToAll is a job of n ranks, rank i on node n(i+1), every rank sending
-// to every other node: the agents' cumulative counters.
-func allToAll(n int) *store.Job {
+// to every other node: the agents' cumulative counters (rows, packed into
+// the job's processes by advance, as the daemon's tracker packs them).
+func allToAll(n int) (*store.Job, [][]store.NodeTraffic) {
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("n%d", i+1)
 	}
 	j := &store.Job{JobSummary: store.JobSummary{ID: "bench", Ranks: n}, Processes: make([]store.Process, n)}
+	rows := make([][]store.NodeTraffic, n)
 	for i := range n {
-		to := make([]store.NodeTraffic, 0, n-1)
+		rows[i] = make([]store.NodeTraffic, 0, n-1)
 		for k := range n {
 			if k != i {
-				to = append(to, store.NodeTraffic{Node: names[k]})
+				rows[i] = append(rows[i], store.NodeTraffic{Node: names[k]})
 			}
 		}
-		j.Processes[i] = store.Process{Rank: i, Node: names[i], ToNodes: to}
+		j.Processes[i] = store.Process{Rank: i, Node: names[i]}
 	}
-	return j
+	return j, rows
 }
 
 // advance adds one interval's traffic: 1 MiB (+ a little per pair) to
 // every destination.
-func advance(j *store.Job, k int) {
+func advance(j *store.Job, rows [][]store.NodeTraffic, table *store.NodeTable, k int) {
 	for i := range j.Processes {
-		for t := range j.Processes[i].ToNodes {
-			j.Processes[i].ToNodes[t].Coll.Bytes += 1<<20 + uint64((i+t+k)%7)
+		for t := range rows[i] {
+			rows[i][t].Coll.Bytes += 1<<20 + uint64((i+t+k)%7)
 		}
+		j.Processes[i].ToNodes = table.Pack(rows[i])
 	}
 }
 
 func measure(ctx context.Context, routes *fabric.Routes, lid func(string) (fabric.LID, bool), n, intervals int, interval time.Duration, withStore bool) error {
 	t0 := time.Now()
-	job := allToAll(n)
+	job, rows := allToAll(n)
+	var table store.NodeTable
 	build := time.Since(t0)
 	a := analysis.NewAttributor(routes)
 	load := make([]uint64, a.Directions())
@@ -129,7 +133,7 @@ func measure(ctx context.Context, routes *fabric.Routes, lid func(string) (fabri
 	}
 	at := time.Now()
 	for k := 0; k <= intervals; k++ {
-		advance(job, k)
+		advance(job, rows, &table, k)
 		runtime.GC()
 		t1 := time.Now()
 		var iv analysis.Interval

@@ -73,16 +73,18 @@ func (c *JobCounter) Next(j *store.Job, lid func(name string) (fabric.LID, bool)
 		p := &j.Processes[i]
 		srcs[i] = c.node(p.Node)
 		row := c.rows[p.Rank]
-		if len(row) != len(p.ToNodes) {
-			row = make([]int32, len(p.ToNodes))
+		if len(row) != p.ToNodes.Len() {
+			row = make([]int32, p.ToNodes.Len())
 			for k := range row {
 				row[k] = -1
 			}
 		}
-		for k := range p.ToNodes {
-			if r := row[k]; r < 0 || c.names[r] != p.ToNodes[k].Node {
-				row[k] = c.node(p.ToNodes[k].Node)
+		k := 0
+		for t := range p.ToNodes.All() {
+			if r := row[k]; r < 0 || c.names[r] != t.Node {
+				row[k] = c.node(t.Node)
 			}
+			k++
 		}
 		c.rows[p.Rank] = row
 	}
@@ -97,11 +99,12 @@ func (c *JobCounter) Next(j *store.Job, lid func(name string) (fabric.LID, bool)
 		p := &j.Processes[i]
 		src := int(srcs[i])
 		row := c.rows[p.Rank]
-		for k := range p.ToNodes {
-			t := &p.ToNodes[k]
+		k := 0
+		for t := range p.ToNodes.All() {
 			if dst := int(row[k]); dst != src {
 				cur[dst*n+src] += t.P2P.Bytes + t.Coll.Bytes + t.RMA.Bytes
 			}
+			k++
 		}
 	}
 	// cur becomes the delta; prev the new cumulative. A counter that went

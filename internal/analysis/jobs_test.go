@@ -15,12 +15,12 @@ func TestJobCounterIntervals(t *testing.T) {
 	job := func(scale uint64) *store.Job {
 		j := &store.Job{}
 		for r, n := range nodes {
-			p := store.Process{Rank: r, Node: n}
+			var to []store.NodeTraffic
 			for _, d := range []string{"a", "b", "ghost"} {
-				p.ToNodes = append(p.ToNodes, store.NodeTraffic{Node: d, Classes: store.Classes{P2P: store.Traffic{Bytes: scale * uint64(r+1)},
+				to = append(to, store.NodeTraffic{Node: d, Classes: store.Classes{P2P: store.Traffic{Bytes: scale * uint64(r+1)},
 					Coll: store.Traffic{Bytes: scale}}})
 			}
-			j.Processes = append(j.Processes, p)
+			j.Processes = append(j.Processes, store.Process{Rank: r, Node: n, ToNodes: store.NewNodeRows(to)})
 		}
 		return j
 	}

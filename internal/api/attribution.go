@@ -439,7 +439,7 @@ func (a *attribAPI) linkPairs(r *http.Request) (any, error) {
 		sum := map[key]uint64{}
 		for i := range j.Processes {
 			p := &j.Processes[i]
-			for _, t := range p.ToNodes {
+			for t := range p.ToNodes.All() {
 				if t.Node != p.Node {
 					sum[key{p.Node, t.Node}] += t.Classes.Total().Bytes
 				}

@@ -239,7 +239,7 @@ func NodeMatrix(j *store.Job, class, metric string) (*Matrix, error) {
 	}
 	for i := range j.Processes {
 		add(j.Processes[i].Node)
-		for _, t := range j.Processes[i].ToNodes {
+		for t := range j.Processes[i].ToNodes.All() {
 			add(t.Node)
 		}
 	}
@@ -258,7 +258,7 @@ func NodeMatrix(j *store.Job, class, metric string) (*Matrix, error) {
 	for i := range j.Processes {
 		p := &j.Processes[i]
 		src := idx[p.Node]
-		for _, t := range p.ToNodes {
+		for t := range p.ToNodes.All() {
 			m.Values[src][idx[t.Node]] += pick(t.Classes.Class(class), metric)
 		}
 	}

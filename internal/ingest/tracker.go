@@ -147,6 +147,7 @@ type jobState struct {
 	start      time.Time // earliest rank start
 	dirty      bool      // changed since the last Publish
 	unsaved    map[int]struct{}
+	nodes      store.NodeTable // the names its ranks' destination nodes are packed against
 	lastSave   time.Time
 	procsSaved time.Time // when its processes were last saved
 	saved      bool // saved since finishing
@@ -180,6 +181,7 @@ type pending struct {
 	bytes   int
 	first   time.Time
 	proc    store.Process
+	nodes   []store.NodeTraffic // proc's destination nodes until complete
 	hasProc bool
 }
 
@@ -296,7 +298,7 @@ func (t *Tracker) add(d *agentpb.Datagram, size int, now time.Time, verified boo
 	if p.got[d.Chunk/64]&(1<<(d.Chunk%64)) != 0 {
 		return reject(ReasonDuplicate, "job %s rank %d snapshot %d: chunk %d twice", d.JobId, d.Rank, d.Seq, d.Chunk)
 	}
-	if int64(len(p.proc.Peers)+len(d.Peers)) > int64(j.world) || len(p.proc.ToNodes)+len(d.Nodes) > t.opt.Limits.MaxNodes {
+	if int64(len(p.proc.Peers)+len(d.Peers)) > int64(j.world) || len(p.nodes)+len(d.Nodes) > t.opt.Limits.MaxNodes {
 		t.abandon(key, r, ReasonTooMany)
 		return reject(ReasonTooMany, "job %s rank %d snapshot %d: more peers or nodes than the job has", d.JobId, d.Rank, d.Seq)
 	}
@@ -304,7 +306,7 @@ func (t *Tracker) add(d *agentpb.Datagram, size int, now time.Time, verified boo
 	p.n++
 	p.bytes += size
 	t.pendingBytes += size
-	t.mergeChunk(&p.proc, d)
+	t.mergeChunk(p, d)
 	if d.Process != nil {
 		p.hasProc = true
 	}
@@ -341,7 +343,8 @@ func (t *Tracker) abandon(key rankKey, r *rankState, reason string) {
 	t.release(key, r)
 }
 
-func (t *Tracker) mergeChunk(p *store.Process, d *agentpb.Datagram) {
+func (t *Tracker) mergeChunk(pend *pending, d *agentpb.Datagram) {
+	p := &pend.proc
 	p.Seq, p.Final = d.Seq, d.Final
 	p.Start, p.Time = time.Unix(0, d.StartUnixNs).UTC(), time.Unix(0, d.TimeUnixNs).UTC()
 	p.PeersTruncated = p.PeersTruncated || d.PeersTruncated
@@ -358,7 +361,7 @@ func (t *Tracker) mergeChunk(p *store.Process, d *agentpb.Datagram) {
 	// case), and the peers' histograms share one backing array per chunk.
 	p.Functions = slices.Grow(p.Functions, len(d.Functions))
 	p.Regions = slices.Grow(p.Regions, len(d.Regions))
-	p.ToNodes = slices.Grow(p.ToNodes, len(d.Nodes))
+	pend.nodes = slices.Grow(pend.nodes, len(d.Nodes))
 	p.Peers = slices.Grow(p.Peers, len(d.Peers))
 	bins := 0
 	for _, x := range d.Peers {
@@ -377,7 +380,7 @@ func (t *Tracker) mergeChunk(p *store.Process, d *agentpb.Datagram) {
 			Classes: store.Classes{P2P: traffic(r.P2P), Coll: traffic(r.Coll), RMA: traffic(r.Rma)}})
 	}
 	for _, n := range d.Nodes {
-		p.ToNodes = append(p.ToNodes, store.NodeTraffic{Node: t.intern(n.Node),
+		pend.nodes = append(pend.nodes, store.NodeTraffic{Node: t.intern(n.Node),
 			Classes: store.Classes{P2P: traffic(n.P2P), Coll: traffic(n.Coll), RMA: traffic(n.Rma)}})
 	}
 	for _, x := range d.Peers {
@@ -421,16 +424,18 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *agentpb.Dat
 			return reject(ReasonPeer, "job %s rank %d snapshot %d: peer %d twice", j.id, np.Rank, np.Seq, np.Peers[i].Peer)
 		}
 	}
-	slices.SortFunc(np.ToNodes, func(a, b store.NodeTraffic) int { return cmp.Compare(a.Node, b.Node) })
-	sent := np.Sent()
-	for i := 1; i < len(np.ToNodes); i++ {
-		if np.ToNodes[i].Node == np.ToNodes[i-1].Node {
+	nodes := p.nodes
+	slices.SortFunc(nodes, func(a, b store.NodeTraffic) int { return cmp.Compare(a.Node, b.Node) })
+	var sent store.Classes
+	for i := range nodes {
+		if i > 0 && nodes[i].Node == nodes[i-1].Node {
 			t.m.drop(ReasonPeer, int(p.n)-1) // Add counts the last one
-			return reject(ReasonPeer, "job %s rank %d snapshot %d: destination node %q twice", j.id, np.Rank, np.Seq, np.ToNodes[i].Node)
+			return reject(ReasonPeer, "job %s rank %d snapshot %d: destination node %q twice", j.id, np.Rank, np.Seq, nodes[i].Node)
 		}
+		sent = sent.Add(nodes[i].Classes)
 	}
 	if r.has {
-		if what := backwards(&r.cur, &np); what != "" {
+		if what := backwards(&r.cur, &np, nodes); what != "" {
 			t.m.drop(ReasonBackwards, int(p.n)-1) // Add counts the last one
 			return reject(ReasonBackwards, "job %s rank %d snapshot %d: %s decreased since snapshot %d", j.id, np.Rank, np.Seq, what, r.cur.Seq)
 		}
@@ -446,6 +451,12 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *agentpb.Dat
 	if np.Final && !(r.has && r.cur.Final) {
 		j.finals++
 	}
+	// A hostile agent could invent node names forever: past a bound the
+	// job starts a new table (rows packed earlier keep theirs).
+	if j.nodes.Len() > max(4*j.world, t.opt.Limits.MaxNodes) {
+		j.nodes = store.NodeTable{}
+	}
+	np.ToNodes = j.nodes.Pack(nodes)
 	r.cur, r.sent, r.has = np, sent, true
 	if j.start.IsZero() || np.Start.Before(j.start) {
 		j.start = np.Start
@@ -462,8 +473,9 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *agentpb.Dat
 	return nil
 }
 
-// backwards names the first cumulative counter that decreased from a to b.
-func backwards(a, b *store.Process) string {
+// backwards names the first cumulative counter that decreased from a to
+// b, whose destination nodes are nodes (sorted; b's own are not packed yet).
+func backwards(a, b *store.Process, nodes []store.NodeTraffic) string {
 	switch {
 	case b.CPUUser < a.CPUUser || b.CPUSystem < a.CPUSystem:
 		return "CPU time"
@@ -487,18 +499,19 @@ func backwards(a, b *store.Process) string {
 	}
 	// Both node lists are sorted by node (a map of a 1,024-node job's rows
 	// was half of the cost of applying a snapshot).
-	i := 0
-	for _, n := range b.ToNodes {
-		for i < len(a.ToNodes) && a.ToNodes[i].Node < n.Node {
-			i++
+	c := a.ToNodes.Cursor()
+	o, more := c.Next()
+	for _, n := range nodes {
+		for more && o.Node < n.Node {
+			o, more = c.Next()
 		}
-		if i < len(a.ToNodes) && a.ToNodes[i].Node == n.Node && lessClasses(n.Classes, a.ToNodes[i].Classes) {
+		if more && o.Node == n.Node && lessClasses(n.Classes, o.Classes) {
 			return "traffic to node " + n.Node
 		}
 	}
 	// Both peer lists are sorted by peer; a peer that left a top-K list is
 	// not a decrease.
-	i = 0
+	i := 0
 	for _, q := range b.Peers {
 		for i < len(a.Peers) && a.Peers[i].Peer < q.Peer {
 			i++

@@ -158,7 +158,7 @@ type Process struct {
 
 	Functions      []Function    `json:"functions"`
 	Regions        []Region      `json:"regions"`
-	ToNodes        []NodeTraffic `json:"to_nodes"`
+	ToNodes        NodeRows      `json:"to_nodes"`
 	Peers          []PeerTraffic `json:"peers"`
 	PeersTruncated bool          `json:"peers_truncated"`
 }
@@ -167,7 +167,7 @@ type Process struct {
 // which the agent always reports completely).
 func (p *Process) Sent() Classes {
 	var c Classes
-	for _, n := range p.ToNodes {
+	for n := range p.ToNodes.All() {
 		c = c.Add(n.Classes)
 	}
 	return c

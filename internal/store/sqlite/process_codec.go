@@ -133,10 +133,9 @@ func encodeProcess(dst []byte, p *store.Process) []byte {
 		}
 		dst = appendClasses(dst, &r.Classes)
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(p.ToNodes)))
+	dst = binary.AppendUvarint(dst, uint64(p.ToNodes.Len()))
 	prev := ""
-	for i := range p.ToNodes {
-		n := &p.ToNodes[i]
+	for n := range p.ToNodes.All() {
 		k := 0
 		for k < len(prev) && k < len(n.Node) && prev[k] == n.Node[k] {
 			k++
@@ -309,18 +308,19 @@ func decodeProcess(b []byte) (store.Process, error) {
 		x.Entries, x.TimeNS, x.MPITimeNS = r.uvarint(), r.uvarint(), r.uvarint()
 		x.Classes = r.classes()
 	}
-	p.ToNodes = make([]store.NodeTraffic, r.count("to_nodes", 3))
+	nodes := make([]store.NodeTraffic, r.count("to_nodes", 3))
 	var name []byte
-	for i := range p.ToNodes {
+	for i := range nodes {
 		k := r.uvarint()
 		if k > uint64(len(name)) {
 			r.fail("node name prefix")
 			break
 		}
 		name = append(name[:k], r.raw()...)
-		p.ToNodes[i].Node = string(name)
-		p.ToNodes[i].Classes = r.classes()
+		nodes[i].Node = string(name)
+		nodes[i].Classes = r.classes()
 	}
+	p.ToNodes = store.NewNodeRows(nodes)
 	p.Peers = make([]store.PeerTraffic, r.count("peers", 4))
 	last := int64(0)
 	for i := range p.Peers {

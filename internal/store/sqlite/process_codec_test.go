@@ -24,10 +24,12 @@ func bigProcess(nodes int) store.Process {
 		Functions: []store.Function{{Name: "MPI_Alltoall", Calls: 90, TimeNS: 4e10, BytesSent: 5e10, BytesReceived: 5e10}, {Name: "MPI_Barrier", Calls: 3}},
 		Regions:   []store.Region{{Name: "solve", Entries: 9, TimeNS: 8e10, MPITimeNS: 4e10, Classes: store.Classes{Coll: store.Traffic{Bytes: 5e10, Msgs: 9e4}}}},
 	}
-	for i := range nodes {
-		p.ToNodes = append(p.ToNodes, store.NodeTraffic{Node: fmt.Sprintf("c%03d-%03d", 401+i/96, 101+i%96),
-			Classes: store.Classes{Coll: store.Traffic{Bytes: uint64(48e6 + i*1000), Msgs: uint64(1440 + i%3)}}})
+	to := make([]store.NodeTraffic, nodes)
+	for i := range to {
+		to[i] = store.NodeTraffic{Node: fmt.Sprintf("c%03d-%03d", 401+i/96, 101+i%96),
+			Classes: store.Classes{Coll: store.Traffic{Bytes: uint64(48e6 + i*1000), Msgs: uint64(1440 + i%3)}}}
 	}
+	p.ToNodes = store.NewNodeRows(to)
 	for i := range 32 {
 		p.Peers = append(p.Peers, store.PeerTraffic{Peer: 4711 + (i-16)*16, Classes: store.Classes{P2P: store.Traffic{Bytes: uint64(i) << 20, Msgs: uint64(i)}},
 			Histogram: []uint64{0, 1, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, uint64(i)}})
@@ -39,17 +41,14 @@ func bigProcess(nodes int) store.Process {
 
 func TestProcessRowRoundTrip(t *testing.T) {
 	for _, p := range []store.Process{bigProcess(1024), bigProcess(0), {Rank: 0, Functions: []store.Function{}, Regions: []store.Region{},
-		ToNodes: []store.NodeTraffic{}, Peers: []store.PeerTraffic{}}} {
+		Peers: []store.PeerTraffic{}}} {
 		b := encodeProcess(nil, &p)
 		got, err := decodeProcess(b)
 		if err != nil {
 			t.Fatalf("decode: %v", err)
 		}
-		if p.ToNodes == nil { // decoded lists are never nil
-			p.ToNodes = []store.NodeTraffic{}
-		}
 		if !reflect.DeepEqual(got, p) {
-			t.Fatalf("round trip of rank %d with %d nodes differs:\n got %+v\nwant %+v", p.Rank, len(p.ToNodes), got, p)
+			t.Fatalf("round trip of rank %d with %d nodes differs:\n got %+v\nwant %+v", p.Rank, p.ToNodes.Len(), got, p)
 		}
 		for cut := 1; cut < len(b); cut += 1 + cut/8 {
 			if _, err := decodeProcess(b[:cut]); err == nil {

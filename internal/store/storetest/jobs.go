@@ -24,7 +24,7 @@ func Job(id string, n int, start time.Time, state string) *store.Job {
 			Time: start.Add(time.Minute), Seq: 3, CPUUser: 1.5, Wall: 60, MPI: 0.25, VmRSS: 1 << 20,
 			Functions: []store.Function{{Name: "MPI_Send", Calls: 1, TimeNS: 500, BytesSent: b}},
 			Regions:   []store.Region{{Name: "solve", Entries: 1, TimeNS: 1e9}},
-			ToNodes:   []store.NodeTraffic{{Node: fmt.Sprintf("node%d", (i+1)%2), Classes: store.Classes{P2P: store.Traffic{Bytes: b, Msgs: 1}}}},
+			ToNodes:   store.NewNodeRows([]store.NodeTraffic{{Node: fmt.Sprintf("node%d", (i+1)%2), Classes: store.Classes{P2P: store.Traffic{Bytes: b, Msgs: 1}}}}),
 			Peers: []store.PeerTraffic{{Peer: (i + 1) % n, Classes: store.Classes{P2P: store.Traffic{Bytes: b, Msgs: 1}},
 				Histogram: []uint64{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}}},
 		}
