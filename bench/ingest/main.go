@@ -261,6 +261,9 @@ loop:
 		offered, offered*45, offered*45/250000)
 	fmt.Printf("daemon: received %.0f, accepted %.0f datagrams (%.4f%% lost before the daemon), %.0f snapshots => %.0f records/s stored\n",
 		received, accepted, 100*(1-received/float64(rep.DatagramsSent)), snapshots, stored)
+	if n, ok := socketDrops(agentAddr); ok {
+		fmt.Printf("kernel drops on the daemon's socket (receive buffer full): %d\n", n)
+	}
 	fmt.Printf("drops by reason:%s\n", drops(m))
 	// Every snapshot: from its time stamp (the load generator's clock,
 	// this machine's) and from the daemon's receipt of it to the first
@@ -485,4 +488,36 @@ func (h hist) over(bound float64) float64 {
 		}
 	}
 	return 0
+}
+
+// socketDrops reads the kernel's count of datagrams dropped at the UDP
+// socket bound to addr (HOST:PORT) from /proc/net/udp: what was lost
+// because the daemon did not read fast enough, as opposed to datagrams
+// still queued when the run ended.
+func socketDrops(addr string) (uint64, bool) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, false
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return 0, false
+	}
+	suffix := fmt.Sprintf(":%04X", p)
+	for _, f := range []string{"/proc/net/udp", "/proc/net/udp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fields := strings.Fields(line)
+			if len(fields) < 13 || !strings.HasSuffix(fields[1], suffix) {
+				continue
+			}
+			if n, err := strconv.ParseUint(fields[len(fields)-1], 10, 64); err == nil {
+				return n, true
+			}
+		}
+	}
+	return 0, false
 }
