@@ -79,12 +79,12 @@ func (c *JobCounter) Next(j *store.Job, lid func(name string) (fabric.LID, bool)
 				row[k] = -1
 			}
 		}
-		k := 0
-		for t := range p.ToNodes.All() {
+		cur := p.ToNodes.Cursor()
+		for k := range row {
+			t, _ := cur.Next()
 			if r := row[k]; r < 0 || c.names[r] != t.Node {
 				row[k] = c.node(t.Node)
 			}
-			k++
 		}
 		c.rows[p.Rank] = row
 	}
@@ -99,12 +99,12 @@ func (c *JobCounter) Next(j *store.Job, lid func(name string) (fabric.LID, bool)
 		p := &j.Processes[i]
 		src := int(srcs[i])
 		row := c.rows[p.Rank]
-		k := 0
-		for t := range p.ToNodes.All() {
-			if dst := int(row[k]); dst != src {
-				cur[dst*n+src] += t.P2P.Bytes + t.Coll.Bytes + t.RMA.Bytes
+		rows := p.ToNodes.Cursor()
+		for _, dst := range row {
+			t, _ := rows.Next()
+			if int(dst) != src {
+				cur[int(dst)*n+src] += t.P2P.Bytes + t.Coll.Bytes + t.RMA.Bytes
 			}
-			k++
 		}
 	}
 	// cur becomes the delta; prev the new cumulative. A counter that went

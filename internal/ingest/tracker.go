@@ -150,7 +150,7 @@ type jobState struct {
 	nodes      store.NodeTable // the names its ranks' destination nodes are packed against
 	lastSave   time.Time
 	procsSaved time.Time // when its processes were last saved
-	saved      bool // saved since finishing
+	saved      bool      // saved since finishing
 	view       *store.Job
 	// verified: the job's datagrams carry MUNGE credentials, all of uid.
 	verified bool

@@ -93,22 +93,22 @@ func (r NodeRows) Cursor() NodeCursor { return NodeCursor{r: r} }
 // Next returns the next row; ok is false after the last. The bytes were
 // written by Pack, so they are trusted.
 func (c *NodeCursor) Next() (t NodeTraffic, ok bool) {
-	b := c.r.b
-	if c.off >= len(b) {
+	b := c.r.b[c.off:]
+	if len(b) == 0 {
 		return t, false
 	}
-	k, n := binary.Uvarint(b[c.off:])
-	c.off += n
-	t.Node = c.r.names[k]
-	mask := b[c.off]
-	c.off++
-	for i, v := range [6]*uint64{&t.P2P.Bytes, &t.P2P.Msgs, &t.Coll.Bytes, &t.Coll.Msgs, &t.RMA.Bytes, &t.RMA.Msgs} {
-		if mask&(1<<i) != 0 {
-			*v, n = binary.Uvarint(b[c.off:])
-			c.off += n
+	k, n := binary.Uvarint(b)
+	mask := b[n]
+	b = b[n+1:]
+	var v [6]uint64
+	for i := 0; mask != 0; i, mask = i+1, mask>>1 {
+		if mask&1 != 0 {
+			v[i], n = binary.Uvarint(b)
+			b = b[n:]
 		}
 	}
-	return t, true
+	c.off = len(c.r.b) - len(b)
+	return NodeTraffic{Node: c.r.names[k], Classes: Classes{P2P: Traffic{v[0], v[1]}, Coll: Traffic{v[2], v[3]}, RMA: Traffic{v[4], v[5]}}}, true
 }
 
 // All yields the rows in order.
