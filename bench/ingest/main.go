@@ -250,7 +250,6 @@ loop:
 	accepted := m["netloom_ingest_datagrams_accepted_total"]
 	snapshots := m["netloom_ingest_snapshots_total"]
 	portSamples := float64(status.Store["port_samples"])
-	procSamples := float64(status.Store["process_samples"])
 	offered := float64(rep.Snapshots)/rep.Seconds + float64(status.Sweep.Ports)/sweep.Seconds()
 	stored := snapshots/rep.Seconds + float64(status.Sweep.Ports)/sweep.Seconds()
 	// Stampede: 104,656 processes every 45 s.
@@ -278,9 +277,11 @@ loop:
 	fmt.Printf("API under load: jobs page p50 %.0f ms p99 %.0f ms; link history p50 %.0f ms p99 %.0f ms\n",
 		1e3*pct(apiJobs, 50), 1e3*pct(apiJobs, 99), 1e3*pct(apiLink, 50), 1e3*pct(apiLink, 99))
 	fmt.Printf("daemon CPU %.0f%% of one core, max RSS %.0f MiB; last sweep %.3fs\n", 100*cpu/elapsed, float64(maxRSS)/(1<<20), status.Sweep.Secs)
-	if n := portSamples + procSamples; n > 0 {
-		fmt.Printf("store: %.1f MB for %.0f port + %.0f process samples = %.1f bytes per sample\n",
-			float64(status.Store["bytes"])/1e6, portSamples, procSamples, float64(status.Store["bytes"])/n)
+	// The store counts port samples; every accepted snapshot after a
+	// rank's first is one process sample (and a job's process rows).
+	if n := portSamples + snapshots; n > 0 {
+		fmt.Printf("store: %.1f MB for %.0f port samples + %.0f process snapshots = %.1f bytes per record\n",
+			float64(status.Store["bytes"])/1e6, portSamples, snapshots, float64(status.Store["bytes"])/n)
 	}
 	return nil
 }
