@@ -817,3 +817,34 @@ func TestProcessesSavedLessOften(t *testing.T) {
 		t.Fatalf("processes saved when the job ended: %v, want [2]", got)
 	}
 }
+
+// Ranks' destination nodes are packed against a name table per job; a
+// job whose agents keep inventing node names gets a new table past a
+// bound, and every rank's rows still read back as sent.
+func TestNodeNameTableBounded(t *testing.T) {
+	tr, _, _, _ := newTracker(Options{Limits: Limits{MaxNodes: 4}})
+	now := t0
+	for seq := uint64(0); seq < 20; seq++ {
+		for r := range 4 {
+			d := snapshot("names", r, 4, seq, false)
+			d.Nodes = d.Nodes[:0]
+			for k := range 3 {
+				d.Nodes = append(d.Nodes, &agentpb.NodeTraffic{Node: fmt.Sprintf("n%d-%d-%d", seq, r, k), P2P: &agentpb.Traffic{Bytes: 1}})
+			}
+			if err := add(t, tr, d, now); err != nil {
+				t.Fatalf("seq %d rank %d: %v", seq, r, err)
+			}
+		}
+		now = now.Add(5 * time.Second)
+		j := tr.jobs["names"]
+		if n := j.nodes.Len(); n > 16+3 {
+			t.Fatalf("seq %d: name table of %d", seq, n)
+		}
+		for r := range 4 {
+			rows := j.ranks[r].cur.ToNodes.Slice()
+			if len(rows) != 3 || rows[2].Node != fmt.Sprintf("n%d-%d-2", seq, r) || rows[2].P2P.Bytes != 1 {
+				t.Fatalf("seq %d rank %d: rows %+v", seq, r, rows)
+			}
+		}
+	}
+}
