@@ -49,7 +49,7 @@ func (t *NodeTable) Pack(rows []NodeTraffic) NodeRows {
 			t.names = append(t.names, rows[i].Node)
 		}
 		b = binary.AppendUvarint(b, uint64(k))
-		b = appendClasses(b, &rows[i].Classes)
+		b = AppendClasses(b, &rows[i].Classes)
 	}
 	t.buf = b
 	return NodeRows{names: t.names, b: append([]byte(nil), b...), n: len(rows)}
@@ -61,7 +61,10 @@ func NewNodeRows(rows []NodeTraffic) NodeRows {
 	return t.Pack(rows)
 }
 
-func appendClasses(dst []byte, c *Classes) []byte {
+// AppendClasses appends c packed as node rows hold it: a byte whose bits
+// say which of the six counters (p2p, coll, rma bytes and msgs) are not
+// zero, then those as varints (most rows have traffic of one class).
+func AppendClasses(dst []byte, c *Classes) []byte {
 	vals := [6]uint64{c.P2P.Bytes, c.P2P.Msgs, c.Coll.Bytes, c.Coll.Msgs, c.RMA.Bytes, c.RMA.Msgs}
 	var mask byte
 	for i, v := range vals {

@@ -51,26 +51,6 @@ func appendTraffic(dst []byte, t store.Traffic) []byte {
 	return binary.AppendUvarint(binary.AppendUvarint(dst, t.Bytes), t.Msgs)
 }
 
-// appendClasses writes a byte whose bits say which of the six counters
-// (p2p, coll, rma bytes and msgs) are not zero, then those counters: most
-// rows have traffic of one class only.
-func appendClasses(dst []byte, c *store.Classes) []byte {
-	vals := [6]uint64{c.P2P.Bytes, c.P2P.Msgs, c.Coll.Bytes, c.Coll.Msgs, c.RMA.Bytes, c.RMA.Msgs}
-	var mask byte
-	for i, v := range vals {
-		if v != 0 {
-			mask |= 1 << i
-		}
-	}
-	dst = append(dst, mask)
-	for _, v := range vals {
-		if v != 0 {
-			dst = binary.AppendUvarint(dst, v)
-		}
-	}
-	return dst
-}
-
 func timeNS(t time.Time) int64 {
 	if t.IsZero() {
 		return math.MinInt64
@@ -131,7 +111,7 @@ func encodeProcess(dst []byte, p *store.Process) []byte {
 		for _, v := range [...]uint64{r.Entries, r.TimeNS, r.MPITimeNS} {
 			dst = binary.AppendUvarint(dst, v)
 		}
-		dst = appendClasses(dst, &r.Classes)
+		dst = store.AppendClasses(dst, &r.Classes)
 	}
 	dst = binary.AppendUvarint(dst, uint64(p.ToNodes.Len()))
 	prev := ""
@@ -142,7 +122,7 @@ func encodeProcess(dst []byte, p *store.Process) []byte {
 		}
 		dst = binary.AppendUvarint(dst, uint64(k))
 		dst = appendString(dst, n.Node[k:])
-		dst = appendClasses(dst, &n.Classes)
+		dst = store.AppendClasses(dst, &n.Classes)
 		prev = n.Node
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(p.Peers)))
@@ -151,7 +131,7 @@ func encodeProcess(dst []byte, p *store.Process) []byte {
 		x := &p.Peers[i]
 		dst = binary.AppendVarint(dst, int64(x.Peer)-int64(last))
 		last = x.Peer
-		dst = appendClasses(dst, &x.Classes)
+		dst = store.AppendClasses(dst, &x.Classes)
 		dst = binary.AppendUvarint(dst, uint64(len(x.Histogram)))
 		for _, v := range x.Histogram {
 			dst = binary.AppendUvarint(dst, v)
@@ -159,7 +139,7 @@ func encodeProcess(dst []byte, p *store.Process) []byte {
 		if x.Monitored == nil {
 			dst = append(dst, 0)
 		} else {
-			dst = appendClasses(append(dst, 1), x.Monitored)
+			dst = store.AppendClasses(append(dst, 1), x.Monitored)
 		}
 	}
 	return dst
