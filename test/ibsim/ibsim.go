@@ -306,36 +306,52 @@ func (f *Fabric) Env() []string {
 // PortCounters.SymbolErrorCounter=5`) and waits until ibsim has read it and
 // printed its next prompt.
 func (f *Fabric) Console(cmd string) error {
+	_, err := f.ConsoleReply(cmd)
+	return err
+}
+
+// ConsoleReply is Console that also returns what ibsim printed in answer,
+// trimmed. ibsim refuses a command with a line starting with "#" (`# nodeid
+// "x" (x) not found`) and still prints its prompt, so that is no error here;
+// callers that care look at the reply.
+func (f *Fabric) ConsoleReply(cmd string) (string, error) {
 	if strings.ContainsAny(cmd, "\n\r") {
-		return fmt.Errorf("ibsim console %q: one line only", cmd)
+		return "", fmt.Errorf("ibsim console %q: one line only", cmd)
 	}
 	logPath := filepath.Join(f.Dir, "ibsim.log")
-	before := countPrompts(logPath)
+	text, _ := os.ReadFile(logPath)
+	before, off := bytes.Count(text, prompt), len(text)
 	w := f.console
 	if w == nil {
 		var err error
 		if w, err = os.OpenFile(f.FIFO, os.O_WRONLY, 0); err != nil {
-			return fmt.Errorf("ibsim console %q: %w", cmd, err)
+			return "", fmt.Errorf("ibsim console %q: %w", cmd, err)
 		}
 		defer w.Close()
 	}
 	if _, err := w.WriteString(cmd + "\n"); err != nil {
-		return fmt.Errorf("ibsim console %q: %w", cmd, err)
+		return "", fmt.Errorf("ibsim console %q: %w", cmd, err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for countPrompts(logPath) <= before {
+	for {
+		text, _ = os.ReadFile(logPath)
+		if bytes.Count(text, prompt) > before {
+			break
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("ibsim console %q: no prompt after 5s; ibsim.log:\n%s", cmd, tail(logPath, 10))
+			return "", fmt.Errorf("ibsim console %q: no prompt after 5s; ibsim.log:\n%s", cmd, tail(logPath, 10))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return nil
+	reply := text[min(off, len(text)):]
+	if i := bytes.Index(reply, prompt); i >= 0 {
+		reply = reply[:i]
+	}
+	return strings.TrimSpace(string(reply)), nil
 }
 
-func countPrompts(path string) int {
-	b, _ := os.ReadFile(path)
-	return bytes.Count(b, []byte("sim> "))
-}
+// prompt is what ibsim prints when it waits for the next console line.
+var prompt = []byte("sim> ")
 
 // Run runs a client tool (ibnetdiscover, perfquery, ...) against the fabric
 // and returns its standard output.
