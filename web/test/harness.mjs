@@ -2,7 +2,7 @@
 // + OpenSM) and a headless
 // Debian Chromium driven by playwright-core, for the end-to-end tests.
 import { execFileSync, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, existsSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
 import { createSocket } from "node:dgram";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -49,8 +49,8 @@ export function freeUdpPort() {
 
 /** Starts a real simulated InfiniBand fabric (ibsim + OpenSM, through the
  * Go harness test/ibsim) of a generated fat tree with hosts n1..nHOSTS;
- * resolves with the environment a client of the fabric needs and a stop
- * function. */
+ * resolves with the environment a client of the fabric needs, `console`,
+ * `id` and a stop function. */
 async function startIbsim(bin, dir, hosts, radix) {
   const net = join(dir, "fabric.net");
   execFileSync(bin, ["topo", "gen", "fat-tree", "--hosts", String(hosts), "--radix", String(radix), "-o", net], { stdio: "ignore" });
@@ -58,8 +58,21 @@ async function startIbsim(bin, dir, hosts, radix) {
   execFileSync("go", ["build", "-o", up, "./test/ibsim/cmd/ibsim-up"], { cwd: resolve(webDir, ".."), stdio: "ignore" });
   const proc = spawn(up, [net], { cwd: dir, stdio: ["pipe", "pipe", "pipe"] });
   let out = "";
-  proc.stdout.on("data", (d) => (out += d));
+  // ibsim-up answers each console line with one `console {json}` line, in order.
+  const waiting = [];
+  let partial = "";
+  proc.stdout.on("data", (d) => {
+    out += d;
+    partial += d;
+    let nl;
+    while ((nl = partial.indexOf("\n")) >= 0) {
+      const line = partial.slice(0, nl);
+      partial = partial.slice(nl + 1);
+      if (line.startsWith("console ")) waiting.shift()?.(JSON.parse(line.slice("console ".length)));
+    }
+  });
   proc.stderr.on("data", (d) => (out += d));
+  proc.stdin.on("error", () => {}); // ibsim-up gone: console() reports it
   const deadline = Date.now() + 90_000;
   while (!/^export (.*)$/m.test(out)) {
     if (proc.exitCode !== null || Date.now() > deadline) {
@@ -70,8 +83,46 @@ async function startIbsim(bin, dir, hosts, radix) {
   }
   const env = Object.fromEntries(/^export (.*)$/m.exec(out)[1].split(" ").map((kv) => kv.split("=", 2)));
   const exited = new Promise((r) => proc.once("exit", r));
+  // The net file's node ids by GUID: console commands name nodes by id.
+  const ids = new Map();
+  let guid = null;
+  for (const line of readFileSync(net, "utf8").split("\n")) {
+    const g = /^(?:switch|ca)guid=(0x[0-9a-f]+)/i.exec(line);
+    const n = /^(?:Switch|Hca|Ca)\s+\d+\s+"([^"]+)"/.exec(line);
+    if (g) guid = BigInt(g[1]);
+    else if (n && guid !== null) {
+      ids.set(guid, n[1]);
+      guid = null;
+    }
+  }
+  let queue = Promise.resolve();
   return {
     env,
+    /** Sends one line to ibsim's console; resolves with ibsim's reply once
+     * it took it (rejects when ibsim refused it). Lines go one at a time. */
+    console(cmd) {
+      const sent = queue.then(
+        () =>
+          new Promise((ok, fail) => {
+            if (proc.exitCode !== null) return fail(new Error(`ibsim console ${cmd}: ibsim-up exited:\n${out}`));
+            const timer = setTimeout(() => fail(new Error(`ibsim console ${cmd}: no answer in 30s:\n${out.slice(-2000)}`)), 30_000);
+            waiting.push((a) => {
+              clearTimeout(timer);
+              if (a.error) fail(new Error(`ibsim console: ${a.error}`));
+              else ok(a.reply);
+            });
+            proc.stdin.write(cmd + "\n");
+          }),
+      );
+      queue = sent.catch(() => {});
+      return sent;
+    },
+    /** The net file's id of the node with this GUID ("0x…"), as the console wants it. */
+    id(g) {
+      const id = ids.get(BigInt(g));
+      if (!id) throw new Error(`no node ${g} in ${net}`);
+      return id;
+    },
     async stop() {
       proc.kill("SIGTERM"); // ibsim-up stops ibsim and OpenSM
       await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
@@ -152,12 +203,20 @@ export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", s
     base,
     /** GET an API path as the harness's administrator (or anonymously). */
     api: async (path) => {
-      const r = await fetch(`${base}/api/v1${path}`, { headers: cookie ? { Cookie: cookie } : {} });
+      const r = await fetch(`${base}/api/v1${path}`, { headers: cookie ? { Cookie: cookie } : {} }).catch((err) => {
+        // A daemon that died says why in its log.
+        if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`${path}: netloom serve exited (${proc.exitCode ?? proc.signalCode}):\n${log.slice(-4000)}`);
+        throw err;
+      });
       if (!r.ok) throw new Error(`${path}: ${r.status} ${await r.text()}`);
       return r.json();
     },
     login,
     log: () => log,
+    /** For an ibsim fabric, its console: `console(line)` sends a command
+     * (resolves with ibsim's reply, rejects when refused) and `id(guid)`
+     * names a node as commands do; null for other fabrics. */
+    ibsim: ibsim && { console: ibsim.console, id: ibsim.id },
     async stop() {
       proc.kill("SIGTERM");
       await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
