@@ -132,6 +132,9 @@ describe("network map", () => {
     assert.equal(m.links, layout.edges.length / 2);
     assert.ok(layout.compute_ms >= 0);
     assert.equal(await page.locator("canvas").count() > 0, true);
+    // Every link of the map leads to that link's page: its id is the API's.
+    const ids = await page.evaluate(() => Array.from({ length: window.__netloomMap.links }, (_, j) => window.__netloomMap.linkId(j)));
+    assert.deepEqual(ids.slice().sort(), links.map((l) => l.id).sort());
   });
 
   it("colours the direction a switch port sends on, from its real counters, live", async () => {

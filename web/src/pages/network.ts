@@ -34,6 +34,8 @@ interface MapDebug {
   expanded: boolean;
   util: Uint8Array;
   edgeColors(j: number): [string, string];
+  /** The id of link j, as its page's address and the API use it. */
+  linkId(j: number): string;
   /** Layout indices of the hosts highlighted for ?job=. */
   highlighted: number[];
   job: string | null;
@@ -445,6 +447,7 @@ export async function networkPage(ctx: PageContext): Promise<void> {
     get util() {
       return util;
     },
+    linkId,
     edgeColors: (j: number) => {
       const d = renderer.getEdgeDisplayData("e" + j) as { color: string; color2?: string } | undefined;
       return [d?.color ?? "", d?.color2 ?? ""];
@@ -537,11 +540,12 @@ function countHot(util: Uint8Array): number {
   return k;
 }
 
-/** The server sends the byte arrays (type, level) base64-encoded, as Go
- * encodes []uint8; make them plain number arrays. */
+/** The server sends the byte arrays (type, level, ports) base64-encoded,
+ * as Go encodes []uint8; make them plain number arrays. */
 export function normalizeLayout(l: Layout): Layout {
   const bytes = (v: number[] | string): number[] => (typeof v === "string" ? Array.from(decode(v)) : v);
   l.type = bytes(l.type as number[] | string);
   l.level = bytes(l.level as number[] | string);
+  l.ports = bytes(l.ports as number[] | string);
   return l;
 }
