@@ -37,12 +37,12 @@ test: build vet
 test-short: deps
 	$(GO) test -short -count=1 ./...
 
-# Short fuzzing of every decoder of outside input.
 # Every decoder of outside input, 30 s each (FUZZTIME=5m for longer).
 FUZZTIME ?= 30s
 FUZZ = FuzzParseNetfile:./internal/fabric/sim/ FuzzDecode:./internal/store/sqlite/ \
   FuzzDecodeDatagram:./internal/ingest/ FuzzAccountFiles:./internal/auth/ FuzzParseSqueue:./internal/sched/slurm/ \
-  FuzzParseSacct:./internal/sched/slurm/ FuzzExpandHostlist:./internal/sched/ FuzzParseMapping:./internal/analysis/
+  FuzzParseSacct:./internal/sched/slurm/ FuzzExpandHostlist:./internal/sched/ FuzzParseMapping:./internal/analysis/ \
+  FuzzDecodeProcess:./internal/store/sqlite/
 fuzz: deps
 	set -e; for f in $(FUZZ); do $(GO) test -run '^$$' -fuzz "^$${f%%:*}$$" -fuzztime $(FUZZTIME) "$${f#*:}"; done
 
