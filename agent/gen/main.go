@@ -174,20 +174,32 @@ func writeC(w io.Writer, fns []function, fortran bool, f08 string) error {
 		if f.handwritten {
 			continue
 		}
-		fmt.Fprintf(w, "%s\n{\n", f.decl("MPI_"))
-		if f.pre != "" || f.post != "" {
-			fmt.Fprintf(w, "\tconst int F = NL_FN_%s;\n\t(void)F;\n", f.name)
-		}
 		// The calls not timed (all but one in NETLOOM_TIME_SAMPLE) end in a
 		// tail call of PMPI_X: no frame kept across the call. Possible when
 		// nothing needs the result: no @post, or a send/receive whose bytes
 		// are counted when posted (before the call).
 		early := f.post != ""
+		var stmts []string
 		for _, st := range strings.Split(f.post, ";") { // every statement reads inputs only
 			st = strings.TrimSpace(st)
-			if !strings.HasPrefix(st, "nl_p2p(") && !strings.HasPrefix(st, "nl_recvd(") {
+			if !strings.HasPrefix(st, "nl_p2p(F, ") && !strings.HasPrefix(st, "nl_recvd(F, ") {
 				early = false
 			}
+			stmts = append(stmts, st)
+		}
+		if f.pre == "" && (f.post == "" || early) {
+			// A fast path without any call (nl.h, nl_fast): the wrapper
+			// keeps no frame and saves no register; anything else goes to
+			// the full path below, renamed nl_full_X, by a tail call.
+			writeFast(w, f, early, stmts)
+		}
+		if f.pre == "" && (f.post == "" || early) {
+			fmt.Fprintf(w, "static __attribute__((noinline)) %s\n{\n", f.decl("nl_full_MPI_"))
+		} else {
+			fmt.Fprintf(w, "%s\n{\n", f.decl("MPI_"))
+		}
+		if f.pre != "" || f.post != "" {
+			fmt.Fprintf(w, "\tconst int F = NL_FN_%s;\n\t(void)F;\n", f.name)
 		}
 		if f.post == "" || early {
 			fmt.Fprintf(w, "\tif (__builtin_expect(nl_untimed(NL_FN_%s), 1)) {\n", f.name)
@@ -239,6 +251,34 @@ func writeC(w io.Writer, fns []function, fortran bool, f08 string) error {
 		}
 	}
 	return nil
+}
+
+// writeFast writes the fast path of C wrapper f (declaring its full path,
+// nl_full_X, first): when the call is untimed, the agent single-threaded and
+// steady and every accounting statement's inputs cached (nl_fast, nl_p2p_ok,
+// nl_recvd_ok: checks only), it counts (nl_fast_count, nl_p2p_do,
+// nl_recvd_do) and tail-calls PMPI_X; else it tail-calls nl_full_X.
+func writeFast(w io.Writer, f function, early bool, stmts []string) {
+	fmt.Fprintf(w, "static %s;\n", f.decl("nl_full_MPI_"))
+	fmt.Fprintf(w, "%s\n{\n", f.decl("MPI_"))
+	fmt.Fprintf(w, "\tconst int F = NL_FN_%s;\n\tuint64_t nl_c;\n", f.name)
+	conds := []string{"nl_fast(F, &nl_c)"}
+	var dos []string
+	if early {
+		for i, st := range stmts {
+			name, rest, _ := strings.Cut(st, "(")
+			fmt.Fprintf(w, "\tstruct %s_x nl_x%d;\n", name, i)
+			conds = append(conds, fmt.Sprintf("%s_ok(&nl_x%d, %s", name, i, strings.TrimPrefix(rest, "F, ")))
+			dos = append(dos, fmt.Sprintf("%s_do(F, &nl_x%d)", name, i))
+		}
+	}
+	fmt.Fprintf(w, "\tif (__builtin_expect(%s, 1)) {\n", strings.Join(conds, " && "))
+	fmt.Fprintf(w, "\t\tnl_fast_count(F, nl_c);\n")
+	for _, d := range dos {
+		fmt.Fprintf(w, "\t\t%s;\n", d)
+	}
+	fmt.Fprintf(w, "\t\treturn P%s(%s);\n\t}\n", f.name, f.args())
+	fmt.Fprintf(w, "\treturn nl_full_%s(%s);\n}\n\n", f.name, f.args())
 }
 
 // notChoice are void * parameters that are not choice buffers: Fortran

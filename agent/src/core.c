@@ -16,7 +16,7 @@ struct nl_fn nl_fns[NL_NFUNCS];
 struct nl_peer *nl_peers;
 int nl_world_size, nl_world_rank_self;
 int nl_mt;
-volatile int nl_poll_due;
+unsigned nl_slow = NL_SLOW_INIT;
 struct nl_agent nl_agent = {
 	.region_lock = PTHREAD_MUTEX_INITIALIZER,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -932,7 +932,7 @@ static void mpit_start(void)
  * at most once per interval (when the helper thread asked for it). */
 void nl_poll(void)
 {
-	if (!__atomic_exchange_n(&nl_poll_due, 0, __ATOMIC_RELAXED))
+	if (!(__atomic_fetch_and(&nl_slow, ~NL_SLOW_POLL, __ATOMIC_RELAXED) & NL_SLOW_POLL))
 		return;
 	if (!nl_agent.mpit_on || __atomic_exchange_n(&polling, 1, __ATOMIC_ACQUIRE))
 		return;
@@ -1162,6 +1162,8 @@ void nl_start_agent(void)
 	int provided = MPI_THREAD_SINGLE;
 	PMPI_Query_thread(&provided);
 	nl_mt = provided == MPI_THREAD_MULTIPLE;
+	if (nl_mt)
+		__atomic_fetch_or(&nl_slow, NL_SLOW_MT, __ATOMIC_RELAXED);
 	PMPI_Comm_rank(MPI_COMM_WORLD, &nl_world_rank_self);
 	PMPI_Comm_size(MPI_COMM_WORLD, &nl_world_size);
 	world_entry.size = nl_world_size;
@@ -1212,6 +1214,7 @@ void nl_start_agent(void)
 	memset(peers, 0, sizeof(struct nl_peer) * (size_t)nl_world_size);
 	mpit_start();
 	__atomic_store_n(&nl_peers, peers, __ATOMIC_RELEASE);
+	__atomic_fetch_and(&nl_slow, ~NL_SLOW_INIT, __ATOMIC_RELEASE); /* the wrappers' fast path may read nl_peers now */
 	nl_report_start();
 }
 
@@ -1220,7 +1223,7 @@ void nl_stop_agent(void)
 	if (!nl_agent.started || nl_agent.stopped)
 		return;
 	nl_agent.stopped = 1;
-	nl_poll_due = 1;
+	__atomic_fetch_or(&nl_slow, NL_SLOW_POLL, __ATOMIC_RELAXED);
 	nl_poll();
 	mpit_stop();
 	pthread_mutex_lock(&nl_agent.region_lock);

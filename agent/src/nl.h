@@ -60,7 +60,12 @@ extern struct nl_tcache nl_tcache[NL_TCACHE];
 extern struct nl_peer *nl_peers; /* world_size entries, NULL before MPI_Init */
 extern int nl_world_size, nl_world_rank_self;
 extern int nl_mt;                 /* MPI_THREAD_MULTIPLE: use atomic read-modify-write (set once at init) */
-extern volatile int nl_poll_due;  /* set by the helper thread: read MPI_T pvars */
+/* nl_slow: nonzero sends every wrapper down its full path (the fast path
+ * below is for the single-threaded steady state only). Bits: */
+#define NL_SLOW_POLL 1u /* set by the helper thread: read the MPI_T pvars */
+#define NL_SLOW_MT 2u   /* MPI_THREAD_MULTIPLE (set once at init) */
+#define NL_SLOW_INIT 4u /* before the agent started (cleared once nl_peers is set) */
+extern unsigned nl_slow;
 #pragma GCC visibility pop
 
 #define NL_INLINE static inline __attribute__((always_inline))
@@ -120,10 +125,15 @@ NL_INLINE int nl_untimed(int f)
 	return nl_ld(&nl_fns[f].calls) < nl_ld(&nl_fns[f].next);
 }
 
+NL_INLINE int nl_poll_due(void)
+{
+	return __atomic_load_n(&nl_slow, __ATOMIC_RELAXED) & NL_SLOW_POLL;
+}
+
 NL_INLINE void nl_fn_count(int f)
 {
 	nl_addm(nl_mt, &nl_fns[f].calls, 1);
-	if (__builtin_expect(nl_poll_due, 0))
+	if (__builtin_expect(nl_poll_due(), 0))
 		nl_poll();
 }
 
@@ -140,7 +150,7 @@ NL_INLINE void nl_fn_done(int f, uint64_t t0)
 	}
 	if (__builtin_expect(t0 != 0, 0))
 		nl_fn_timed(f, c, t1 - t0);
-	if (__builtin_expect(nl_poll_due, 0))
+	if (__builtin_expect(nl_poll_due(), 0))
 		nl_poll();
 }
 
@@ -157,10 +167,13 @@ NL_INLINE uint64_t nl_type_size(MPI_Datatype t)
 	return nl_type_size_slow(t);
 }
 
+/* the bin without a branch: s clamped to 2^46 (the last bin), then the
+ * highest bit of 2s + 1, which is 0 for s = 0 and floor(log2 s) + 1 else */
 NL_INLINE unsigned nl_bin(uint64_t s)
 {
-	unsigned b = s ? 64u - (unsigned)__builtin_clzll(s) : 0u;
-	return b < NL_NBINS ? b : NL_NBINS - 1;
+	const uint64_t top = 1ull << (NL_NBINS - 2);
+	s = s < top ? s : top;
+	return 63u - (unsigned)__builtin_clzll(2 * s + 1);
 }
 
 int nl_world_of(MPI_Comm comm, int rank); /* -1 if unknown */
@@ -212,6 +225,108 @@ NL_INLINE void nl_recvd(int f, int count, MPI_Datatype t, int source)
 	if (source == MPI_PROC_NULL || count <= 0)
 		return;
 	nl_add(&nl_fns[f].recvd, (uint64_t)count * nl_type_size(t));
+}
+
+/* The fast path of the generated wrappers of the untimed calls that count
+ * only calls, point-to-point sends (nl_p2p) and posted receives (nl_recvd):
+ * single-threaded steady state (nl_slow == 0), datatype in the size cache,
+ * MPI_COMM_WORLD, the peer's histogram allocated. The wrapper first checks
+ * everything (nl_fast, then nl_p2p_ok / nl_recvd_ok, which write nothing), then
+ * counts (nl_fast_count, nl_p2p_do, nl_recvd_do) and tail-calls PMPI_X; if a
+ * check fails it tail-calls its full path (the timed call, the first use of a
+ * communicator or datatype, MPI_T polls, atomic counts), which does the same
+ * accounting as before. No call on the fast path, so it keeps no frame and
+ * saves no register. With one writer (nl_slow == 0), the counts are relaxed
+ * loads and stores, the same plain adds as nl_addm(0, ...). */
+NL_INLINE int nl_fast(int f, uint64_t *calls)
+{
+	uint64_t c = nl_ld(&nl_fns[f].calls);
+	if (__builtin_expect(c >= nl_ld(&nl_fns[f].next), 0))
+		return 0;
+	if (__builtin_expect(__atomic_load_n(&nl_slow, __ATOMIC_RELAXED) != 0, 0))
+		return 0;
+	*calls = c;
+	return 1;
+}
+
+/* nl_add1 adds v to a counter that only this thread writes (nl_slow == 0) and
+ * the helper thread reads: on x86-64 one add to memory (an aligned 8-byte store,
+ * which a concurrent load sees whole, as with a relaxed load and store; the
+ * compiler does not fuse those into one instruction, and they take a register),
+ * elsewhere the relaxed load and store of nl_addm(0, ...). */
+NL_INLINE void nl_add1(uint64_t *p, uint64_t v)
+{
+#if defined(__x86_64__)
+	__asm__("addq %1, %0" : "+m"(*p) : "er"(v));
+#else
+	__atomic_store_n(p, nl_ld(p) + v, __ATOMIC_RELAXED);
+#endif
+}
+
+NL_INLINE void nl_fast_count(int f, uint64_t calls)
+{
+	__atomic_store_n(&nl_fns[f].calls, calls + 1, __ATOMIC_RELAXED);
+}
+
+struct nl_p2p_x {
+	uint64_t b;
+	struct nl_peer *p; /* NULL: nothing to count (MPI_PROC_NULL) */
+	uint64_t *h;
+};
+
+NL_INLINE int nl_p2p_ok(struct nl_p2p_x *x, int count, MPI_Datatype t, int dest, MPI_Comm comm)
+{
+	if ((dest | count) < 0) { /* as nl_p2p: MPI_PROC_NULL */
+		x->p = NULL;
+		return 1;
+	}
+	const struct nl_tcache *e = &nl_tcache[nl_thash((uintptr_t)t)];
+	if (__builtin_expect(e->key != (uintptr_t)t, 0))
+		return 0;
+	if (__builtin_expect(comm != MPI_COMM_WORLD, 0))
+		return 0;
+	if (__builtin_expect((unsigned)dest >= (unsigned)nl_world_size, 0))
+		return 0;
+	struct nl_peer *p = &nl_peers[dest]; /* set before NL_SLOW_INIT is cleared */
+	uint64_t *h = __atomic_load_n(&p->hist, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(!h, 0))
+		return 0;
+	x->b = (uint64_t)count * e->size;
+	x->p = p;
+	x->h = h;
+	return 1;
+}
+
+NL_INLINE void nl_p2p_do(int f, const struct nl_p2p_x *x)
+{
+	if (!x->p)
+		return;
+	nl_add1(&nl_fns[f].sent, x->b);
+	nl_add1(&x->p->bytes[NL_P2P], x->b);
+	nl_add1(&x->p->msgs[NL_P2P], 1);
+	nl_add1(&x->h[nl_bin(x->b)], 1);
+}
+
+struct nl_recvd_x {
+	uint64_t b; /* 0: nothing to count */
+};
+
+NL_INLINE int nl_recvd_ok(struct nl_recvd_x *x, int count, MPI_Datatype t, int source)
+{
+	x->b = 0;
+	if (source == MPI_PROC_NULL || count <= 0) /* as nl_recvd */
+		return 1;
+	const struct nl_tcache *e = &nl_tcache[nl_thash((uintptr_t)t)];
+	if (__builtin_expect(e->key != (uintptr_t)t, 0))
+		return 0;
+	x->b = (uint64_t)count * e->size;
+	return 1;
+}
+
+NL_INLINE void nl_recvd_do(int f, const struct nl_recvd_x *x)
+{
+	if (x->b)
+		nl_add1(&nl_fns[f].recvd, x->b);
 }
 
 /* persistent requests */

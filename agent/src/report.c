@@ -619,7 +619,7 @@ static void *helper(void *arg)
 			send_snapshot(&s);
 			take_free(&s);
 		}
-		nl_poll_due = 1; /* ask the rank to read the MPI_T pvars before the next one */
+		__atomic_fetch_or(&nl_slow, NL_SLOW_POLL, __ATOMIC_RELAXED); /* ask the rank to read the MPI_T pvars before the next one */
 		pthread_mutex_lock(&nl_agent.lock);
 	}
 	pthread_mutex_unlock(&nl_agent.lock);
@@ -636,7 +636,7 @@ void nl_report_start(void)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&nl_agent.wake, &ca);
 	pthread_condattr_destroy(&ca);
-	nl_poll_due = 1;
+	__atomic_fetch_or(&nl_slow, NL_SLOW_POLL, __ATOMIC_RELAXED);
 
 	/* the helper takes no signal meant for the application */
 	sigset_t all, old;
