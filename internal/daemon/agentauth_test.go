@@ -71,7 +71,7 @@ func TestSchedulerOwnsJob(t *testing.T) {
 		"43": {ID: "43"},
 	}})
 	item := func(job, user string, uid uint32, verified bool) ingest.Item {
-		return ingest.Item{D: &agentpb.Datagram{JobId: job}, Verified: verified, User: user, UID: uid}
+		return ingest.Item{D: ingest.FromProto(&agentpb.Datagram{JobId: job}), Verified: verified, User: user, UID: uid}
 	}
 	for _, c := range []struct {
 		it       ingest.Item

@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"math"
 	"unicode/utf8"
-
-	"github.com/netloom/netloom/internal/ingest/agentpb"
 )
 
 // WireVersion is the Datagram version this daemon understands.
@@ -113,7 +111,7 @@ func reject(reason, format string, a ...any) *RejectError {
 // Decode parses and checks one datagram against the limits (which must
 // have their defaults filled). Checks that need earlier datagrams (chunk
 // reassembly, monotone counters) are the Tracker's.
-func Decode(b []byte, lim Limits) (*agentpb.Datagram, error) {
+func Decode(b []byte, lim Limits) (*Datagram, error) {
 	switch {
 	case len(b) == 0:
 		return nil, reject(ReasonEmpty, "empty datagram")
@@ -131,7 +129,7 @@ func Decode(b []byte, lim Limits) (*agentpb.Datagram, error) {
 }
 
 // Validate checks one decoded datagram on its own.
-func Validate(d *agentpb.Datagram, lim Limits) error {
+func Validate(d *Datagram, lim Limits) error {
 	if d.Version != WireVersion {
 		return reject(ReasonVersion, "version %d, want %d", d.Version, WireVersion)
 	}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/netloom/netloom/internal/ingest/agentpb"
+	"github.com/netloom/netloom/internal/store"
 )
 
 // Field numbers of the node rows (agent.proto).
@@ -22,15 +23,36 @@ const (
 
 var errInvalidUTF8 = errors.New("node name is not valid UTF-8")
 
-// unmarshal is proto.Unmarshal into a Datagram, except that its node rows
-// (field 14: every destination node of the rank, a thousand and more for an
-// all-to-all job) are decoded here, all rows of the datagram in one
-// allocation and their names in one string. proto.Unmarshal makes three
-// objects per row (row, name, traffic), and at a thousand rows a datagram
-// that was most of the socket reader's time and a good share of the
-// garbage. The result is the same, but for unknown fields inside node rows,
-// which are dropped (nothing reads them).
-func unmarshal(b []byte) (*agentpb.Datagram, error) {
+// Datagram is one decoded agent datagram: the protobuf message, but for
+// its destination-node rows (field 14: every destination node of the rank,
+// a thousand and more for an all-to-all job), which are decoded straight
+// into store rows in Nodes, one allocation for all rows and one string for
+// all names; the message's own Nodes stay empty. proto.Unmarshal made
+// three objects per row (row, name, traffic) and at four times Stampede's
+// load those rows, copied again into store rows, were 60% of every byte
+// the daemon allocated. Unknown fields inside node rows are dropped
+// (nothing reads them).
+type Datagram struct {
+	*agentpb.Datagram
+	Nodes []store.NodeTraffic
+}
+
+// FromProto wraps a message decoded by proto.Unmarshal, moving its node
+// rows into Nodes.
+func FromProto(m *agentpb.Datagram) *Datagram {
+	d := &Datagram{Datagram: m}
+	if len(m.Nodes) > 0 {
+		d.Nodes = make([]store.NodeTraffic, len(m.Nodes))
+		for i, n := range m.Nodes {
+			d.Nodes[i] = store.NodeTraffic{Node: n.Node, Classes: store.Classes{P2P: traffic(n.P2P), Coll: traffic(n.Coll), RMA: traffic(n.Rma)}}
+		}
+		m.Nodes = nil
+	}
+	return d
+}
+
+// unmarshal decodes a datagram (see Datagram).
+func unmarshal(b []byte) (*Datagram, error) {
 	d := new(agentpb.Datagram)
 	// The other fields, in order, when there are node rows to take out.
 	var rest []byte
@@ -59,7 +81,7 @@ func unmarshal(b []byte) (*agentpb.Datagram, error) {
 		if err := proto.Unmarshal(b, d); err != nil {
 			return nil, err
 		}
-		return d, nil
+		return &Datagram{Datagram: d}, nil
 	}
 	if err := proto.Unmarshal(rest, d); err != nil {
 		return nil, err
@@ -68,18 +90,15 @@ func unmarshal(b []byte) (*agentpb.Datagram, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.Nodes = nodes
-	return d, nil
+	return &Datagram{Datagram: d, Nodes: nodes}, nil
 }
 
 // decodeNodeRows decodes the rows node rows of datagram b, whose fields
 // unmarshal checked.
-func decodeNodeRows(b []byte, rows int) ([]*agentpb.NodeTraffic, error) {
-	out := make([]agentpb.NodeTraffic, rows)
-	ptrs := make([]*agentpb.NodeTraffic, rows)
+func decodeNodeRows(b []byte, rows int) ([]store.NodeTraffic, error) {
+	out := make([]store.NodeTraffic, rows)
 	names := make([]byte, 0, len(b)/2)
-	ends := make([]uint32, rows)  // where each name ends in names
-	var traffic []agentpb.Traffic // rows' classes, in blocks (pointers into them stay valid)
+	ends := make([]uint32, rows) // where each name ends in names
 	i := 0
 	for off := 0; off < len(b); {
 		num, typ, n := protowire.ConsumeTag(b[off:])
@@ -107,7 +126,6 @@ func decodeNodeRows(b []byte, rows int) ([]*agentpb.NodeTraffic, error) {
 				if !utf8.Valid(v) {
 					return nil, errInvalidUTF8
 				}
-				// The last value wins, as in proto.
 				names = append(names[:start], v...)
 				roff += m
 			case num >= fieldNodeP2P && num <= fieldNodeRMA && typ == protowire.BytesType:
@@ -121,17 +139,9 @@ func decodeNodeRows(b []byte, rows int) ([]*agentpb.NodeTraffic, error) {
 				case fieldNodeP2P + 1:
 					field = &nt.Coll
 				case fieldNodeRMA:
-					field = &nt.Rma
+					field = &nt.RMA
 				}
-				// A message field given twice is merged, as in proto.
-				if *field == nil {
-					if len(traffic) == cap(traffic) {
-						traffic = make([]agentpb.Traffic, 0, min(rows, 512))
-					}
-					traffic = traffic[:len(traffic)+1]
-					*field = &traffic[len(traffic)-1]
-				}
-				if err := decodeTraffic(v, *field); err != nil {
+				if err := decodeTraffic(v, field); err != nil {
 					return nil, err
 				}
 			default:
@@ -143,7 +153,6 @@ func decodeNodeRows(b []byte, rows int) ([]*agentpb.NodeTraffic, error) {
 			}
 		}
 		ends[i] = uint32(len(names))
-		ptrs[i] = nt
 		i++
 	}
 	all := string(names)
@@ -152,11 +161,11 @@ func decodeNodeRows(b []byte, rows int) ([]*agentpb.NodeTraffic, error) {
 		out[i].Node = all[start:ends[i]]
 		start = ends[i]
 	}
-	return ptrs, nil
+	return out, nil
 }
 
 // decodeTraffic merges one encoded Traffic into t.
-func decodeTraffic(b []byte, t *agentpb.Traffic) error {
+func decodeTraffic(b []byte, t *store.Traffic) error {
 	for off := 0; off < len(b); {
 		num, typ, n := protowire.ConsumeTag(b[off:])
 		if n < 0 {

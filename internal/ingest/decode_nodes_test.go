@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"reflect"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -23,16 +24,9 @@ func sameAsProto(t *testing.T, b []byte) {
 	if werr != nil {
 		return
 	}
-	for _, n := range want.Nodes {
-		n.ProtoReflect().SetUnknown(nil)
-		for _, c := range []*agentpb.Traffic{n.P2P, n.Coll, n.Rma} {
-			if c != nil {
-				c.ProtoReflect().SetUnknown(nil)
-			}
-		}
-	}
-	if !proto.Equal(got, want) {
-		t.Fatalf("unmarshal differs from proto.Unmarshal:\n got %v\nwant %v", got, want)
+	w := FromProto(want)
+	if !proto.Equal(got.Datagram, w.Datagram) || !reflect.DeepEqual(got.Nodes, w.Nodes) {
+		t.Fatalf("unmarshal differs from proto.Unmarshal:\n got %v %+v\nwant %v %+v", got.Datagram, got.Nodes, w.Datagram, w.Nodes)
 	}
 }
 

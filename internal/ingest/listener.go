@@ -7,8 +7,6 @@ import (
 	"net"
 	"sync"
 	"time"
-
-	"github.com/netloom/netloom/internal/ingest/agentpb"
 )
 
 // DefaultListen is the agents' default UDP address.
@@ -30,7 +28,7 @@ type ListenOptions struct {
 
 // Item is one decoded, validated datagram.
 type Item struct {
-	D    *agentpb.Datagram
+	D    *Datagram
 	Size int
 	At   time.Time
 	// Verified: the datagram carried a valid MUNGE credential of UID,

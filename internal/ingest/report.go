@@ -121,8 +121,8 @@ func readProfileFile(path string, lim Limits, tr *Tracker, latest *time.Time) (i
 	r := bufio.NewReaderSize(f, 1<<20)
 	n := 0
 	for {
-		d := new(agentpb.Datagram)
-		err := protodelim.UnmarshalOptions{MaxSize: maxProfileRecord}.UnmarshalFrom(r, d)
+		m := new(agentpb.Datagram)
+		err := protodelim.UnmarshalOptions{MaxSize: maxProfileRecord}.UnmarshalFrom(r, m)
 		if errors.Is(err, io.EOF) {
 			return n, nil
 		}
@@ -130,6 +130,8 @@ func readProfileFile(path string, lim Limits, tr *Tracker, latest *time.Time) (i
 			return n, fmt.Errorf("%s record %d: %w", path, n+1, err)
 		}
 		n++
+		size := proto.Size(m)
+		d := FromProto(m)
 		if err := Validate(d, lim); err != nil {
 			return n, fmt.Errorf("%s record %d: %w", path, n, err)
 		}
@@ -137,7 +139,7 @@ func readProfileFile(path string, lim Limits, tr *Tracker, latest *time.Time) (i
 		if now.After(*latest) {
 			*latest = now
 		}
-		if err := tr.Add(d, proto.Size(d), now); err != nil {
+		if err := tr.Add(d, size, now); err != nil {
 			return n, fmt.Errorf("%s record %d: %w", path, n, err)
 		}
 	}

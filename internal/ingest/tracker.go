@@ -203,7 +203,7 @@ func (t *Tracker) Limits() Limits { return t.opt.Limits }
 // Add applies one datagram that Decode accepted; size is its length on the
 // wire. It returns a *RejectError when the datagram was dropped (and
 // counted).
-func (t *Tracker) Add(d *agentpb.Datagram, size int, now time.Time) error {
+func (t *Tracker) Add(d *Datagram, size int, now time.Time) error {
 	return t.AddItem(Item{D: d, Size: size, At: now})
 }
 
@@ -219,7 +219,7 @@ func (t *Tracker) AddItem(it Item) error {
 	return err
 }
 
-func (t *Tracker) add(d *agentpb.Datagram, size int, now time.Time, verified bool, uid uint32) error {
+func (t *Tracker) add(d *Datagram, size int, now time.Time, verified bool, uid uint32) error {
 	j := t.jobs[d.JobId]
 	if j != nil && (j.verified != verified || j.uid != uid) {
 		return reject(ReasonJobMismatch, "job %s rank %d: datagram of %s, job of %s", d.JobId, d.Rank, owner(verified, uid), owner(j.verified, j.uid))
@@ -343,7 +343,7 @@ func (t *Tracker) abandon(key rankKey, r *rankState, reason string) {
 	t.release(key, r)
 }
 
-func (t *Tracker) mergeChunk(pend *pending, d *agentpb.Datagram) {
+func (t *Tracker) mergeChunk(pend *pending, d *Datagram) {
 	p := &pend.proc
 	p.Seq, p.Final = d.Seq, d.Final
 	p.Start, p.Time = time.Unix(0, d.StartUnixNs).UTC(), time.Unix(0, d.TimeUnixNs).UTC()
@@ -361,7 +361,6 @@ func (t *Tracker) mergeChunk(pend *pending, d *agentpb.Datagram) {
 	// case), and the peers' histograms share one backing array per chunk.
 	p.Functions = slices.Grow(p.Functions, len(d.Functions))
 	p.Regions = slices.Grow(p.Regions, len(d.Regions))
-	pend.nodes = slices.Grow(pend.nodes, len(d.Nodes))
 	p.Peers = slices.Grow(p.Peers, len(d.Peers))
 	bins := 0
 	for _, x := range d.Peers {
@@ -379,9 +378,12 @@ func (t *Tracker) mergeChunk(pend *pending, d *agentpb.Datagram) {
 		p.Regions = append(p.Regions, store.Region{Name: t.intern(r.Name), Entries: r.Entries, TimeNS: r.TimeNs, MPITimeNS: r.MpiTimeNs,
 			Classes: store.Classes{P2P: traffic(r.P2P), Coll: traffic(r.Coll), RMA: traffic(r.Rma)}})
 	}
-	for _, n := range d.Nodes {
-		pend.nodes = append(pend.nodes, store.NodeTraffic{Node: t.intern(n.Node),
-			Classes: store.Classes{P2P: traffic(n.P2P), Coll: traffic(n.Coll), RMA: traffic(n.Rma)}})
+	// The decoder made the rows; a one-chunk snapshot keeps them. Their
+	// names need no interning: the job's node table keeps one of each.
+	if pend.nodes == nil {
+		pend.nodes = d.Nodes
+	} else {
+		pend.nodes = append(pend.nodes, d.Nodes...)
 	}
 	for _, x := range d.Peers {
 		pt := store.PeerTraffic{Peer: int(x.Peer), Classes: store.Classes{P2P: traffic(x.P2P), Coll: traffic(x.Coll), RMA: traffic(x.Rma)}}
@@ -406,7 +408,7 @@ func traffic(t *agentpb.Traffic) store.Traffic {
 
 // apply checks a complete snapshot against the rank's last one and makes
 // it current.
-func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *agentpb.Datagram, now time.Time) error {
+func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, now time.Time) error {
 	np := p.proc
 	if !p.hasProc && r.has {
 		// No process block: keep the identity and resource use known.

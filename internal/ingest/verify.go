@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/netloom/netloom/internal/ingest/agentpb"
 )
 
 // Authenticated datagrams (docs/agent-auth.md). An agent with MUNGE puts a
@@ -152,7 +150,7 @@ type session struct {
 }
 
 type held struct {
-	d   *agentpb.Datagram
+	d   *Datagram
 	raw []byte
 	at  time.Time
 }
@@ -199,7 +197,7 @@ const (
 // check verifies one decoded datagram (raw: its bytes as received). A
 // datagram whose credential is new is held and its credential queued for
 // decoding.
-func (v *verifier) check(d *agentpb.Datagram, raw []byte, now time.Time) (verdict, Item, *RejectError) {
+func (v *verifier) check(d *Datagram, raw []byte, now time.Time) (verdict, Item, *RejectError) {
 	if len(d.Credential) == 0 {
 		return rejected, Item{}, reject(ReasonUnauthenticated, "job %s rank %d: no credential", d.JobId, d.Rank)
 	}
@@ -275,7 +273,7 @@ func (v *verifier) check(d *agentpb.Datagram, raw []byte, now time.Time) (verdic
 }
 
 // macPlaced checks that the datagram ends with its mac field.
-func macPlaced(d *agentpb.Datagram, raw []byte) *RejectError {
+func macPlaced(d *Datagram, raw []byte) *RejectError {
 	n := len(raw)
 	if len(d.Mac) != sha256.Size || n < macFieldLen || !bytes.Equal(raw[n-macFieldLen:n-sha256.Size], macHeader[:]) ||
 		!bytes.Equal(raw[n-sha256.Size:], d.Mac) {
@@ -300,7 +298,7 @@ func plausibleCredential(c []byte) bool {
 
 // verify checks a datagram against a decoded session. mac is an HMAC
 // under the session's key, freshly reset.
-func (v *verifier) verify(s *session, mac hash.Hash, d *agentpb.Datagram, raw []byte, at time.Time) (Item, *RejectError) {
+func (v *verifier) verify(s *session, mac hash.Hash, d *Datagram, raw []byte, at time.Time) (Item, *RejectError) {
 	if at.After(s.expires) {
 		return Item{}, reject(ReasonBadCredential, "job %s rank %d: credential of uid %d expired at %s", d.JobId, d.Rank, s.uid,
 			s.expires.UTC().Format(time.RFC3339))
@@ -333,7 +331,7 @@ func (v *verifier) verify(s *session, mac hash.Hash, d *agentpb.Datagram, raw []
 }
 
 // hold keeps a copy of a datagram until its credential is decoded.
-func (v *verifier) hold(s *session, d *agentpb.Datagram, raw []byte, at time.Time) *RejectError {
+func (v *verifier) hold(s *session, d *Datagram, raw []byte, at time.Time) *RejectError {
 	if len(s.held) >= maxHeld || v.heldBytes+len(raw) > v.opt.MaxHeldBytes {
 		return reject(ReasonQueueFull, "job %s rank %d: too many datagrams wait for credentials to be decoded", d.JobId, d.Rank)
 	}

@@ -384,7 +384,7 @@ func TestTrackerJobOwner(t *testing.T) {
 		if d.Process != nil {
 			d.Process.User = user
 		}
-		return Item{D: d, Size: 100, At: t0, Verified: verified, UID: uid, User: user}
+		return Item{D: FromProto(d), Size: 100, At: t0, Verified: verified, UID: uid, User: user}
 	}
 	if err := tr.AddItem(it(snapshot("42", 0, 2, 0, false), true, 1001, "alice")); err != nil {
 		t.Fatal(err)
@@ -508,7 +508,7 @@ func BenchmarkVerify(b *testing.B) {
 			// cleared each time round.
 			const ring = 256
 			raws := make([][]byte, ring)
-			ds := make([]*agentpb.Datagram, ring)
+			ds := make([]*Datagram, ring)
 			for i := range raws {
 				d.Seq = uint64(i)
 				raws[i] = signed(b, d, cred, key)
