@@ -235,9 +235,9 @@ NL_INLINE void nl_recvd(int f, int count, MPI_Datatype t, int source)
  * counts (nl_fast_count, nl_p2p_do, nl_recvd_do) and tail-calls PMPI_X; if a
  * check fails it tail-calls its full path (the timed call, the first use of a
  * communicator or datatype, MPI_T polls, atomic counts), which does the same
- * accounting as before. No call on the fast path, so it keeps no frame and
- * saves no register. With one writer (nl_slow == 0), the counts are relaxed
- * loads and stores, the same plain adds as nl_addm(0, ...). */
+ * accounting as before. No call on the fast path, so it sets up no frame and
+ * saves few registers, if any. With one writer (nl_slow == 0), the counts are
+ * plain adds (nl_add1, as nl_addm(0, ...)). */
 NL_INLINE int nl_fast(int f, uint64_t *calls)
 {
 	uint64_t c = nl_ld(&nl_fns[f].calls);
