@@ -277,12 +277,12 @@ func TestWhoSeesWhat(t *testing.T) {
 
 	// Every endpoint. want[who] is the status each principal must get.
 	const (
-		adminOnly = iota // 401 anonymous, 403 users, 200 admin
-		jobOfA           // 401, A 200, B 404, admin 200
-		jobOfB           // 401, A 404, B 200, admin 200
-		linkShared       // 401, A 200, B 200, admin 200
-		linkOfB          // 401, A 404, B 200, admin 200
-		anyUser          // 401, 200, 200, 200
+		adminOnly  = iota // 401 anonymous, 403 users, 200 admin
+		jobOfA            // 401, A 200, B 404, admin 200
+		jobOfB            // 401, A 404, B 200, admin 200
+		linkShared        // 401, A 200, B 200, admin 200
+		linkOfB           // 401, A 404, B 200, admin 200
+		anyUser           // 401, 200, 200, 200
 	)
 	endpoints := []struct {
 		path string
