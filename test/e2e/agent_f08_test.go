@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/netloom/netloom/internal/ingest/agentpb"
 )
 
 // expectF08 is what rank r of n reports for patterns_f08.f90: the traffic of
@@ -42,19 +44,10 @@ func expectF08(n, r int) expectation {
 }
 
 func TestAgentFortranF08(t *testing.T) {
-	buildAgent(t)
-	for _, m := range impls(t) {
-		t.Run(m.name, func(t *testing.T) {
-			needMPI(t, m)
-			prog := compile(t, m, "testdata/mpi/patterns_f08.f90")
-			out := t.TempDir()
-			stdout := runJob(t, m, agentRanks, m.lib, []string{"NETLOOM_OUTPUT=" + out}, nil, prog)
-			if !strings.Contains(stdout, "patterns_f08 done on 4 ranks") {
-				t.Fatalf("program output: %s", stdout)
-			}
-			checkProfilesAgainst(t, m, readProfiles(t, out, agentRanks), false, expectF08)
+	profileEachMPI(t, "testdata/mpi/patterns_f08.f90", "patterns_f08 done on 4 ranks", nil,
+		func(t *testing.T, m mpiImpl, ds []*agentpb.Datagram) {
+			checkProfilesAgainst(t, m, ds, false, expectF08)
 		})
-	}
 }
 
 // definedSymbols is the set of dynamic symbols a shared object defines.

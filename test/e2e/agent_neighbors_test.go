@@ -5,8 +5,9 @@ package e2e
 // graph and distributed graph, under Open MPI and MPICH.
 
 import (
-	"strings"
 	"testing"
+
+	"github.com/netloom/netloom/internal/ingest/agentpb"
 )
 
 // expectNeighbors is what rank r of n reports for neighbors.c (agent/README.md,
@@ -62,17 +63,8 @@ func expectNeighbors(n, r int) expectation {
 }
 
 func TestAgentNeighbors(t *testing.T) {
-	buildAgent(t)
-	for _, m := range impls(t) {
-		t.Run(m.name, func(t *testing.T) {
-			needMPI(t, m)
-			prog := compile(t, m, "testdata/mpi/neighbors.c")
-			out := t.TempDir()
-			stdout := runJob(t, m, agentRanks, m.lib, []string{"NETLOOM_OUTPUT=" + out}, nil, prog)
-			if !strings.Contains(stdout, "neighbors done on 4 ranks") {
-				t.Fatalf("program output: %s", stdout)
-			}
-			checkProfilesAgainst(t, m, readProfiles(t, out, agentRanks), false, expectNeighbors)
+	profileEachMPI(t, "testdata/mpi/neighbors.c", "neighbors done on 4 ranks", nil,
+		func(t *testing.T, m mpiImpl, ds []*agentpb.Datagram) {
+			checkProfilesAgainst(t, m, ds, false, expectNeighbors)
 		})
-	}
 }

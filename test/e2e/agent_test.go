@@ -452,33 +452,33 @@ func checkProfilesAgainst(t *testing.T, m mpiImpl, ds []*agentpb.Datagram, full 
 	}
 }
 
-func TestAgentPatternsC(t *testing.T) {
+// profileEachMPI compiles src under each MPI, runs it on agentRanks ranks
+// under the agent (program arguments args), checks that it printed done
+// ("" for nothing) and hands the ranks' offline profiles to check.
+func profileEachMPI(t *testing.T, src, done string, args []string, check func(t *testing.T, m mpiImpl, ds []*agentpb.Datagram)) {
 	buildAgent(t)
 	for _, m := range impls(t) {
 		t.Run(m.name, func(t *testing.T) {
 			needMPI(t, m)
-			prog := compile(t, m, "testdata/mpi/patterns.c")
+			prog := compile(t, m, src)
 			out := t.TempDir()
-			stdout := runJob(t, m, agentRanks, m.lib, []string{"NETLOOM_OUTPUT=" + out}, nil, prog, filepath.Join(t.TempDir(), "io.dat"))
-			if !strings.Contains(stdout, "patterns done on 4 ranks") {
+			stdout := runJob(t, m, agentRanks, m.lib, []string{"NETLOOM_OUTPUT=" + out}, nil, prog, args...)
+			if done != "" && !strings.Contains(stdout, done) {
 				t.Fatalf("program output: %s", stdout)
 			}
-			checkProfiles(t, m, readProfiles(t, out, agentRanks), true, true)
+			check(t, m, readProfiles(t, out, agentRanks))
 		})
 	}
 }
 
+func TestAgentPatternsC(t *testing.T) {
+	profileEachMPI(t, "testdata/mpi/patterns.c", "patterns done on 4 ranks", []string{filepath.Join(t.TempDir(), "io.dat")},
+		func(t *testing.T, m mpiImpl, ds []*agentpb.Datagram) { checkProfiles(t, m, ds, true, true) })
+}
+
 func TestAgentPatternsFortran(t *testing.T) {
-	buildAgent(t)
-	for _, m := range impls(t) {
-		t.Run(m.name, func(t *testing.T) {
-			needMPI(t, m)
-			prog := compile(t, m, "testdata/mpi/patterns.f90")
-			out := t.TempDir()
-			runJob(t, m, agentRanks, m.lib, []string{"NETLOOM_OUTPUT=" + out}, nil, prog)
-			checkProfiles(t, m, readProfiles(t, out, agentRanks), false, false)
-		})
-	}
+	profileEachMPI(t, "testdata/mpi/patterns.f90", "", nil,
+		func(t *testing.T, m mpiImpl, ds []*agentpb.Datagram) { checkProfiles(t, m, ds, false, false) })
 }
 
 // monLine is an "E src dst N bytes M msgs sent" line of Open MPI's monitoring output.
