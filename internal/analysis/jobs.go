@@ -16,10 +16,11 @@ type JobCounter struct {
 	index map[string]int32
 	names []string
 	prev  []uint64 // cumulative, destination-major, len(names)^2
-	// rows caches, per rank, the node index of each of its ToNodes
-	// entries: agents send them in a stable order, so a name compare
-	// replaces a map lookup per pair.
-	rows map[int][]int32
+	// tables maps, per table the ranks' node rows are packed against,
+	// each name index of the table to the counter's (store.NodeRows): a
+	// slice index per row instead of a name per row. Tables not used by
+	// the job's latest state are forgotten.
+	tables map[*store.NodeTable][]int32
 }
 
 // Interval is one job's inter-node traffic over one interval, ready to
@@ -36,7 +37,7 @@ type Interval struct {
 
 // NewJobCounter returns an empty counter.
 func NewJobCounter() *JobCounter {
-	return &JobCounter{index: map[string]int32{}, rows: map[int][]int32{}}
+	return &JobCounter{index: map[string]int32{}, tables: map[*store.NodeTable][]int32{}}
 }
 
 func (c *JobCounter) node(name string) int32 {
@@ -69,25 +70,22 @@ func (c *JobCounter) grow(old int) {
 func (c *JobCounter) Next(j *store.Job, lid func(name string) (fabric.LID, bool), scratch []uint64) (Interval, []uint64) {
 	old := len(c.names)
 	srcs := make([]int32, len(j.Processes))
+	maps := make([][]int32, len(j.Processes))
+	tables := make(map[*store.NodeTable][]int32, len(c.tables))
 	for i := range j.Processes {
 		p := &j.Processes[i]
 		srcs[i] = c.node(p.Node)
-		row := c.rows[p.Rank]
-		if len(row) != p.ToNodes.Len() {
-			row = make([]int32, p.ToNodes.Len())
-			for k := range row {
-				row[k] = -1
-			}
+		tab, names := p.ToNodes.Table(), p.ToNodes.Names()
+		m, ok := tables[tab]
+		if !ok {
+			m = c.tables[tab]
 		}
-		cur := p.ToNodes.Cursor()
-		for k := range row {
-			t, _ := cur.Next()
-			if r := row[k]; r < 0 || c.names[r] != t.Node {
-				row[k] = c.node(t.Node)
-			}
+		for k := len(m); k < len(names); k++ {
+			m = append(m, c.node(names[k]))
 		}
-		c.rows[p.Rank] = row
+		tables[tab], maps[i] = m, m
 	}
+	c.tables = tables
 	c.grow(old)
 	n := len(c.names)
 	if cap(scratch) < n*n {
@@ -96,14 +94,11 @@ func (c *JobCounter) Next(j *store.Job, lid func(name string) (fabric.LID, bool)
 	cur := scratch[:n*n]
 	clear(cur)
 	for i := range j.Processes {
-		p := &j.Processes[i]
-		src := int(srcs[i])
-		row := c.rows[p.Rank]
-		rows := p.ToNodes.Cursor()
-		for _, dst := range row {
-			t, _ := rows.Next()
-			if int(dst) != src {
-				cur[int(dst)*n+src] += t.P2P.Bytes + t.Coll.Bytes + t.RMA.Bytes
+		src, m := int(srcs[i]), maps[i]
+		rows := j.Processes[i].ToNodes.Cursor()
+		for k, t, ok := rows.NextIndex(); ok; k, t, ok = rows.NextIndex() {
+			if dst := int(m[k]); dst != src {
+				cur[dst*n+src] += t.P2P.Bytes + t.Coll.Bytes + t.RMA.Bytes
 			}
 		}
 	}

@@ -61,3 +61,37 @@ func TestJobCounterIntervals(t *testing.T) {
 	check(30, 0, 0, 0)
 	check(5, 25, 20, 95) // counters went back: start over
 }
+
+// Ranks whose rows share one growing name table (as the daemon's tracker
+// packs them): a destination first seen in a later interval is counted.
+func TestJobCounterSharedTableGrows(t *testing.T) {
+	var table store.NodeTable
+	job := func(dests ...string) *store.Job {
+		var to []store.NodeTraffic
+		for _, d := range dests {
+			to = append(to, store.NodeTraffic{Node: d, Classes: store.Classes{P2P: store.Traffic{Bytes: 100}}})
+		}
+		rows := table.Pack(to)
+		return &store.Job{Processes: []store.Process{{Rank: 0, Node: "a", ToNodes: rows}, {Rank: 1, Node: "b", ToNodes: table.Pack(to[:1])}}}
+	}
+	lids := map[string]fabric.LID{"a": 1, "b": 2, "c": 3}
+	lid := func(n string) (fabric.LID, bool) { l, ok := lids[n]; return l, ok }
+	c := NewJobCounter()
+	iv, scratch := c.Next(job("b"), lid, nil)
+	if iv.Bytes != 100 { // a>b 100; b>b is intra-node
+		t.Fatalf("first interval: %d bytes, want 100", iv.Bytes)
+	}
+	iv, _ = c.Next(job("b", "c"), lid, scratch) // c is new: a>c 100 since
+	n := len(iv.Names)
+	got := map[string]uint64{}
+	for d := range n {
+		for s := range n {
+			if b := iv.Matrix.Bytes[d*n+s]; b > 0 {
+				got[iv.Names[s]+">"+iv.Names[d]] = b
+			}
+		}
+	}
+	if fmt.Sprint(got) != "map[a>c:100]" {
+		t.Fatalf("second interval: %v, want map[a>c:100]", got)
+	}
+}

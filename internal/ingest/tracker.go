@@ -147,7 +147,7 @@ type jobState struct {
 	start      time.Time // earliest rank start
 	dirty      bool      // changed since the last Publish
 	unsaved    map[int]struct{}
-	nodes      store.NodeTable // the names its ranks' destination nodes are packed against
+	nodes      *store.NodeTable // the names its ranks' destination nodes are packed against
 	lastSave   time.Time
 	procsSaved time.Time // when its processes were last saved
 	saved      bool      // saved since finishing
@@ -455,8 +455,8 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 	}
 	// A hostile agent could invent node names forever: past a bound the
 	// job starts a new table (rows packed earlier keep theirs).
-	if j.nodes.Len() > max(4*j.world, t.opt.Limits.MaxNodes) {
-		j.nodes = store.NodeTable{}
+	if j.nodes == nil || j.nodes.Len() > max(4*j.world, t.opt.Limits.MaxNodes) {
+		j.nodes = &store.NodeTable{}
 	}
 	np.ToNodes = j.nodes.Pack(nodes)
 	r.cur, r.sent, r.has = np, sent, true

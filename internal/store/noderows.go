@@ -15,7 +15,8 @@ import (
 // heap. NodeRows is immutable; its zero value has no rows. It encodes to
 // JSON as a list of NodeTraffic.
 type NodeRows struct {
-	names []string // the name table as it was when the rows were packed
+	tab   *NodeTable
+	names []string // the table's names as they were when the rows were packed
 	b     []byte
 	n     int
 }
@@ -52,13 +53,16 @@ func (t *NodeTable) Pack(rows []NodeTraffic) NodeRows {
 		b = AppendClasses(b, &rows[i].Classes)
 	}
 	t.buf = b
-	return NodeRows{names: t.names, b: append([]byte(nil), b...), n: len(rows)}
+	return NodeRows{tab: t, names: t.names, b: append([]byte(nil), b...), n: len(rows)}
 }
 
-// NewNodeRows packs rows against a table of their own.
+// NewNodeRows packs rows against a table of their own (which keeps only
+// the names: nothing else is packed against it).
 func NewNodeRows(rows []NodeTraffic) NodeRows {
-	var t NodeTable
-	return t.Pack(rows)
+	t := &NodeTable{}
+	r := t.Pack(rows)
+	t.index, t.buf = nil, nil
+	return r
 }
 
 // AppendClasses appends c packed as node rows hold it: a byte whose bits
@@ -93,14 +97,24 @@ type NodeCursor struct {
 // Cursor returns a cursor at the first row.
 func (r NodeRows) Cursor() NodeCursor { return NodeCursor{r: r} }
 
-// Next returns the next row; ok is false after the last. The bytes were
-// written by Pack, so they are trusted.
+// Next returns the next row; ok is false after the last.
 func (c *NodeCursor) Next() (t NodeTraffic, ok bool) {
-	b := c.r.b[c.off:]
-	if len(b) == 0 {
+	k, cl, ok := c.NextIndex()
+	if !ok {
 		return t, false
 	}
-	k, n := binary.Uvarint(b)
+	return NodeTraffic{Node: c.r.names[k], Classes: cl}, true
+}
+
+// NextIndex returns the next row with its node as an index into Names;
+// ok is false after the last. The bytes were written by Pack, so they are
+// trusted.
+func (c *NodeCursor) NextIndex() (k int, cl Classes, ok bool) {
+	b := c.r.b[c.off:]
+	if len(b) == 0 {
+		return 0, cl, false
+	}
+	u, n := binary.Uvarint(b)
 	mask := b[n]
 	b = b[n+1:]
 	var v [6]uint64
@@ -111,8 +125,15 @@ func (c *NodeCursor) Next() (t NodeTraffic, ok bool) {
 		}
 	}
 	c.off = len(c.r.b) - len(b)
-	return NodeTraffic{Node: c.r.names[k], Classes: Classes{P2P: Traffic{v[0], v[1]}, Coll: Traffic{v[2], v[3]}, RMA: Traffic{v[4], v[5]}}}, true
+	return int(u), Classes{P2P: Traffic{v[0], v[1]}, Coll: Traffic{v[2], v[3]}, RMA: Traffic{v[4], v[5]}}, true
 }
+
+// Table is the table the rows were packed against: rows with the same
+// table share the meaning of their indexes (NodeCursor.NextIndex).
+func (r NodeRows) Table() *NodeTable { return r.tab }
+
+// Names are the names the rows' indexes refer to (at least).
+func (r NodeRows) Names() []string { return r.names }
 
 // All yields the rows in order.
 func (r NodeRows) All() iter.Seq[NodeTraffic] {
