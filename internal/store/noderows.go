@@ -69,19 +69,16 @@ func NewNodeRows(rows []NodeTraffic) NodeRows {
 // say which of the six counters (p2p, coll, rma bytes and msgs) are not
 // zero, then those as varints (most rows have traffic of one class).
 func AppendClasses(dst []byte, c *Classes) []byte {
-	vals := [6]uint64{c.P2P.Bytes, c.P2P.Msgs, c.Coll.Bytes, c.Coll.Msgs, c.RMA.Bytes, c.RMA.Msgs}
+	at := len(dst)
+	dst = append(dst, 0)
 	var mask byte
-	for i, v := range vals {
+	for i, v := range [6]uint64{c.P2P.Bytes, c.P2P.Msgs, c.Coll.Bytes, c.Coll.Msgs, c.RMA.Bytes, c.RMA.Msgs} {
 		if v != 0 {
 			mask |= 1 << i
-		}
-	}
-	dst = append(dst, mask)
-	for _, v := range vals {
-		if v != 0 {
 			dst = binary.AppendUvarint(dst, v)
 		}
 	}
+	dst[at] = mask
 	return dst
 }
 
