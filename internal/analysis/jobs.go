@@ -68,6 +68,7 @@ func (c *JobCounter) grow(old int) {
 // returned, possibly grown); lid maps node names to endpoints (ok false:
 // unmapped). Intra-node traffic never reaches a link and is left out.
 func (c *JobCounter) Next(j *store.Job, lid func(name string) (fabric.LID, bool), scratch []uint64) (Interval, []uint64) {
+	j = j.Full()
 	old := len(c.names)
 	srcs := make([]int32, len(j.Processes))
 	maps := make([][]int32, len(j.Processes))

@@ -340,7 +340,7 @@ func (a *attribAPI) linkPairs(r *http.Request) (any, error) {
 	id := r.PathValue("job")
 	var j *store.Job
 	if lj, ok := a.liveJobs()[id]; ok {
-		j = lj
+		j = lj.Full()
 	} else if j, err = a.s.opt.Store.Job(r.Context(), id); errors.Is(err, store.ErrNotFound) {
 		return nil, jobHidden(id)
 	} else if err != nil {

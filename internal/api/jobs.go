@@ -63,7 +63,7 @@ func (a *jobsAPI) job(r *http.Request) (*store.Job, error) {
 	if !canSeeJob(r.Context(), &j.JobSummary) {
 		return nil, jobHidden(id)
 	}
-	return j, nil
+	return j.Full(), nil
 }
 
 func (a *jobsAPI) list(r *http.Request) (any, error) {

@@ -22,8 +22,8 @@ func summarize(j *store.Job, sent []store.Classes) {
 	*s = store.JobSummary{ID: id, State: state, EndReason: reason, Start: start, End: end, Ranks: ranks}
 	nodes := map[string]struct{}{}
 	var cpuPct, mpiPct float64
-	for i := range j.Processes {
-		p := &j.Processes[i]
+	i := 0
+	j.EachProcess(func(p *store.Process) {
 		s.Reporting++
 		if p.Final {
 			s.Finalized++
@@ -59,7 +59,8 @@ func summarize(j *store.Job, sent []store.Classes) {
 		s.InterNode = s.InterNode.Add(p.InterNode)
 		s.AgentDrops += p.AgentDrops
 		s.PeersCapped = s.PeersCapped || p.PeersTruncated
-	}
+		i++
+	})
 	if s.Reporting > 0 {
 		cpuPct /= float64(s.Reporting)
 		mpiPct /= float64(s.Reporting)
@@ -140,6 +141,7 @@ type NodeView struct {
 
 // Nodes aggregates a job's processes per node, ordered by node name.
 func Nodes(j *store.Job) []NodeView {
+	j = j.Full()
 	idx := map[string]int{}
 	var out []NodeView
 	for i := range j.Processes {
@@ -195,6 +197,7 @@ const MaxDenseRanks = 4096
 // RankMatrix builds the world-rank matrix of one class ("all" sums them)
 // and metric (bytes or msgs). Ranks that did not report have empty rows.
 func RankMatrix(j *store.Job, class, metric string) (*Matrix, error) {
+	j = j.Full()
 	if err := checkClassMetric(class, metric); err != nil {
 		return nil, err
 	}
@@ -226,6 +229,7 @@ func RankMatrix(j *store.Job, class, metric string) (*Matrix, error) {
 // NodeMatrix builds the node-to-node matrix from each rank's per-node
 // totals, which the agent always sends complete.
 func NodeMatrix(j *store.Job, class, metric string) (*Matrix, error) {
+	j = j.Full()
 	if err := checkClassMetric(class, metric); err != nil {
 		return nil, err
 	}
@@ -304,6 +308,7 @@ type Profile struct {
 
 // BuildProfile tabulates a job's MPI functions per rank.
 func BuildProfile(j *store.Job) *Profile {
+	j = j.Full()
 	totals := map[string]*FunctionTotal{}
 	var mpiNS uint64
 	for i := range j.Processes {
@@ -382,6 +387,7 @@ type Histogram struct {
 // BuildHistogram sums message-size histograms over peers, per rank and for
 // the job; with rank >= 0 it also returns that rank's per-peer rows.
 func BuildHistogram(j *store.Job, rank int) *Histogram {
+	j = j.Full()
 	nb := 0
 	for i := range j.Processes {
 		for _, q := range j.Processes[i].Peers {
@@ -422,6 +428,7 @@ type RegionTotal struct {
 
 // BuildRegions groups each rank's regions by name.
 func BuildRegions(j *store.Job) []RegionTotal {
+	j = j.Full()
 	idx := map[string]int{}
 	out := []RegionTotal{}
 	for i := range j.Processes {

@@ -632,7 +632,7 @@ func TestPublishAfterFinal(t *testing.T) {
 			tr.Publish(t0)
 		}
 	}
-	j := tr.Publish(t0).Jobs["f"]
+	j := tr.Publish(t0).Jobs["f"].Full()
 	if j.State != store.JobFinished || j.Finalized != 2 || j.Processes[0].Seq != 1 {
 		t.Errorf("published %+v", j.JobSummary)
 	}
@@ -688,18 +688,18 @@ func TestLargeJobViewThrottled(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := tr.Publish(now)
-	if got := l.Jobs["small"].Processes[0].Seq; got != 1 {
+	if got := l.Jobs["small"].Full().Processes[0].Seq; got != 1 {
 		t.Errorf("small job not republished at once: rank 0 seq %d", got)
 	}
-	if got := l.Jobs["big"].Processes[0].Seq; got != 0 {
+	if got := l.Jobs["big"].Full().Processes[0].Seq; got != 0 {
 		t.Errorf("large job republished within ViewEvery: rank 0 seq %d", got)
 	}
 	now = now.Add(time.Second)
-	if got := tr.Publish(now).Jobs["big"].Processes[0].Seq; got != 1 {
+	if got := tr.Publish(now).Jobs["big"].Full().Processes[0].Seq; got != 1 {
 		t.Errorf("large job not republished after ViewEvery: rank 0 seq %d", got)
 	}
 	// Ranks stay in rank order however they arrive.
-	for i, p := range tr.Publish(now).Jobs["big"].Processes {
+	for i, p := range tr.Publish(now).Jobs["big"].Full().Processes {
 		if p.Rank != i {
 			t.Fatalf("process %d is rank %d", i, p.Rank)
 		}
@@ -723,7 +723,7 @@ func TestTrackerInternsStrings(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ps := tr.Publish(t0).Jobs["i"].Processes
+	ps := tr.Publish(t0).Jobs["i"].Full().Processes
 	same := func(a, b string) bool { return len(a) > 0 && unsafe.StringData(a) == unsafe.StringData(b) }
 	if !same(ps[0].User, ps[3].User) || !same(ps[0].Node, ps[1].Node) || !same(ps[0].Functions[0].Name, ps[2].Functions[0].Name) {
 		t.Errorf("strings not interned: %q %q %q", ps[0].User, ps[0].Node, ps[0].Functions[0].Name)
@@ -846,5 +846,22 @@ func TestNodeNameTableBounded(t *testing.T) {
 				t.Fatalf("seq %d rank %d: rows %+v", seq, r, rows)
 			}
 		}
+	}
+}
+
+// A published view keeps the ranks as they were: a newer snapshot of a
+// rank replaces it without changing what earlier views show.
+func TestPublishedViewsImmutable(t *testing.T) {
+	tr, _, _, _ := newTracker(Options{})
+	if err := add(t, tr, snapshot("v", 0, 2, 0, false), t0); err != nil {
+		t.Fatal(err)
+	}
+	old := tr.Publish(t0).Jobs["v"]
+	if err := add(t, tr, snapshot("v", 0, 2, 1, false), t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	cur := tr.Publish(t0.Add(time.Second)).Jobs["v"]
+	if o, c := old.Full().Processes[0], cur.Full().Processes[0]; o.Seq != 0 || c.Seq != 1 || o.CPUUser >= c.CPUUser {
+		t.Fatalf("old view shows seq %d (cpu %g), new one seq %d (cpu %g)", o.Seq, o.CPUUser, c.Seq, c.CPUUser)
 	}
 }

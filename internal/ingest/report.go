@@ -93,7 +93,8 @@ func ReadProfile(dir string) (*store.Job, []error, error) {
 		sort.Strings(ids)
 		return nil, warnings, fmt.Errorf("%s: profiles of several jobs (%s)", dir, strings.Join(ids, ", "))
 	}
-	for _, j := range live.Jobs {
+	for _, lj := range live.Jobs {
+		j := lj.Full()
 		if j.Reporting < j.Ranks {
 			var missing []string
 			have := map[int]bool{}

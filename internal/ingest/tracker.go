@@ -165,7 +165,7 @@ type jobState struct {
 type arrival struct{ recv, snap time.Time }
 
 type rankState struct {
-	cur  store.Process
+	cur  *store.Process // never changed once current: live views share it
 	sent store.Classes // cur.Sent(), summed once per snapshot
 	has  bool
 	pend *pending
@@ -267,7 +267,7 @@ func (t *Tracker) add(d *Datagram, size int, now time.Time, verified bool, uid u
 			j.finals--
 		}
 		r.has = false
-		r.cur, r.sent = store.Process{}, store.Classes{}
+		r.cur, r.sent = nil, store.Classes{}
 		j.order = nil
 	}
 	if r.has && d.Seq <= r.cur.Seq {
@@ -437,11 +437,11 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 		sent = sent.Add(nodes[i].Classes)
 	}
 	if r.has {
-		if what := backwards(&r.cur, &np, nodes); what != "" {
+		if what := backwards(r.cur, &np, nodes); what != "" {
 			t.m.drop(ReasonBackwards, int(p.n)-1) // Add counts the last one
 			return reject(ReasonBackwards, "job %s rank %d snapshot %d: %s decreased since snapshot %d", j.id, np.Rank, np.Seq, what, r.cur.Seq)
 		}
-		s := delta(j.id, &r.cur, &np, r.sent, sent)
+		s := delta(j.id, r.cur, &np, r.sent, sent)
 		t.samples = append(t.samples, s)
 		if s.Span > 0 {
 			j.interval = time.Duration(float64(s.Span) / float64(np.Seq-r.cur.Seq))
@@ -459,7 +459,7 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 		j.nodes = &store.NodeTable{}
 	}
 	np.ToNodes = j.nodes.Pack(nodes)
-	r.cur, r.sent, r.has = np, sent, true
+	r.cur, r.sent, r.has = &np, sent, true
 	if j.start.IsZero() || np.Start.Before(j.start) {
 		j.start = np.Start
 	}
@@ -694,7 +694,7 @@ func (t *Tracker) save(j *jobState, procs bool) {
 		out.Processes = make([]store.Process, 0, len(ranks))
 		for _, rank := range ranks {
 			if r := j.ranks[rank]; r != nil && r.has {
-				out.Processes = append(out.Processes, r.cur)
+				out.Processes = append(out.Processes, *r.cur)
 			}
 		}
 		clear(j.unsaved)
@@ -720,14 +720,15 @@ func (t *Tracker) view(j *jobState) *store.Job {
 		}
 		slices.Sort(j.order)
 	}
-	v.Processes = make([]store.Process, 0, len(j.order))
+	procs := make([]*store.Process, 0, len(j.order))
 	sent := make([]store.Classes, 0, len(j.order))
 	for _, rank := range j.order {
 		if r := j.ranks[rank]; r != nil && r.has {
-			v.Processes = append(v.Processes, r.cur)
+			procs = append(procs, r.cur)
 			sent = append(sent, r.sent)
 		}
 	}
+	v = store.NewLiveJob(v.JobSummary, procs)
 	summarize(v, sent)
 	j.view, j.dirty = v, false
 	j.shown = append(j.shown, j.waiting...)

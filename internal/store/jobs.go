@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -212,6 +213,55 @@ type PeerTraffic struct {
 type Job struct {
 	JobSummary
 	Processes []Process `json:"processes"`
+	// ranks, for a live job's view (NewLiveJob): its processes by
+	// reference, copied into Processes by Full.
+	ranks *liveRanks
+}
+
+type liveRanks struct {
+	once  sync.Once
+	ranks []*Process
+	procs []Process
+}
+
+// NewLiveJob makes a job whose processes are kept by reference, for a live
+// view that is rebuilt every time one of them changes: copying every rank
+// of every large job twice a second was, at five times Stampede's load,
+// the daemon's largest source of garbage. Its Processes are nil; Full
+// gives a job with them. The processes must never change.
+func NewLiveJob(s JobSummary, ranks []*Process) *Job {
+	return &Job{JobSummary: s, ranks: &liveRanks{ranks: ranks}}
+}
+
+// Full returns the job with its processes: j itself, or for a live job
+// (NewLiveJob) a copy with Processes filled in, made once and shared by
+// every caller (and by copies of j).
+func (j *Job) Full() *Job {
+	if j.ranks == nil {
+		return j
+	}
+	l := j.ranks
+	l.once.Do(func() {
+		l.procs = make([]Process, len(l.ranks))
+		for i, p := range l.ranks {
+			l.procs[i] = *p
+		}
+	})
+	return &Job{JobSummary: j.JobSummary, Processes: l.procs}
+}
+
+// EachProcess calls f with each process, in rank order, without copying
+// them.
+func (j *Job) EachProcess(f func(*Process)) {
+	if j.ranks == nil {
+		for i := range j.Processes {
+			f(&j.Processes[i])
+		}
+		return
+	}
+	for _, p := range j.ranks.ranks {
+		f(p)
+	}
 }
 
 // ProcessSample is what one rank did over one interval.
