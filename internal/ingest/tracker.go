@@ -166,7 +166,7 @@ type arrival struct{ recv, snap time.Time }
 
 type rankState struct {
 	cur  *store.Process // never changed once current: live views share it
-	sent store.Classes // cur.Sent(), summed once per snapshot
+	sent store.Classes  // cur.Sent(), summed once per snapshot
 	has  bool
 	pend *pending
 }
