@@ -865,3 +865,14 @@ func TestPublishedViewsImmutable(t *testing.T) {
 		t.Fatalf("old view shows seq %d (cpu %g), new one seq %d (cpu %g)", o.Seq, o.CPUUser, c.Seq, c.CPUUser)
 	}
 }
+
+// A destination node reported twice in one snapshot, even far apart in an
+// unsorted list, is refused.
+func TestDuplicateNodeRefused(t *testing.T) {
+	tr, _, _, _ := newTracker(Options{})
+	d := snapshot("dup", 0, 4, 0, false)
+	d.Nodes = append(d.Nodes, &agentpb.NodeTraffic{Node: "other", P2P: &agentpb.Traffic{Bytes: 1}}, proto.Clone(d.Nodes[0]).(*agentpb.NodeTraffic))
+	if err := add(t, tr, d, t0); reasonOf(err) != ReasonPeer || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("a node twice: %v", err)
+	}
+}

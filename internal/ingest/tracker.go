@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -106,6 +107,7 @@ type Tracker struct {
 	// user, library, function, region and destination node names), so that
 	// a million ranks hold one copy of each.
 	strs map[string]string
+	idx  []uint32 // scratch: a snapshot's node rows' table indexes
 }
 
 // maxInterned bounds the interner; past it, it starts afresh.
@@ -426,18 +428,31 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 			return reject(ReasonPeer, "job %s rank %d snapshot %d: peer %d twice", j.id, np.Rank, np.Seq, np.Peers[i].Peer)
 		}
 	}
+	// A hostile agent could invent node names forever: past a bound the
+	// job starts a new table (rows packed earlier keep theirs).
+	if j.nodes == nil || j.nodes.Len() > max(4*j.world, t.opt.Limits.MaxNodes) {
+		j.nodes = &store.NodeTable{}
+	}
+	// Rows are ordered by their node's index in the job's table, the order
+	// in which its agents first reported the nodes, so usually as they
+	// come (sorting 1,024 rows by name at every snapshot was 16% of the
+	// daemon's CPU at six times Stampede's load).
 	nodes := p.nodes
-	slices.SortFunc(nodes, func(a, b store.NodeTraffic) int { return cmp.Compare(a.Node, b.Node) })
+	idx := j.nodes.Indexes(t.idx[:0], nodes)
+	t.idx = idx
+	if !slices.IsSorted(idx) {
+		sort.Sort(byIndex{nodes, idx})
+	}
 	var sent store.Classes
 	for i := range nodes {
-		if i > 0 && nodes[i].Node == nodes[i-1].Node {
+		if i > 0 && idx[i] == idx[i-1] {
 			t.m.drop(ReasonPeer, int(p.n)-1) // Add counts the last one
 			return reject(ReasonPeer, "job %s rank %d snapshot %d: destination node %q twice", j.id, np.Rank, np.Seq, nodes[i].Node)
 		}
 		sent = sent.Add(nodes[i].Classes)
 	}
 	if r.has {
-		if what := backwards(r.cur, &np, nodes); what != "" {
+		if what := backwards(r.cur, &np, nodes, idx, j.nodes); what != "" {
 			t.m.drop(ReasonBackwards, int(p.n)-1) // Add counts the last one
 			return reject(ReasonBackwards, "job %s rank %d snapshot %d: %s decreased since snapshot %d", j.id, np.Rank, np.Seq, what, r.cur.Seq)
 		}
@@ -453,12 +468,7 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 	if np.Final && !(r.has && r.cur.Final) {
 		j.finals++
 	}
-	// A hostile agent could invent node names forever: past a bound the
-	// job starts a new table (rows packed earlier keep theirs).
-	if j.nodes == nil || j.nodes.Len() > max(4*j.world, t.opt.Limits.MaxNodes) {
-		j.nodes = &store.NodeTable{}
-	}
-	np.ToNodes = j.nodes.Pack(nodes)
+	np.ToNodes = j.nodes.PackIndexed(nodes, idx)
 	r.cur, r.sent, r.has = &np, sent, true
 	if j.start.IsZero() || np.Start.Before(j.start) {
 		j.start = np.Start
@@ -475,9 +485,23 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 	return nil
 }
 
+// byIndex orders rows by their indexes in the job's node table.
+type byIndex struct {
+	rows []store.NodeTraffic
+	idx  []uint32
+}
+
+func (b byIndex) Len() int           { return len(b.idx) }
+func (b byIndex) Less(i, j int) bool { return b.idx[i] < b.idx[j] }
+func (b byIndex) Swap(i, j int) {
+	b.idx[i], b.idx[j] = b.idx[j], b.idx[i]
+	b.rows[i], b.rows[j] = b.rows[j], b.rows[i]
+}
+
 // backwards names the first cumulative counter that decreased from a to
-// b, whose destination nodes are nodes (sorted; b's own are not packed yet).
-func backwards(a, b *store.Process, nodes []store.NodeTraffic) string {
+// b, whose destination nodes are nodes, with indexes idx in table (in
+// index order; b's own are not packed yet).
+func backwards(a, b *store.Process, nodes []store.NodeTraffic, idx []uint32, table *store.NodeTable) string {
 	switch {
 	case b.CPUUser < a.CPUUser || b.CPUSystem < a.CPUSystem:
 		return "CPU time"
@@ -499,16 +523,29 @@ func backwards(a, b *store.Process, nodes []store.NodeTraffic) string {
 			return "function " + f.Name
 		}
 	}
-	// Both node lists are sorted by node (a map of a 1,024-node job's rows
-	// was half of the cost of applying a snapshot).
-	c := a.ToNodes.Cursor()
-	o, more := c.Next()
-	for _, n := range nodes {
-		for more && o.Node < n.Node {
-			o, more = c.Next()
+	// Both node lists are in the order of the job's node table (a map of
+	// a 1,024-node job's rows was half of the cost of applying a
+	// snapshot); after the table was replaced, by name (rare).
+	if a.ToNodes.Table() == table {
+		c := a.ToNodes.Cursor()
+		k, o, more := c.NextIndex()
+		for i, n := range nodes {
+			for more && uint32(k) < idx[i] {
+				k, o, more = c.NextIndex()
+			}
+			if more && uint32(k) == idx[i] && lessClasses(n.Classes, o) {
+				return "traffic to node " + n.Node
+			}
 		}
-		if more && o.Node == n.Node && lessClasses(n.Classes, o.Classes) {
-			return "traffic to node " + n.Node
+	} else if a.ToNodes.Len() > 0 {
+		old := make(map[string]store.Classes, a.ToNodes.Len())
+		for o := range a.ToNodes.All() {
+			old[o.Node] = o.Classes
+		}
+		for _, n := range nodes {
+			if o, ok := old[n.Node]; ok && lessClasses(n.Classes, o) {
+				return "traffic to node " + n.Node
+			}
 		}
 	}
 	// Both peer lists are sorted by peer; a peer that left a top-K list is

@@ -35,13 +35,15 @@ func (t *NodeTable) Len() int { return len(t.names) }
 
 // Pack packs rows, in their order.
 func (t *NodeTable) Pack(rows []NodeTraffic) NodeRows {
-	if len(rows) == 0 {
-		return NodeRows{}
-	}
+	return t.PackIndexed(rows, t.Indexes(nil, rows))
+}
+
+// Indexes appends to dst the table index of each row's node, adding the
+// names the table does not have yet.
+func (t *NodeTable) Indexes(dst []uint32, rows []NodeTraffic) []uint32 {
 	if t.index == nil {
 		t.index = map[string]uint32{}
 	}
-	b := t.buf[:0]
 	for i := range rows {
 		k, ok := t.index[rows[i].Node]
 		if !ok {
@@ -49,7 +51,20 @@ func (t *NodeTable) Pack(rows []NodeTraffic) NodeRows {
 			t.index[rows[i].Node] = k
 			t.names = append(t.names, rows[i].Node)
 		}
-		b = binary.AppendUvarint(b, uint64(k))
+		dst = append(dst, k)
+	}
+	return dst
+}
+
+// PackIndexed packs rows, in their order, whose nodes have the table
+// indexes idx (from Indexes).
+func (t *NodeTable) PackIndexed(rows []NodeTraffic, idx []uint32) NodeRows {
+	if len(rows) == 0 {
+		return NodeRows{}
+	}
+	b := t.buf[:0]
+	for i := range rows {
+		b = binary.AppendUvarint(b, uint64(idx[i]))
 		b = AppendClasses(b, &rows[i].Classes)
 	}
 	t.buf = b
