@@ -21,8 +21,16 @@ export IBSIM_SOCKNAME="netloom-demo-$$" OSM_TMP_DIR="$dir" OSM_CACHE_DIR="$dir"
 
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   pkill -f "$dir/halo" 2>/dev/null || true   # the MPI job's launcher and ranks
+  # Newest first: OpenSM can hang on its way out when ibsim is gone first.
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null || true; done
+  for _ in $(seq 100); do # up to 10 s, then no more waiting
+    alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
 }
 trap cleanup EXIT INT TERM
