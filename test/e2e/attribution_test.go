@@ -62,12 +62,13 @@ type attribJob struct {
 	} `json:"host_links"`
 }
 
-// TestAttributionWithSlurm runs two real MPI jobs with srun under the agent
-// on a real Slurm cluster whose nodes n1..n3 are the HCAs of an ibsim fat
-// tree, and a job without an agent; it checks the per-link, per-job bytes
-// against the routes ibtracert reports, the split of a shared link, and
-// the Slurm fields of the jobs.
-func TestAttributionWithSlurm(t *testing.T) {
+// slurmOnFabric skips unless Slurm, mpicc and the agent library are there;
+// else it starts a 4-host ibsim fat tree and a Slurm cluster of n1..n3,
+// makes the local users named, and compiles the ring program into the
+// cluster's shared folder. It returns the fabric, the cluster, a context
+// good for 4 minutes, the agent library and the program.
+func slurmOnFabric(t *testing.T, users ...string) (*ibsim.Fabric, *slurmtest.Cluster, context.Context, string, string) {
+	t.Helper()
 	if m := slurmtest.Missing(); m != "" {
 		t.Skip("Slurm unavailable: " + m)
 	}
@@ -80,24 +81,34 @@ func TestAttributionWithSlurm(t *testing.T) {
 	}
 	f, _ := startFabric(t, 4, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	c, err := slurmtest.Start(ctx, slurmtest.Options{Nodes: 3, CPUs: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
-	if _, err := slurmtest.EnsureUser(ctx, "nltest-a"); err != nil {
-		t.Fatal(err)
+	for _, u := range users {
+		if _, err := slurmtest.EnsureUser(ctx, u); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// The program and the netloom binary where jobs can reach them.
-	src := filepath.Join(c.Shared, "attrib.c")
 	prog := filepath.Join(c.Shared, "attrib")
-	if err := os.WriteFile(src, []byte(attribRing), 0o644); err != nil {
+	if err := os.WriteFile(prog+".c", []byte(attribRing), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.CommandContext(ctx, "mpicc", "-o", prog, src).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "mpicc", "-o", prog, prog+".c").CombinedOutput(); err != nil {
 		t.Fatalf("mpicc: %v\n%s", err, out)
 	}
+	return f, c, ctx, lib, prog
+}
+
+// TestAttributionWithSlurm runs two real MPI jobs with srun under the agent
+// on a real Slurm cluster whose nodes n1..n3 are the HCAs of an ibsim fat
+// tree, and a job without an agent; it checks the per-link, per-job bytes
+// against the routes ibtracert reports, the split of a shared link, and
+// the Slurm fields of the jobs.
+func TestAttributionWithSlurm(t *testing.T) {
+	f, c, ctx, lib, prog := slurmOnFabric(t, "nltest-a")
 	d, agent := startAttribDaemon(t, f, c)
 
 	// Two agent jobs sharing n1 and n2, then one without an agent.

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -26,8 +25,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	slurmtest "github.com/netloom/netloom/test/slurm"
 )
 
 // apiClient is one person at the API: anonymous, a password login (with
@@ -102,38 +99,9 @@ func (c *apiClient) login(user, password string) {
 // nothing of another user's job even by guessing its id, and no fabric-wide
 // data; then floods the API from one client while another keeps working.
 func TestWhoSeesWhat(t *testing.T) {
-	if m := slurmtest.Missing(); m != "" {
-		t.Skip("Slurm unavailable: " + m)
-	}
-	if _, err := exec.LookPath("mpicc"); err != nil {
-		t.Skip("mpicc unavailable (libopenmpi-dev)")
-	}
-	lib := filepath.Join(jobsRoot(t), "bin/lib/libnetloom-ompi.so")
-	if _, err := os.Stat(lib); err != nil {
-		t.Skip("agent library not built (make build): " + lib)
-	}
-	f, _ := startFabric(t, 4, 4)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	c, err := slurmtest.Start(ctx, slurmtest.Options{Nodes: 3, CPUs: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
 	const userA, userB = "nltest-a", "nltest-b"
-	for _, u := range []string{userA, userB} {
-		if _, err := slurmtest.EnsureUser(ctx, u); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The program, the agent and netloom where other users' jobs reach them.
-	prog := filepath.Join(c.Shared, "attrib")
-	if err := os.WriteFile(prog+".c", []byte(attribRing), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.CommandContext(ctx, "mpicc", "-o", prog, prog+".c").CombinedOutput(); err != nil {
-		t.Fatalf("mpicc: %v\n%s", err, out)
-	}
+	f, c, ctx, lib, prog := slurmOnFabric(t, userA, userB)
+	// The agent and netloom where other users' jobs reach them.
 	bin, sharedLib := filepath.Join(c.Shared, "netloom"), filepath.Join(c.Shared, "libnetloom-ompi.so")
 	for src, dst := range map[string]string{netloomBin: bin, lib: sharedLib} {
 		if out, err := exec.Command("cp", src, dst).CombinedOutput(); err != nil {
