@@ -132,21 +132,11 @@ func runPorts(ctx context.Context, c config, dir string, rng *rand.Rand) (*portR
 	// 1. Raw.
 	path := filepath.Join(dir, "ports.db")
 	start := time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)
-	s, err := sqlite.Open(ctx, path, c.storeOptions())
+	s, base, err := c.openEmpty(ctx, path, func(s *sqlite.Store) error {
+		_, _, err := s.SaveTopology(ctx, topo, start)
+		return err
+	})
 	if err != nil {
-		return nil, err
-	}
-	if _, _, err := s.SaveTopology(ctx, topo, start); err != nil {
-		return nil, err
-	}
-	if err := s.Close(); err != nil {
-		return nil, err
-	}
-	base, err := fileSize(path)
-	if err != nil {
-		return nil, err
-	}
-	if s, err = sqlite.Open(ctx, path, c.storeOptions()); err != nil {
 		return nil, err
 	}
 	gen := newTraffic(topo, ports, rng, c.interval, c.load)
@@ -419,18 +409,8 @@ func runProcesses(ctx context.Context, c config, dir string, rng *rand.Rand) (*p
 		n += ranks
 	}
 	path := filepath.Join(dir, "processes.db")
-	s, err := sqlite.Open(ctx, path, c.storeOptions())
+	s, base, err := c.openEmpty(ctx, path, nil)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.Close(); err != nil {
-		return nil, err
-	}
-	base, err := fileSize(path)
-	if err != nil {
-		return nil, err
-	}
-	if s, err = sqlite.Open(ctx, path, c.storeOptions()); err != nil {
 		return nil, err
 	}
 	const iv = 45 * time.Second
@@ -629,4 +609,27 @@ func runLinks(ctx context.Context, c config, dir string, rng *rand.Rand) (float6
 	per := float64(size-base) / float64(rows)
 	fmt.Printf("link attribution: %d rows, %.1f bytes per row\n", rows, per)
 	return per, nil
+}
+
+// openEmpty creates the store at path, runs prepare on it (when not nil),
+// and reopens it; base is the file's size then, what the measured data
+// comes on top of.
+func (c config) openEmpty(ctx context.Context, path string, prepare func(*sqlite.Store) error) (s *sqlite.Store, base int64, err error) {
+	if s, err = sqlite.Open(ctx, path, c.storeOptions()); err != nil {
+		return nil, 0, err
+	}
+	if prepare != nil {
+		if err := prepare(s); err != nil {
+			s.Close()
+			return nil, 0, err
+		}
+	}
+	if err := s.Close(); err != nil {
+		return nil, 0, err
+	}
+	if base, err = fileSize(path); err != nil {
+		return nil, 0, err
+	}
+	s, err = sqlite.Open(ctx, path, c.storeOptions())
+	return s, base, err
 }
