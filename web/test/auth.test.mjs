@@ -10,11 +10,11 @@
 // Content-Security-Policy violation. Screenshots go to test-results/.
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { chmodSync, existsSync, mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { freeUdpPort, newContext, newPage, shot, startBrowser, startDaemon, webDir } from "./harness.mjs";
+import { agentLibDir, freeUdpPort, have, mpiSkip, netloomBin, newContext, newPage, shot, startBrowser, startDaemon, webDir } from "./harness.mjs";
 
 const ADMIN = { name: "ada", password: "ada-e2e-secret-1", admin: true };
 // The regular user is named after the Unix account their job runs as: the
@@ -25,24 +25,11 @@ const USER_JOB = `web-auth-user-${process.pid}`;
 const ITERS = 20;
 const mpiDir = join(webDir, "test", "mpi");
 
-const have = (cmd) => {
-  try {
-    execFileSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" });
-    return true;
-  } catch {
-    return false;
-  }
-};
-const bin = process.env.NETLOOM_BIN ?? resolve(webDir, "../bin/netloom");
-const libDir = process.env.NETLOOM_LIB_DIR ?? resolve(webDir, "../bin/lib");
+const bin = netloomBin;
+const libDir = agentLibDir;
 const skip =
-  !have("mpicc") || !have("mpirun")
-    ? "Open MPI (mpicc, mpirun) not installed"
-    : !existsSync(join(libDir, "libnetloom-ompi.so"))
-      ? `no agent library in ${libDir}: run make build`
-      : process.getuid?.() !== 0 || !have("setpriv")
-        ? "needs root and setpriv to run a job as another Unix user"
-        : false;
+  mpiSkip() ||
+  (process.getuid?.() !== 0 || !have("setpriv") ? "needs root and setpriv to run a job as another Unix user" : false);
 
 let daemon;
 let browser;

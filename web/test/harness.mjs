@@ -13,6 +13,26 @@ import { chromium } from "playwright-core";
 const here = dirname(fileURLToPath(import.meta.url));
 export const webDir = resolve(here, "..");
 export const resultsDir = join(webDir, "test-results");
+/** The netloom binary and the agent libraries the tests run. */
+export const netloomBin = process.env.NETLOOM_BIN ?? resolve(webDir, "../bin/netloom");
+export const agentLibDir = process.env.NETLOOM_LIB_DIR ?? resolve(webDir, "../bin/lib");
+
+/** Whether a command is on the PATH. */
+export function have(cmd) {
+  try {
+    execFileSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Why tests of real Open MPI jobs under the agent cannot run here, or false. */
+export function mpiSkip() {
+  if (!have("mpicc") || !have("mpirun")) return "Open MPI (mpicc, mpirun) not installed";
+  if (!existsSync(join(agentLibDir, "libnetloom-ompi.so"))) return `no agent library in ${agentLibDir}: run make build`;
+  return false;
+}
 
 export const CHROMIUM_ARGS = [
   "--no-sandbox",
@@ -143,7 +163,7 @@ async function startIbsim(bin, dir, hosts, radix) {
  * (`--users`); the harness itself signs in as the first admin, so api()
  * keeps working, and `login(name, password)` gives a cookie for others. */
 export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", sweep = "500ms", sweeps = 3, args = [], accounts = null } = {}) {
-  const bin = process.env.NETLOOM_BIN ?? resolve(webDir, "../bin/netloom");
+  const bin = netloomBin;
   if (!existsSync(bin)) throw new Error(`${bin} not found: run make build (or set NETLOOM_BIN)`);
   const dir = mkdtempSync(join(tmpdir(), "netloom-web-"));
   let ibsim = null;

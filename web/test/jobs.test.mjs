@@ -6,28 +6,20 @@
 // numbers are checked against it. Screenshots go to test-results/.
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { freeUdpPort, newPage, shot, startBrowser, startDaemon, webDir } from "./harness.mjs";
+import { agentLibDir, freeUdpPort, mpiSkip, netloomBin, newPage, shot, startBrowser, startDaemon, webDir } from "./harness.mjs";
 
 const ITERS = 40; // rounds of traffic.c, ~110 ms each
 const A = `web-e2e-a-${process.pid}`;
 const B = `web-e2e-b-${process.pid}`;
 const mpiDir = join(webDir, "test", "mpi");
 
-const have = (cmd) => {
-  try {
-    execFileSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" });
-    return true;
-  } catch {
-    return false;
-  }
-};
-const bin = process.env.NETLOOM_BIN ?? resolve(webDir, "../bin/netloom");
-const libDir = process.env.NETLOOM_LIB_DIR ?? resolve(webDir, "../bin/lib");
-const skip = !have("mpicc") || !have("mpirun") ? "Open MPI (mpicc, mpirun) not installed" : !existsSync(join(libDir, "libnetloom-ompi.so")) ? `no agent library in ${libDir}: run make build` : false;
+const bin = netloomBin;
+const libDir = agentLibDir;
+const skip = mpiSkip();
 
 let daemon;
 let browser;
