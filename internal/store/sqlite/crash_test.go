@@ -109,18 +109,27 @@ func TestCrashSafety(t *testing.T) {
 	}
 }
 
-func verifyCrashDB(t *testing.T, path string, acked map[int]bool) {
+// reopenAfterKill opens the store a killed child left and checks the
+// file's integrity.
+func reopenAfterKill(t *testing.T, path string) *Store {
 	t.Helper()
-	ctx := context.Background()
-	s, err := Open(ctx, path, Options{})
+	s, err := Open(context.Background(), path, Options{})
 	if err != nil {
 		t.Fatalf("reopen after kill: %v", err)
 	}
-	defer s.Close()
 	var res string
 	if err := s.w.QueryRow(`PRAGMA integrity_check`).Scan(&res); err != nil || res != "ok" {
+		s.Close()
 		t.Fatalf("integrity_check after kill: %q %v", res, err)
 	}
+	return s
+}
+
+func verifyCrashDB(t *testing.T, path string, acked map[int]bool) {
+	t.Helper()
+	ctx := context.Background()
+	s := reopenAfterKill(t, path)
+	defer s.Close()
 	for i := range acked {
 		want := storetest.Sweep(crashSwitches, crashPorts, i, crashTime(i))
 		got, err := s.LatestSamples(ctx, crashTime(i), time.Nanosecond)
