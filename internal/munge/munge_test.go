@@ -100,9 +100,9 @@ func TestNoMunged(t *testing.T) {
 	}
 }
 
-// BenchmarkDecode is one munged round trip per credential (the cost of a
-// credential the daemon has not seen; later datagrams with it cost none).
-func BenchmarkDecode(b *testing.B) {
+// benchMunged starts a munged for a benchmark (skipped without one) and
+// returns a client of it.
+func benchMunged(b *testing.B) munge.Client {
 	if m := slurmtest.MungeMissing(); m != "" {
 		b.Skip(m)
 	}
@@ -110,8 +110,15 @@ func BenchmarkDecode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer m.Stop()
-	c := munge.Client{Socket: m.Socket}
+	b.Cleanup(m.Stop)
+	return munge.Client{Socket: m.Socket}
+}
+
+// BenchmarkDecode is one munged round trip per credential (the cost of a
+// credential the daemon has not seen; later datagrams with it cost none).
+func BenchmarkDecode(b *testing.B) {
+	c := benchMunged(b)
+	var err error
 	creds := make([][]byte, b.N)
 	for i := range creds {
 		if creds[i], err = c.Encode(make([]byte, 48), 0); err != nil {
@@ -129,15 +136,7 @@ func BenchmarkDecode(b *testing.B) {
 // BenchmarkDecodeParallel: decodes from several goroutines at once, as the
 // daemon's decode workers do (munged serves them with its own threads).
 func BenchmarkDecodeParallel(b *testing.B) {
-	if m := slurmtest.MungeMissing(); m != "" {
-		b.Skip(m)
-	}
-	m, err := slurmtest.StartMunge(context.Background(), "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Stop()
-	c := munge.Client{Socket: m.Socket}
+	c := benchMunged(b)
 	creds := make(chan []byte, b.N)
 	for range b.N {
 		cred, err := c.Encode(make([]byte, 48), 0)
