@@ -232,52 +232,48 @@ func (s *Store) readPorts(ctx context.Context, ports []fabric.PortRef, from, to 
 			if lo != math.MinInt64 {
 				bucketLo = lo - w
 			}
-			if err := func() error {
-				rows, err := rst.QueryContext(ctx, guidInt(g), widthS(l), bucketLo, hi, lo, hi)
-				if err != nil {
-					return err
-				}
-				defer rows.Close()
-				for rows.Next() {
-					var t int64
-					var data sql.RawBytes
-					if err := rows.Scan(&t, &data); err != nil {
-						return err
-					}
-					if pts, err = d.decodeRollup(pts[:0], data, g, fromNS(t), time.Duration(w), keep); err != nil {
-						return err
-					}
+			err := eachBlob(ctx, rst, func(t int64, data []byte) (err error) {
+				if pts, err = d.decodeRollup(pts[:0], data, g, fromNS(t), time.Duration(w), keep); err == nil {
 					rolled(pts)
 				}
-				return rows.Err()
-			}(); err != nil {
+				return err
+			}, guidInt(g), widthS(l), bucketLo, hi, lo, hi)
+			if err != nil {
 				return fmt.Errorf("port rollups of node %s: %w", g, err)
 			}
 		}
-		if err := func() error {
-			rows, err := st.QueryContext(ctx, guidInt(g), lo, hi)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var t int64
-				var data sql.RawBytes
-				if err := rows.Scan(&t, &data); err != nil {
-					return err
-				}
-				buf, err = d.decodeSwitch(buf[:0], data, g, fromNS(t), keep)
-				if err != nil {
-					return err
-				}
+		err := eachBlob(ctx, st, func(t int64, data []byte) (err error) {
+			if buf, err = d.decodeSwitch(buf[:0], data, g, fromNS(t), keep); err == nil {
 				raw(buf)
 			}
-			return rows.Err()
-		}(); err != nil {
+			return err
+		}, guidInt(g), lo, hi)
+		if err != nil {
 			return fmt.Errorf("port samples of node %s: %w", g, err)
 		}
 	}
 	return nil
+}
+
+// eachBlob runs st, a query of (time_ns, data) rows, and calls f with each
+// row; data is valid only during the call.
+func eachBlob(ctx context.Context, st *sql.Stmt, f func(t int64, data []byte) error, args ...any) error {
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t int64
+		var data sql.RawBytes
+		if err := rows.Scan(&t, &data); err != nil {
+			return err
+		}
+		if err := f(t, data); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // LatestSamples implements store.Store. A zero at means now; a window of
