@@ -468,18 +468,9 @@ func sumByBucket(per map[int][]store.ProcessSample, step time.Duration) []store.
 				b = &store.ProcessSample{Job: x.Job, Rank: -1, Time: time.Unix(0, (k+1)*int64(step)).UTC(), Span: step}
 				buckets[k] = b
 			}
-			b.CPUUser += x.CPUUser
-			b.CPUSystem += x.CPUSystem
-			b.MPI += x.MPI
+			b.AddUsage(&x)
 			b.VmRSS += x.VmRSS
 			b.VmSize += x.VmSize
-			b.IORead += x.IORead
-			b.IOWrite += x.IOWrite
-			b.MPIIORead += x.MPIIORead
-			b.MPIIOWrite += x.MPIIOWrite
-			b.Traffic = b.Traffic.Add(x.Traffic)
-			b.IntraNode = b.IntraNode.Add(x.IntraNode)
-			b.InterNode = b.InterNode.Add(x.InterNode)
 		}
 	}
 	out := make([]store.ProcessSample, 0, len(buckets))

@@ -300,6 +300,21 @@ type ProcessSample struct {
 	VmSizeMax uint64  `json:"vm_size_max,omitempty"`
 }
 
+// AddUsage adds u's CPU and MPI seconds, I/O bytes and traffic to x: what
+// sums over samples or ranks (memory, span and time are the caller's).
+func (x *ProcessSample) AddUsage(u *ProcessSample) {
+	x.CPUUser += u.CPUUser
+	x.CPUSystem += u.CPUSystem
+	x.MPI += u.MPI
+	x.IORead += u.IORead
+	x.IOWrite += u.IOWrite
+	x.MPIIORead += u.MPIIORead
+	x.MPIIOWrite += u.MPIIOWrite
+	x.Traffic = x.Traffic.Add(u.Traffic)
+	x.IntraNode = x.IntraNode.Add(u.IntraNode)
+	x.InterNode = x.InterNode.Add(u.InterNode)
+}
+
 // JobQuery selects and orders job summaries.
 type JobQuery struct {
 	State   string   // JobRunning, JobFinished or "" for all

@@ -455,16 +455,7 @@ func expectProcesses(in []store.ProcessSample, width time.Duration, until time.T
 		}
 		p.Span += x.Span
 		p.Samples++
-		p.CPUUser += x.CPUUser
-		p.CPUSystem += x.CPUSystem
-		p.MPI += x.MPI
-		p.IORead += x.IORead
-		p.IOWrite += x.IOWrite
-		p.MPIIORead += x.MPIIORead
-		p.MPIIOWrite += x.MPIIOWrite
-		p.Traffic = p.Traffic.Add(x.Traffic)
-		p.IntraNode = p.IntraNode.Add(x.IntraNode)
-		p.InterNode = p.InterNode.Add(x.InterNode)
+		p.AddUsage(&x)
 		a.rss += x.VmRSS
 		a.vsz += x.VmSize
 		p.VmRSSMax = max(p.VmRSSMax, x.VmRSS)
