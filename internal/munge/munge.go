@@ -15,6 +15,18 @@ package munge
 #include <time.h>
 #include <munge.h>
 
+// nl_ctx makes a libmunge context for the munged at socket (NULL:
+// libmunge's default); *e says whether the socket could be set. NULL when
+// out of memory.
+static munge_ctx_t nl_ctx(const char *socket, munge_err_t *e)
+{
+	munge_ctx_t ctx = munge_ctx_create();
+	*e = ctx ? EMUNGE_SUCCESS : EMUNGE_NO_MEMORY;
+	if (ctx && socket)
+		*e = munge_ctx_set(ctx, MUNGE_OPT_SOCKET, socket);
+	return ctx;
+}
+
 // nl_decode decodes cred through the munged at socket (NULL: libmunge's
 // default). On success the payload is malloc'ed into *buf (the caller frees
 // it); on failure *msg is a malloc'ed error text.
@@ -23,12 +35,10 @@ static munge_err_t nl_decode(const char *cred, const char *socket, void **buf, i
 {
 	*buf = NULL;
 	*msg = NULL;
-	munge_ctx_t ctx = munge_ctx_create();
+	munge_err_t e;
+	munge_ctx_t ctx = nl_ctx(socket, &e);
 	if (!ctx)
-		return EMUNGE_NO_MEMORY;
-	munge_err_t e = EMUNGE_SUCCESS;
-	if (socket)
-		e = munge_ctx_set(ctx, MUNGE_OPT_SOCKET, socket);
+		return e;
 	if (e == EMUNGE_SUCCESS)
 		e = munge_decode(cred, ctx, buf, len, uid, gid);
 	if (e == EMUNGE_SUCCESS) {
@@ -50,12 +60,10 @@ static munge_err_t nl_encode(char **cred, const char *socket, const void *buf, i
 {
 	*cred = NULL;
 	*msg = NULL;
-	munge_ctx_t ctx = munge_ctx_create();
+	munge_err_t e;
+	munge_ctx_t ctx = nl_ctx(socket, &e);
 	if (!ctx)
-		return EMUNGE_NO_MEMORY;
-	munge_err_t e = EMUNGE_SUCCESS;
-	if (socket)
-		e = munge_ctx_set(ctx, MUNGE_OPT_SOCKET, socket);
+		return e;
 	if (e == EMUNGE_SUCCESS && ttl > 0)
 		e = munge_ctx_set(ctx, MUNGE_OPT_TTL, ttl);
 	if (e == EMUNGE_SUCCESS)
