@@ -11,7 +11,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -24,11 +23,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 func main() {
@@ -235,7 +238,8 @@ loop:
 		rep.Snapshots += r.Snapshots
 		rep.Seconds = max(rep.Seconds, r.Seconds)
 	}
-	m := metrics(base)
+	fams := scrape(base)
+	m := metrics(fams)
 	var status struct {
 		Store map[string]int64 `json:"store"`
 		Sweep struct {
@@ -268,8 +272,8 @@ loop:
 	// this machine's) and from the daemon's receipt of it to the first
 	// published live view showing it, which the API serves from then on.
 	// The poll sees only each job's newest snapshot, after up to 200 ms.
-	hs := histogram(base, "netloom_ingest_visible_delay_seconds", `from="snapshot"`)
-	hr := histogram(base, "netloom_ingest_visible_delay_seconds", `from="received"`)
+	hs := histogram(fams, "netloom_ingest_visible_delay_seconds", "from", "snapshot")
+	hr := histogram(fams, "netloom_ingest_visible_delay_seconds", "from", "received")
 	fmt.Printf("arrival to queryable, every snapshot (time stamp to the first live view showing it): p50 %.3fs p99 %.3fs, %.3f%% over 2 s (n=%.0f)\n",
 		hs.quantile(0.5), hs.quantile(0.99), 100*hs.over(2), hs.count())
 	fmt.Printf("  from the daemon's receipt: p50 %.3fs p99 %.3fs, %.3f%% over 2 s; as polled from the API (each job's newest snapshot): p50 %.3fs p99 %.3fs (n=%d)\n",
@@ -331,27 +335,47 @@ func firstLink(base string) string {
 	return links.Links[len(links.Links)/2].ID
 }
 
-var metricLine = regexp.MustCompile(`^([a-z_]+)(\{[^}]*\})? ([0-9.e+-]+)$`)
-
-// metrics sums each metric over its labels; drops keep their reason.
-func metrics(base string) map[string]float64 {
-	out := map[string]float64{}
+// scrape reads the daemon's /metrics with Prometheus' own text parser
+// (nil when it cannot).
+func scrape(base string) map[string]*dto.MetricFamily {
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
-		return out
+		return nil
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		m := metricLine.FindStringSubmatch(sc.Text())
-		if m == nil || !strings.HasPrefix(m[1], "netloom_") || strings.HasPrefix(m[1], "netloom_port_") {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, _ := p.TextToMetricFamilies(resp.Body)
+	return fams
+}
+
+// metrics sums each netloom metric (not the per-port ones) over its
+// labels; drops are also kept per reason, as NAME{reason="..."}.
+func metrics(fams map[string]*dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	for name, f := range fams {
+		if !strings.HasPrefix(name, "netloom_") || strings.HasPrefix(name, "netloom_port_") {
 			continue
 		}
-		v, _ := strconv.ParseFloat(m[3], 64)
-		out[m[1]] += v
-		if strings.HasSuffix(m[1], "_dropped_total") && v > 0 {
-			out[m[1]+m[2]] = v
+		for _, m := range f.GetMetric() {
+			var v float64
+			switch {
+			case m.Counter != nil:
+				v = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				v = m.GetGauge().GetValue()
+			case m.Untyped != nil:
+				v = m.GetUntyped().GetValue()
+			default:
+				continue
+			}
+			out[name] += v
+			if strings.HasSuffix(name, "_dropped_total") && v > 0 {
+				var labels []string
+				for _, l := range m.GetLabel() {
+					labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+				}
+				out[name+"{"+strings.Join(labels, ",")+"}"] = v
+			}
 		}
 	}
 	return out
@@ -419,31 +443,18 @@ type hist struct {
 	cum []float64
 }
 
-// histogram reads the buckets of one series of a histogram from /metrics.
-func histogram(base, name, label string) hist {
+// histogram is the series of histogram name whose label key is value.
+func histogram(fams map[string]*dto.MetricFamily, name, key, value string) hist {
 	var h hist
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		return h
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	le := regexp.MustCompile(`le="([^"]+)"`)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"_bucket{") || !strings.Contains(line, label) {
+	for _, m := range fams[name].GetMetric() {
+		if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == key && l.GetValue() == value }) {
 			continue
 		}
-		m := le.FindStringSubmatch(line)
-		f := strings.Fields(line)
-		if m == nil || len(f) < 2 {
-			continue
+		for _, b := range m.GetHistogram().GetBucket() {
+			h.le, h.cum = append(h.le, b.GetUpperBound()), append(h.cum, float64(b.GetCumulativeCount()))
 		}
-		b, err1 := strconv.ParseFloat(m[1], 64) // "+Inf" parses
-		c, err2 := strconv.ParseFloat(f[len(f)-1], 64)
-		if err1 == nil && err2 == nil {
-			h.le, h.cum = append(h.le, b), append(h.cum, c)
+		if n := len(h.le); n == 0 || !math.IsInf(h.le[n-1], 1) { // the text form lists +Inf; be sure
+			h.le, h.cum = append(h.le, math.Inf(1)), append(h.cum, float64(m.GetHistogram().GetSampleCount()))
 		}
 	}
 	return h
