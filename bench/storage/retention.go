@@ -140,13 +140,12 @@ func runPorts(ctx context.Context, c config, dir string, rng *rand.Rand) (*portR
 		return nil, err
 	}
 	gen := newTraffic(topo, ports, rng, c.interval, c.load)
-	at := start
 	t0 := time.Now()
 	var samples int64
 	for i := 0; i < c.sweeps; i++ {
 		// Sweeps end on the interval (the scheduler's clock), as the
 		// daemon's ticker makes them.
-		at = start.Add(time.Duration(i+1) * c.interval)
+		at := start.Add(time.Duration(i+1) * c.interval)
 		sw := gen.sweep(at)
 		if err := s.AddPortSamples(ctx, sw); err != nil {
 			return nil, fmt.Errorf("sweep %d: %w", i, err)
