@@ -16,8 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/fabric/sim"
 	"github.com/netloom/netloom/internal/ingest/agentpb"
@@ -107,7 +105,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
 			return Report{}, fmt.Errorf("loadgen: pattern %q: want one of %s", p, strings.Join(Patterns, ", "))
 		}
 	}
-	hosts, err := hostNames(ctx, cfg.System)
+	hosts, err := hostNames(cfg.System)
 	if err != nil {
 		return Report{}, err
 	}
@@ -180,12 +178,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
 }
 
 // hostNames lists the simulated system's host names.
-func hostNames(ctx context.Context, system string) ([]string, error) {
+func hostNames(system string) ([]string, error) {
 	sp, err := sim.ParseSpec(system)
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: system %q: %w", system, err)
 	}
-	t, _, err := sim.Generate(ctx, sp)
+	t, err := sim.Build(sp)
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: system %q: %w", system, err)
 	}
@@ -208,53 +206,7 @@ type generator struct {
 	started int
 	// position of the rank sender
 	jobCursor, rankCursor int
-	buf                   []byte
-	rows                  arena
-}
-
-// arena hands out the node and traffic rows of one snapshot, reused for the
-// next: a rank of a 1,024-node all-to-all job has 4,096 of them, and
-// allocating them anew made the generator too slow to send one Stampede
-// from a shared core. Rows live in fixed blocks, so pointers stay valid
-// while the arena grows. A nil *arena allocates.
-type arena struct {
-	nodes [][]agentpb.NodeTraffic
-	trs   [][]agentpb.Traffic
-	n, t  int
-}
-
-const arenaBlock = 1024
-
-func (a *arena) reset() {
-	if a != nil {
-		a.n, a.t = 0, 0
-	}
-}
-
-func (a *arena) node() *agentpb.NodeTraffic {
-	if a == nil {
-		return &agentpb.NodeTraffic{}
-	}
-	if a.n == len(a.nodes)*arenaBlock {
-		a.nodes = append(a.nodes, make([]agentpb.NodeTraffic, arenaBlock))
-	}
-	nt := &a.nodes[a.n/arenaBlock][a.n%arenaBlock]
-	a.n++
-	nt.Node, nt.P2P, nt.Coll, nt.Rma = "", nil, nil, nil
-	return nt
-}
-
-func (a *arena) traffic(bytes, msgs uint64) *agentpb.Traffic {
-	if a == nil {
-		return &agentpb.Traffic{Bytes: bytes, Msgs: msgs}
-	}
-	if a.t == len(a.trs)*arenaBlock {
-		a.trs = append(a.trs, make([]agentpb.Traffic, arenaBlock))
-	}
-	t := &a.trs[a.t/arenaBlock][a.t%arenaBlock]
-	a.t++
-	t.Bytes, t.Msgs = bytes, msgs
-	return t
+	enc                   encoder
 }
 
 // fill starts jobs on every free host: sizes are powers of two up to
@@ -333,29 +285,18 @@ func (g *generator) sendNext(now time.Time, rep *Report) {
 
 // send encodes one rank's snapshot as one or more datagrams and sends them.
 func (g *generator) send(j *job, rank int, now time.Time, final bool, rep *Report) {
-	elapsed := now.Sub(j.start).Seconds()
-	g.rows.reset()
-	d := snapshotIn(&g.rows, j, rank, elapsed, g.cfg)
-	d.Seq = j.seq[rank]
+	chunks := g.enc.encode(snap{job: j, rank: rank, seq: j.seq[rank], time: now.UnixNano(), start: j.start.UnixNano(),
+		interval: uint64(g.cfg.Interval), final: final, elapsed: now.Sub(j.start).Seconds(),
+		peerLimit: g.cfg.PeerLimit, peerCount: g.cfg.TopPeers})
 	j.seq[rank]++
-	d.TimeUnixNs = now.UnixNano()
-	d.StartUnixNs = j.start.UnixNano()
-	d.IntervalNs = uint64(g.cfg.Interval)
-	d.Final = final
-	chunks := chunk(d)
-	for _, c := range chunks {
-		var err error
-		g.buf, err = proto.MarshalOptions{}.MarshalAppend(g.buf[:0], c)
-		if err != nil {
-			rep.SendErrors++
-			continue
-		}
-		if _, err := g.conn.Write(g.buf); err != nil {
+	for i := range chunks {
+		b := g.enc.datagram(i, chunks)
+		if _, err := g.conn.Write(b); err != nil {
 			rep.SendErrors++
 			continue
 		}
 		rep.DatagramsSent++
-		rep.BytesSent += uint64(len(g.buf))
+		rep.BytesSent += uint64(len(b))
 	}
 	rep.Snapshots++
 }
@@ -367,10 +308,11 @@ type flow struct {
 	coll bool
 }
 
-// flows lists a rank's peer flows (at most limit of them, the heaviest
-// first) and the same traffic summed per destination node, computed
-// directly so an all-to-all over thousands of ranks costs O(nodes).
-func flows(j *job, rank int, jitter float64, limit int) (peers, nodes []flow, truncated bool) {
+// flowsInto appends a rank's peer flows (at most limit of them, the
+// heaviest first) and the same traffic summed per destination node to
+// peers and nodes, computed directly so an all-to-all over thousands of
+// ranks costs O(nodes).
+func flowsInto(peers, nodes []flow, j *job, rank int, jitter float64, limit int) ([]flow, []flow, bool) {
 	n := j.ranks()
 	switch j.pattern {
 	case "halo":
@@ -419,121 +361,31 @@ func flows(j *job, rank int, jitter float64, limit int) (peers, nodes []flow, tr
 	return peers, nodes, false
 }
 
-// snapshot builds a rank's cumulative counters after elapsed seconds of
-// its job's pattern.
-func snapshot(j *job, rank int, elapsed float64, cfg Config) *agentpb.Datagram {
-	return snapshotIn(nil, j, rank, elapsed, cfg)
+// rankJitter is a rank's fixed variation of its pattern's rates.
+func rankJitter(rank int) float64 {
+	return 0.8 + 0.4*float64(uint32(rank)*2654435761%1000)/1000
 }
 
-// snapshotIn is snapshot with its node rows taken from a (valid until its
-// next reset).
-func snapshotIn(a *arena, j *job, rank int, elapsed float64, cfg Config) *agentpb.Datagram {
-	n := j.ranks()
-	myNode := rank / j.ppn
-	d := &agentpb.Datagram{Version: 1, JobId: j.id, Rank: uint32(rank), WorldSize: uint32(n), Chunks: 1}
-	jitter := 0.8 + 0.4*float64(uint32(rank)*2654435761%1000)/1000 // per-rank variation
-	limit := n
-	if n > cfg.PeerLimit {
-		limit = cfg.TopPeers
-	}
-	peers, nodes, truncated := flows(j, rank, jitter, limit)
-	traffic := func(rate float64) *agentpb.Traffic {
-		bytes := uint64(rate * elapsed)
-		return &agentpb.Traffic{Bytes: bytes, Msgs: bytes / 65536}
-	}
-	var intra, inter agentpb.Traffic
-	// Classes with no traffic are left out, as the agent does (an empty
-	// row costs the daemon an allocation to decode).
-	d.Nodes = make([]*agentpb.NodeTraffic, 0, len(nodes))
-	for _, f := range nodes {
-		bytes := uint64(f.rate * elapsed)
-		nt := a.node()
-		nt.Node = j.nodes[f.to]
-		if bytes > 0 {
-			t := a.traffic(bytes, bytes/65536)
-			if f.coll {
-				nt.Coll = t
-			} else {
-				nt.P2P = t
-			}
-		}
-		d.Nodes = append(d.Nodes, nt)
-		side := &inter
-		if f.to == myNode {
-			side = &intra
-		}
-		side.Bytes += bytes
-		side.Msgs += bytes / 65536
-	}
-	for _, f := range peers {
-		t := traffic(f.rate)
-		pt := &agentpb.PeerTraffic{Peer: uint32(f.to)}
-		if f.coll {
-			pt.Coll = t
-		} else {
-			pt.P2P = t
-			hist := make([]uint64, 18)
-			hist[17] = t.Msgs // 64 KiB messages
-			pt.SizeHistogram = hist
-		}
-		d.Peers = append(d.Peers, pt)
-	}
-	d.PeersTruncated = truncated
-	mpi := 0.1 * elapsed
-	d.Process = &agentpb.Process{Node: j.nodes[myNode], Host: j.nodes[myNode], Pid: uint32(10000 + rank%j.ppn), Cpu: int32(rank % j.ppn),
+// fillProcess sets a rank's process block after elapsed seconds, given its
+// traffic totals.
+func fillProcess(p *agentpb.Process, j *job, rank int, elapsed float64, intra, inter *agentpb.Traffic) {
+	node := j.nodes[rank/j.ppn]
+	*p = agentpb.Process{Node: node, Host: node, Pid: uint32(10000 + rank%j.ppn), Cpu: int32(rank % j.ppn),
 		MpiLibrary: "loadgen", Program: j.pattern, User: "loadgen",
-		CpuUserSeconds: 0.85 * elapsed, CpuSystemSeconds: 0.05 * elapsed, WallSeconds: elapsed, MpiSeconds: mpi,
+		CpuUserSeconds: 0.85 * elapsed, CpuSystemSeconds: 0.05 * elapsed, WallSeconds: elapsed, MpiSeconds: 0.1 * elapsed,
 		VmSize: 2 << 30, VmPeak: 2 << 30, VmRss: 1 << 30, VmHwm: 1 << 30,
-		IntraNode: &intra, InterNode: &inter}
-	calls := uint64(elapsed * 1000)
-	d.Functions = []*agentpb.FunctionStat{
-		{Name: "MPI_Isend", Calls: calls, TimeNs: uint64(mpi * 0.2e9), BytesSent: intra.Bytes + inter.Bytes},
-		{Name: "MPI_Irecv", Calls: calls, TimeNs: uint64(mpi * 0.1e9)},
-		{Name: "MPI_Waitall", Calls: calls / 2, TimeNs: uint64(mpi * 0.5e9)},
-		{Name: "MPI_Allreduce", Calls: calls / 10, TimeNs: uint64(mpi * 0.2e9)},
-	}
-	return d
+		IntraNode: intra, InterNode: inter}
 }
 
-// chunk splits a snapshot whose encoding would exceed maxDatagram: node
-// and peer rows are spread over chunks; process, functions and regions go
-// in chunk 0 only.
-func chunk(d *agentpb.Datagram) []*agentpb.Datagram {
-	if proto.Size(d) <= maxDatagram {
-		return []*agentpb.Datagram{d}
+// fillFunctions sets a rank's function rows in fs and appends them to dst.
+func fillFunctions(dst []*agentpb.FunctionStat, fs *[4]agentpb.FunctionStat, elapsed float64, sent uint64) []*agentpb.FunctionStat {
+	calls, mpi := uint64(elapsed*1000), 0.1*elapsed
+	fs[0] = agentpb.FunctionStat{Name: "MPI_Isend", Calls: calls, TimeNs: uint64(mpi * 0.2e9), BytesSent: sent}
+	fs[1] = agentpb.FunctionStat{Name: "MPI_Irecv", Calls: calls, TimeNs: uint64(mpi * 0.1e9)}
+	fs[2] = agentpb.FunctionStat{Name: "MPI_Waitall", Calls: calls / 2, TimeNs: uint64(mpi * 0.5e9)}
+	fs[3] = agentpb.FunctionStat{Name: "MPI_Allreduce", Calls: calls / 10, TimeNs: uint64(mpi * 0.2e9)}
+	for i := range fs {
+		dst = append(dst, &fs[i])
 	}
-	// The head shares the process, function and region rows (a deep
-	// clone of the whole snapshot cost as much as encoding it).
-	head := &agentpb.Datagram{Version: d.Version, JobId: d.JobId, Rank: d.Rank, WorldSize: d.WorldSize, Seq: d.Seq,
-		TimeUnixNs: d.TimeUnixNs, StartUnixNs: d.StartUnixNs, IntervalNs: d.IntervalNs, Final: d.Final, PeersTruncated: d.PeersTruncated,
-		Process: d.Process, Functions: d.Functions, Regions: d.Regions, Credential: d.Credential, Mac: d.Mac}
-	out := []*agentpb.Datagram{head}
-	cur := head
-	room := maxDatagram - proto.Size(head)
-	next := func() {
-		cur = &agentpb.Datagram{Version: d.Version, JobId: d.JobId, Rank: d.Rank, WorldSize: d.WorldSize, Seq: d.Seq,
-			TimeUnixNs: d.TimeUnixNs, StartUnixNs: d.StartUnixNs, IntervalNs: d.IntervalNs, Final: d.Final, PeersTruncated: d.PeersTruncated}
-		out = append(out, cur)
-		room = maxDatagram - proto.Size(cur) - 16
-	}
-	for _, nt := range d.Nodes {
-		sz := proto.Size(nt) + 4
-		if sz > room {
-			next()
-		}
-		cur.Nodes = append(cur.Nodes, nt)
-		room -= sz
-	}
-	for _, pt := range d.Peers {
-		sz := proto.Size(pt) + 4
-		if sz > room {
-			next()
-		}
-		cur.Peers = append(cur.Peers, pt)
-		room -= sz
-	}
-	for i, c := range out {
-		c.Chunk, c.Chunks = uint32(i), uint32(len(out))
-	}
-	return out
+	return dst
 }

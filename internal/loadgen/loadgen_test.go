@@ -98,94 +98,137 @@ func TestRunSendsValidCumulativeSnapshots(t *testing.T) {
 	}
 }
 
-func TestChunkKeepsDatagramsSmall(t *testing.T) {
-	j := &job{id: "big", pattern: "alltoall", ppn: 16, start: time.Now()}
-	for i := 0; i < 4096; i++ {
-		j.nodes = append(j.nodes, fmt.Sprintf("node%05d", i))
+// snapshot is the reference for the encoder: a rank's snapshot after
+// elapsed seconds as one protobuf message, before chunking.
+func snapshot(j *job, rank int, elapsed float64, cfg Config) *agentpb.Datagram {
+	n := j.ranks()
+	d := &agentpb.Datagram{Version: 1, JobId: j.id, Rank: uint32(rank), WorldSize: uint32(n), Chunks: 1}
+	limit := n
+	if n > cfg.PeerLimit {
+		limit = cfg.TopPeers
 	}
-	d := snapshot(j, 5, 10, Config{}.withDefaults())
-	chunks := chunk(d)
-	if len(chunks) < 2 {
-		t.Fatalf("a 4,096-node all-to-all snapshot fit in %d datagram", len(chunks))
-	}
-	nodes := 0
-	for i, c := range chunks {
-		if sz := proto.Size(c); sz > 64<<10 {
-			t.Errorf("chunk %d is %d bytes", i, sz)
+	peers, nodes, truncated := flowsInto(nil, nil, j, rank, rankJitter(rank), limit)
+	var intra, inter agentpb.Traffic
+	for _, f := range nodes {
+		bytes := uint64(f.rate * elapsed)
+		nt := &agentpb.NodeTraffic{Node: j.nodes[f.to]}
+		if bytes > 0 {
+			t := &agentpb.Traffic{Bytes: bytes, Msgs: bytes / 65536}
+			if f.coll {
+				nt.Coll = t
+			} else {
+				nt.P2P = t
+			}
 		}
-		if c.Chunk != uint32(i) || c.Chunks != uint32(len(chunks)) || (i > 0 && c.Process != nil) {
-			t.Errorf("chunk %d header %d/%d process %v", i, c.Chunk, c.Chunks, c.Process != nil)
+		d.Nodes = append(d.Nodes, nt)
+		side := &inter
+		if f.to == rank/j.ppn {
+			side = &intra
 		}
-		nodes += len(c.Nodes)
+		side.Bytes += bytes
+		side.Msgs += bytes / 65536
 	}
-	if nodes != len(d.Nodes) {
-		t.Errorf("%d node rows over chunks, want %d", nodes, len(d.Nodes))
+	for _, f := range peers {
+		bytes := uint64(f.rate * elapsed)
+		t := &agentpb.Traffic{Bytes: bytes, Msgs: bytes / 65536}
+		pt := &agentpb.PeerTraffic{Peer: uint32(f.to)}
+		if f.coll {
+			pt.Coll = t
+		} else {
+			pt.P2P = t
+			pt.SizeHistogram = make([]uint64, histBins)
+			pt.SizeHistogram[histBins-1] = t.Msgs
+		}
+		d.Peers = append(d.Peers, pt)
+	}
+	d.PeersTruncated = truncated
+	d.Process = new(agentpb.Process)
+	fillProcess(d.Process, j, rank, elapsed, &intra, &inter)
+	var fs [4]agentpb.FunctionStat
+	d.Functions = fillFunctions(nil, &fs, elapsed, intra.Bytes+inter.Bytes)
+	return d
+}
+
+func testJob(pattern string, nodes int) *job {
+	j := &job{id: pattern, pattern: pattern, ppn: 16, start: time.Now()}
+	for i := range nodes {
+		j.nodes = append(j.nodes, fmt.Sprintf("c%04d", i))
+	}
+	j.seq = make([]uint64, j.ranks())
+	return j
+}
+
+// The encoder writes what proto.Marshal writes for the reference snapshot,
+// byte for byte when it fits one datagram; a larger one is split into
+// chunks under maxDatagram that carry every row once, in order, with the
+// process block and functions in chunk 0 only.
+func TestEncoderMatchesProto(t *testing.T) {
+	cfg := Config{}.withDefaults()
+	det := proto.MarshalOptions{Deterministic: true}
+	var e encoder
+	for _, j := range []*job{testJob("alltoall", 4096), testJob("alltoall", 2048), testJob("halo", 8), testJob("alltoall", 4),
+		testJob("reduce", 2), testJob("idle", 1), testJob("halo", 1)} {
+		for _, rank := range []int{0, 5, j.ranks() - 1} {
+			for _, elapsed := range []float64{0, 0.001, 90} {
+				s := snap{job: j, rank: rank, seq: uint64(rank % 3), time: 1e18 + int64(rank), start: 1e18 - 5e9,
+					interval: uint64(cfg.Interval), final: rank == 5, elapsed: elapsed, peerLimit: cfg.PeerLimit, peerCount: cfg.TopPeers}
+				want := snapshot(j, rank, elapsed, cfg)
+				want.Seq, want.TimeUnixNs, want.StartUnixNs, want.IntervalNs, want.Final = s.seq, s.time, s.start, s.interval, s.final
+				chunks := e.encode(s)
+				if chunks == 1 {
+					wb, err := det.Marshal(want)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := e.datagram(0, 1); !bytes.Equal(got, wb) {
+						t.Fatalf("%s rank %d at %gs: encoded %d bytes differ from proto's %d", j.id, rank, elapsed, len(got), len(wb))
+					}
+					continue
+				}
+				merged := &agentpb.Datagram{}
+				for i := range chunks {
+					b := e.datagram(i, chunks)
+					var c agentpb.Datagram
+					if err := proto.Unmarshal(b, &c); err != nil {
+						t.Fatal(err)
+					}
+					if len(b) > maxDatagram || c.Chunk != uint32(i) || c.Chunks != uint32(chunks) || (c.Process != nil) != (i == 0) ||
+						(len(c.Functions) > 0) != (i == 0) || len(c.Nodes)+len(c.Peers) == 0 {
+						t.Fatalf("%s rank %d chunk %d/%d: %d bytes, header %d/%d, %d rows", j.id, rank, i, chunks, len(b), c.Chunk, c.Chunks, len(c.Nodes)+len(c.Peers))
+					}
+					if i == 0 {
+						proto.Merge(merged, &c)
+					} else {
+						merged.Nodes = append(merged.Nodes, c.Nodes...)
+						merged.Peers = append(merged.Peers, c.Peers...)
+					}
+				}
+				merged.Chunk, merged.Chunks = 0, 1
+				if !proto.Equal(merged, want) {
+					t.Fatalf("%s rank %d at %gs: %d chunks do not add up to the snapshot", j.id, rank, elapsed, chunks)
+				}
+			}
+		}
 	}
 }
 
 func BenchmarkSnapshot(b *testing.B) {
-	j := &job{id: "bench", pattern: "halo", ppn: 16, start: time.Now()}
-	for i := 0; i < 64; i++ {
-		j.nodes = append(j.nodes, fmt.Sprintf("n%d", i))
-	}
-	j.seq = make([]uint64, j.ranks())
-	cfg := Config{}.withDefaults()
-	var buf []byte
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		d := snapshot(j, i%j.ranks(), 100, cfg)
-		for _, c := range chunk(d) {
-			buf, _ = proto.MarshalOptions{}.MarshalAppend(buf[:0], c)
-		}
-	}
-}
-
-// Snapshots built in a reused arena encode exactly as freshly allocated
-// ones, and a chunked snapshot's chunks carry all its rows once.
-func TestArenaSnapshots(t *testing.T) {
-	cfg := Config{}.withDefaults()
-	mk := func(pattern string, nodes int) *job {
-		j := &job{id: pattern, pattern: pattern, ppn: 16, start: time.Now()}
-		for i := range nodes {
-			j.nodes = append(j.nodes, fmt.Sprintf("c%04d", i))
-		}
-		j.seq = make([]uint64, j.ranks())
-		return j
-	}
-	det := proto.MarshalOptions{Deterministic: true}
-	var a arena
-	for _, j := range []*job{mk("alltoall", 2048), mk("halo", 8), mk("alltoall", 4), mk("reduce", 2)} {
-		for _, rank := range []int{0, 5, j.ranks() - 1} {
-			a.reset()
-			got, err := det.Marshal(snapshotIn(&a, j, rank, 90, cfg))
-			if err != nil {
-				t.Fatal(err)
+	for _, bc := range []struct {
+		pattern string
+		nodes   int
+	}{{"halo", 64}, {"alltoall", 1024}} {
+		b.Run(fmt.Sprintf("%s-%d", bc.pattern, bc.nodes), func(b *testing.B) {
+			j := testJob(bc.pattern, bc.nodes)
+			cfg := Config{}.withDefaults()
+			var e encoder
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				s := snap{job: j, rank: i % j.ranks(), elapsed: 100, interval: uint64(cfg.Interval), peerLimit: cfg.PeerLimit, peerCount: cfg.TopPeers}
+				chunks := e.encode(s)
+				for c := range chunks {
+					e.datagram(c, chunks)
+				}
 			}
-			want, err := det.Marshal(snapshot(j, rank, 90, cfg))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("%s rank %d: arena snapshot differs", j.id, rank)
-			}
-		}
-	}
-	d := snapshot(mk("alltoall", 4096), 3, 90, cfg)
-	chunks := chunk(d)
-	if len(chunks) < 2 {
-		t.Fatalf("a 4096-node all-to-all rank in %d chunk(s)", len(chunks))
-	}
-	var nodes int
-	for i, c := range chunks {
-		if sz := proto.Size(c); sz > maxDatagram || c.Chunk != uint32(i) || c.Chunks != uint32(len(chunks)) || c.TimeUnixNs != d.TimeUnixNs {
-			t.Fatalf("chunk %d: %d bytes, %d/%d", i, sz, c.Chunk, c.Chunks)
-		}
-		if (c.Process != nil) != (i == 0) || (len(c.Functions) > 0) != (i == 0) {
-			t.Fatalf("chunk %d: process block or functions misplaced", i)
-		}
-		nodes += len(c.Nodes)
-	}
-	if nodes != len(d.Nodes) {
-		t.Fatalf("chunks carry %d node rows, snapshot %d", nodes, len(d.Nodes))
+		})
 	}
 }

@@ -301,28 +301,7 @@ func stampede() (*fabric.Topology, error) {
 // The tables are nil (with no error) when the fabric has more endpoints
 // than one subnet has unicast LIDs (10x-stampede).
 func Generate(ctx context.Context, sp Spec) (*fabric.Topology, fabric.ForwardingTables, error) {
-	var (
-		t   *fabric.Topology
-		err error
-	)
-	switch sp.Kind {
-	case KindFatTree:
-		t, err = fatTree(sp)
-	case KindStampede:
-		t, err = stampede()
-	case KindStampede10x:
-		t, err = fatTree(Spec{Kind: KindFatTree, Hosts: 10 * 6541, Radix: 64, Levels: 3})
-	case KindFile:
-		var f *os.File
-		f, err = os.Open(sp.Path)
-		if err != nil {
-			return nil, nil, fmt.Errorf("sim spec %q: %w", sp, err)
-		}
-		t, err = ParseNetfile(f, sp.Path)
-		f.Close()
-	default:
-		return nil, nil, fmt.Errorf("sim spec %q: unknown kind %q", sp, sp.Kind)
-	}
+	t, err := Build(sp)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -334,6 +313,26 @@ func Generate(ctx context.Context, sp Spec) (*fabric.Topology, fabric.Forwarding
 		return nil, nil, fmt.Errorf("sim spec %q: %w", sp, err)
 	}
 	return t, ft, nil
+}
+
+// Build builds the fabric a spec describes, without routes.
+func Build(sp Spec) (*fabric.Topology, error) {
+	switch sp.Kind {
+	case KindFatTree:
+		return fatTree(sp)
+	case KindStampede:
+		return stampede()
+	case KindStampede10x:
+		return fatTree(Spec{Kind: KindFatTree, Hosts: 10 * 6541, Radix: 64, Levels: 3})
+	case KindFile:
+		f, err := os.Open(sp.Path)
+		if err != nil {
+			return nil, fmt.Errorf("sim spec %q: %w", sp, err)
+		}
+		defer f.Close()
+		return ParseNetfile(f, sp.Path)
+	}
+	return nil, fmt.Errorf("sim spec %q: unknown kind %q", sp, sp.Kind)
 }
 
 func hasLIDs(t *fabric.Topology) bool {
