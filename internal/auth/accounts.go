@@ -71,14 +71,19 @@ func (a *Accounts) Tokens() []TokenEntry {
 }
 
 // dummyHash is compared against when a user does not exist, so that a
-// login takes as long for an unknown name as for a wrong password.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("netloom: no such user"), bcrypt.DefaultCost)
+// login takes as long for an unknown name as for a wrong password. It is
+// made on first use: at init it cost every netloom command (the CLI, the
+// load generator) a bcrypt hash, about 60 ms of CPU.
+var dummyHash = sync.OnceValue(func() []byte {
+	h, _ := bcrypt.GenerateFromPassword([]byte("netloom: no such user"), bcrypt.DefaultCost)
+	return h
+})
 
 // CheckPassword says whether password is user's.
 func (a *Accounts) CheckPassword(user, password string) bool {
 	h, ok := a.hashes[user]
 	if !ok {
-		h = dummyHash
+		h = dummyHash()
 	}
 	return bcrypt.CompareHashAndPassword(h, []byte(password)) == nil && ok
 }
