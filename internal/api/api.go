@@ -67,8 +67,9 @@ func New(opt Options) *Server {
 		Help: "API requests answered with a 4xx error, by reason.",
 	}, []string{"reason"})
 	if opt.Registry != nil {
-		opt.Registry.MustRegister(s.badRequests, &portCollector{state: opt.State})
+		opt.Registry.MustRegister(s.badRequests, &fabricCollector{state: opt.State})
 		s.mux.Handle("GET /metrics", s.adminOnly(promhttp.HandlerFor(opt.Registry, promhttp.HandlerOpts{})))
+		s.mux.Handle("GET /metrics/ports", s.adminOnly(&portMetrics{state: opt.State}))
 	}
 	s.userRoute("GET /api/v1/status", s.status)
 	s.route("GET /api/v1/fabric", s.fabricSummary)

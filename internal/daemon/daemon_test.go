@@ -10,9 +10,15 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/fabric/sim"
@@ -127,6 +133,17 @@ func (s *simDaemon) get(path string, v any) int {
 	return resp.StatusCode
 }
 
+func (s *simDaemon) scrape(path string) string {
+	s.t.Helper()
+	resp, err := http.Get(s.base + path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
 func (s *simDaemon) waitFor(what string, cond func() bool) {
 	s.t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
@@ -170,6 +187,44 @@ func TestDaemonOnSimulatedFabric(t *testing.T) {
 		s.get("/api/v1/links/top?by=errors&n=1", &top)
 		return len(top.Links) == 1 && top.Links[0].Errors == 42 && top.Links[0].Link.ID == victim.ID()
 	})
+	// The port counters are at /metrics/ports, in the text format
+	// Prometheus parses: every swept port, the injected errors where they are.
+	families := portMetrics(t, s.base+"/metrics/ports")
+	if len(families) != 1+int(fabric.NumCounters) {
+		t.Errorf("/metrics/ports: %d families", len(families))
+	}
+	// Every swept port has a series; the one with injected errors has them.
+	sym := families["netloom_port_symbol_error_total"]
+	swept := regexp.MustCompile(`(?m)^netloom_fabric_sweep_ports (\d+)$`).FindStringSubmatch(s.scrape("/metrics"))
+	if sym == nil || swept == nil || strconv.Itoa(len(sym.Metric)) != swept[1] {
+		t.Fatalf("/metrics/ports: %d symbol error series, /metrics says %v ports swept", len(sym.GetMetric()), swept)
+	}
+	found := false
+	for _, m := range sym.Metric {
+		l := map[string]string{}
+		for _, p := range m.Label {
+			l[p.GetName()] = p.GetValue()
+		}
+		want := 0.0
+		if l["guid"] == recv.GUID.String() && l["port"] == strconv.Itoa(recv.Port) {
+			want, found = 42, true
+		}
+		if n, ok := topo.Node(recv.GUID); ok && l["guid"] == recv.GUID.String() && l["node"] != n.Description {
+			t.Errorf("port %v: node label %q, want %q", l, l["node"], n.Description)
+		}
+		if got := m.GetCounter().GetValue(); got != want {
+			t.Errorf("symbol errors %v = %g, want %g", l, got, want)
+		}
+	}
+	if !found {
+		t.Errorf("/metrics/ports: no series for %v", recv)
+	}
+	if f := portMetrics(t, s.base+"/metrics/ports?counters=symbol_errors"); len(f) != 2 || f["netloom_port_symbol_error_total"] == nil {
+		t.Errorf("?counters=symbol_errors gave %d families", len(f))
+	}
+	if code := s.get("/metrics/ports?counters=nope", nil); code != http.StatusBadRequest {
+		t.Errorf("an unknown counter: status %d", code)
+	}
 
 	// A counter reset is an event and never a huge delta.
 	if err := s.src.ResetCounters(context.Background(), topo, []fabric.PortRef{victim.A}); err != nil {
@@ -211,22 +266,18 @@ func TestDaemonOnSimulatedFabric(t *testing.T) {
 		t.Errorf("links now %d, at %s %d; before %d", len(now.Links), beforeT, len(past.Links), len(before.Links))
 	}
 
-	// Prometheus metrics carry the port counters and fabric size.
-	resp, err := http.Get(s.base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	// /metrics carries the fabric's size and events, and no per-port series.
+	metrics := s.scrape("/metrics")
 	for _, want := range []string{
 		fmt.Sprintf("netloom_fabric_links %d", len(now.Links)),
-		`netloom_port_transmit_data_bytes_total{guid="`,
 		`netloom_fabric_events_total{kind="link_down"} 1`,
-		`netloom_port_symbol_error_total{guid="` + recv.GUID.String(),
 	} {
-		if !strings.Contains(string(body), want) {
+		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+	if strings.Contains(metrics, "netloom_port_") {
+		t.Errorf("/metrics has per-port series")
 	}
 
 	// A restart on the same store does not report the fabric as new.
@@ -275,4 +326,20 @@ func TestFallingBehind(t *testing.T) {
 		st = status{}
 		return s.get("/api/v1/status", &st) == 200 && st.Behind == nil
 	})
+}
+
+// portMetrics parses /metrics/ports with Prometheus' own text parser.
+func portMetrics(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	f, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("%s: %v", url, err)
+	}
+	return f
 }

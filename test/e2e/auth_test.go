@@ -273,6 +273,7 @@ func TestWhoSeesWhat(t *testing.T) {
 		{"/api/v1/events", adminOnly},
 		{"/api/v1/hotspots?min_utilization=0", adminOnly},
 		{"/metrics", adminOnly},
+		{"/metrics/ports", adminOnly},
 		{"/api/v1/jobs", anyUser},
 		{"/api/v1/links/" + shared + "?" + rng, linkShared},
 		{"/api/v1/links/" + shared + "/counters?" + rng, linkShared},

@@ -342,7 +342,7 @@ func TestDaemonAgainstDiags(t *testing.T) {
 		}
 		symbol := perfField(t, string(out), "SymbolErrorCounter")
 		metric := func(name string) float64 {
-			resp, err := http.Get(d.base + "/metrics")
+			resp, err := http.Get(d.base + "/metrics/ports")
 			if err != nil {
 				t.Fatal(err)
 			}
