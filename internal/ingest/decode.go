@@ -188,12 +188,14 @@ func Validate(d *Datagram, lim Limits) error {
 			return reject(ReasonString, "%s: region %d name of %d bytes, want 1..%d", where(), i, len(r.Name), lim.MaxString)
 		}
 	}
-	if len(d.Nodes) > lim.MaxNodes || int64(len(d.Nodes)) > int64(d.WorldSize) {
-		return reject(ReasonTooMany, "%s: %d destination nodes for world size %d", where(), len(d.Nodes), d.WorldSize)
+	if d.rows.n > lim.MaxNodes || int64(d.rows.n) > int64(d.WorldSize) {
+		return reject(ReasonTooMany, "%s: %d destination nodes for world size %d", where(), d.rows.n, d.WorldSize)
 	}
-	for i, n := range d.Nodes {
-		if n.Node == "" || len(n.Node) > lim.MaxString {
-			return reject(ReasonString, "%s: destination node %d name of %d bytes, want 1..%d", where(), i, len(n.Node), lim.MaxString)
+	if d.rows.n > 0 && (d.rows.minName == 0 || d.rows.maxName > lim.MaxString) {
+		for i, n := range d.rows.slice() {
+			if n.Node == "" || len(n.Node) > lim.MaxString {
+				return reject(ReasonString, "%s: destination node %d name of %d bytes, want 1..%d", where(), i, len(n.Node), lim.MaxString)
+			}
 		}
 	}
 	if int64(len(d.Peers)) > int64(d.WorldSize) {

@@ -2,11 +2,11 @@ package ingest
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -106,8 +106,9 @@ type Tracker struct {
 	// strs interns the strings every rank repeats (node, host, program,
 	// user, library, function, region and destination node names), so that
 	// a million ranks hold one copy of each.
-	strs map[string]string
-	idx  []uint32 // scratch: a snapshot's node rows' table indexes
+	strs  map[string]string
+	order []rowRef // scratch: a snapshot's node rows by table index
+	pack  []byte   // scratch: its rows packed
 }
 
 // maxInterned bounds the interner; past it, it starts afresh.
@@ -183,7 +184,7 @@ type pending struct {
 	bytes   int
 	first   time.Time
 	proc    store.Process
-	nodes   []store.NodeTraffic // proc's destination nodes until complete
+	rows    nodeRows // proc's destination nodes until complete
 	hasProc bool
 }
 
@@ -300,7 +301,7 @@ func (t *Tracker) add(d *Datagram, size int, now time.Time, verified bool, uid u
 	if p.got[d.Chunk/64]&(1<<(d.Chunk%64)) != 0 {
 		return reject(ReasonDuplicate, "job %s rank %d snapshot %d: chunk %d twice", d.JobId, d.Rank, d.Seq, d.Chunk)
 	}
-	if int64(len(p.proc.Peers)+len(d.Peers)) > int64(j.world) || len(p.nodes)+len(d.Nodes) > t.opt.Limits.MaxNodes {
+	if int64(len(p.proc.Peers)+len(d.Peers)) > int64(j.world) || p.rows.n+d.rows.n > t.opt.Limits.MaxNodes {
 		t.abandon(key, r, ReasonTooMany)
 		return reject(ReasonTooMany, "job %s rank %d snapshot %d: more peers or nodes than the job has", d.JobId, d.Rank, d.Seq)
 	}
@@ -380,12 +381,12 @@ func (t *Tracker) mergeChunk(pend *pending, d *Datagram) {
 		p.Regions = append(p.Regions, store.Region{Name: t.intern(r.Name), Entries: r.Entries, TimeNS: r.TimeNs, MPITimeNS: r.MpiTimeNs,
 			Classes: store.Classes{P2P: traffic(r.P2P), Coll: traffic(r.Coll), RMA: traffic(r.Rma)}})
 	}
-	// The decoder made the rows; a one-chunk snapshot keeps them. Their
-	// names need no interning: the job's node table keeps one of each.
-	if pend.nodes == nil {
-		pend.nodes = d.Nodes
+	// The decoder made the rows; a one-chunk snapshot keeps them.
+	if pend.rows.n == 0 {
+		pend.rows = d.rows
 	} else {
-		pend.nodes = append(pend.nodes, d.Nodes...)
+		pend.rows.b = append(pend.rows.b, d.rows.b...)
+		pend.rows.n += d.rows.n
 	}
 	for _, x := range d.Peers {
 		pt := store.PeerTraffic{Peer: int(x.Peer), Classes: store.Classes{P2P: traffic(x.P2P), Coll: traffic(x.Coll), RMA: traffic(x.Rma)}}
@@ -437,22 +438,67 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 	// in which its agents first reported the nodes, so usually as they
 	// come (sorting 1,024 rows by name at every snapshot was 16% of the
 	// daemon's CPU at six times Stampede's load).
-	nodes := p.nodes
-	idx := j.nodes.Indexes(t.idx[:0], nodes)
-	t.idx = idx
-	if !slices.IsSorted(idx) {
-		sort.Sort(byIndex{nodes, idx})
+	rows := &p.rows
+	order := t.order[:0]
+	sorted := true
+	for off := 0; off < len(rows.b); {
+		name, cls, end := rows.row(off)
+		k := j.nodes.IndexOf(name)
+		sorted = sorted && (len(order) == 0 || k > order[len(order)-1].idx)
+		order = append(order, rowRef{k, uint32(off), uint32(cls), uint32(end)})
+		off = end
 	}
+	t.order = order
+	if !sorted {
+		slices.SortStableFunc(order, func(a, b rowRef) int { return cmp.Compare(a.idx, b.idx) })
+	}
+	var what string // the first counter that went backwards
+	if r.has {
+		what = backwards(r.cur, &np)
+	}
+	// One pass over the rows: duplicates, totals, decreases since the last
+	// snapshot (whose rows are in the same order when packed against the
+	// same table), and packing: each row's index, then its counters as the
+	// decoder packed them.
 	var sent store.Classes
-	for i := range nodes {
-		if i > 0 && idx[i] == idx[i-1] {
+	var before store.NodeRows
+	if r.has {
+		before = r.cur.ToNodes
+	}
+	sameTable := r.has && before.Table() == j.nodes
+	var (
+		c    store.NodeCursor
+		k    int
+		old  store.Classes
+		more bool
+	)
+	if sameTable {
+		c = before.Cursor()
+		k, old, more = c.NextIndex()
+	}
+	b := t.pack[:0]
+	for i, o := range order {
+		if i > 0 && o.idx == order[i-1].idx {
 			t.m.drop(ReasonPeer, int(p.n)-1) // Add counts the last one
-			return reject(ReasonPeer, "job %s rank %d snapshot %d: destination node %q twice", j.id, np.Rank, np.Seq, nodes[i].Node)
+			return reject(ReasonPeer, "job %s rank %d snapshot %d: destination node %q twice", j.id, np.Rank, np.Seq, o.name(rows))
 		}
-		sent = sent.Add(nodes[i].Classes)
+		cl, _ := store.ReadClasses(rows.b[o.cls:o.end])
+		sent = sent.Add(cl)
+		for more && uint32(k) < o.idx {
+			k, old, more = c.NextIndex()
+		}
+		if what == "" && more && uint32(k) == o.idx && lessClasses(cl, old) {
+			what = "traffic to node " + o.name(rows)
+		}
+		b = binary.AppendUvarint(b, uint64(o.idx))
+		b = append(b, rows.b[o.cls:o.end]...)
+	}
+	t.pack = b
+	if what == "" && r.has && !sameTable {
+		what = nodesBackwardsByName(before, order, rows)
 	}
 	if r.has {
-		if what := backwards(r.cur, &np, nodes, idx, j.nodes); what != "" {
+		if what != "" {
 			t.m.drop(ReasonBackwards, int(p.n)-1) // Add counts the last one
 			return reject(ReasonBackwards, "job %s rank %d snapshot %d: %s decreased since snapshot %d", j.id, np.Rank, np.Seq, what, r.cur.Seq)
 		}
@@ -468,7 +514,7 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 	if np.Final && !(r.has && r.cur.Final) {
 		j.finals++
 	}
-	np.ToNodes = j.nodes.PackIndexed(nodes, idx)
+	np.ToNodes = j.nodes.Packed(append([]byte(nil), b...), len(order))
 	r.cur, r.sent, r.has = &np, sent, true
 	if j.start.IsZero() || np.Start.Before(j.start) {
 		j.start = np.Start
@@ -485,23 +531,21 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 	return nil
 }
 
-// byIndex orders rows by their indexes in the job's node table.
-type byIndex struct {
-	rows []store.NodeTraffic
-	idx  []uint32
+// rowRef is a snapshot's node row: its index in the job's node table and
+// where it is in the decoded rows (its name at off, its counters packed
+// in cls:end).
+type rowRef struct {
+	idx, off, cls, end uint32
 }
 
-func (b byIndex) Len() int           { return len(b.idx) }
-func (b byIndex) Less(i, j int) bool { return b.idx[i] < b.idx[j] }
-func (b byIndex) Swap(i, j int) {
-	b.idx[i], b.idx[j] = b.idx[j], b.idx[i]
-	b.rows[i], b.rows[j] = b.rows[j], b.rows[i]
+func (a rowRef) name(rows *nodeRows) string {
+	name, _, _ := rows.row(int(a.off))
+	return string(name)
 }
 
 // backwards names the first cumulative counter that decreased from a to
-// b, whose destination nodes are nodes, with indexes idx in table (in
-// index order; b's own are not packed yet).
-func backwards(a, b *store.Process, nodes []store.NodeTraffic, idx []uint32, table *store.NodeTable) string {
+// b, but for destination nodes (nodesBackwards).
+func backwards(a, b *store.Process) string {
 	switch {
 	case b.CPUUser < a.CPUUser || b.CPUSystem < a.CPUSystem:
 		return "CPU time"
@@ -514,38 +558,23 @@ func backwards(a, b *store.Process, nodes []store.NodeTraffic, idx []uint32, tab
 	case lessTraffic(b.IntraNode, a.IntraNode) || lessTraffic(b.InterNode, a.InterNode):
 		return "intra/inter-node traffic"
 	}
-	fa := make(map[string]store.Function, len(a.Functions))
-	for _, f := range a.Functions {
-		fa[f.Name] = f
-	}
-	for _, f := range b.Functions {
-		if o, ok := fa[f.Name]; ok && (f.Calls < o.Calls || nsBack(o.TimeNS, f.TimeNS) || f.BytesSent < o.BytesSent || f.BytesReceived < o.BytesReceived) {
+	// Functions usually come in the same order every snapshot.
+	var fa map[string]store.Function
+	for i, f := range b.Functions {
+		o, ok := store.Function{}, false
+		if i < len(a.Functions) && a.Functions[i].Name == f.Name {
+			o, ok = a.Functions[i], true
+		} else {
+			if fa == nil {
+				fa = make(map[string]store.Function, len(a.Functions))
+				for _, f := range a.Functions {
+					fa[f.Name] = f
+				}
+			}
+			o, ok = fa[f.Name]
+		}
+		if ok && (f.Calls < o.Calls || nsBack(o.TimeNS, f.TimeNS) || f.BytesSent < o.BytesSent || f.BytesReceived < o.BytesReceived) {
 			return "function " + f.Name
-		}
-	}
-	// Both node lists are in the order of the job's node table (a map of
-	// a 1,024-node job's rows was half of the cost of applying a
-	// snapshot); after the table was replaced, by name (rare).
-	if a.ToNodes.Table() == table {
-		c := a.ToNodes.Cursor()
-		k, o, more := c.NextIndex()
-		for i, n := range nodes {
-			for more && uint32(k) < idx[i] {
-				k, o, more = c.NextIndex()
-			}
-			if more && uint32(k) == idx[i] && lessClasses(n.Classes, o) {
-				return "traffic to node " + n.Node
-			}
-		}
-	} else if a.ToNodes.Len() > 0 {
-		old := make(map[string]store.Classes, a.ToNodes.Len())
-		for o := range a.ToNodes.All() {
-			old[o.Node] = o.Classes
-		}
-		for _, n := range nodes {
-			if o, ok := old[n.Node]; ok && lessClasses(n.Classes, o) {
-				return "traffic to node " + n.Node
-			}
 		}
 	}
 	// Both peer lists are sorted by peer; a peer that left a top-K list is
@@ -557,6 +586,29 @@ func backwards(a, b *store.Process, nodes []store.NodeTraffic, idx []uint32, tab
 		}
 		if i < len(a.Peers) && a.Peers[i].Peer == q.Peer && lessClasses(q.Classes, a.Peers[i].Classes) {
 			return "traffic to a peer rank"
+		}
+	}
+	return ""
+}
+
+// nodesBackwardsByName names the first destination node whose traffic
+// decreased from the rows before, packed against a node table since
+// replaced, to the rows now (rare: apply compares rows of one table by
+// index).
+func nodesBackwardsByName(before store.NodeRows, now []rowRef, rows *nodeRows) string {
+	if before.Len() == 0 {
+		return ""
+	}
+	old := make(map[string]store.Classes, before.Len())
+	for o := range before.All() {
+		old[o.Node] = o.Classes
+	}
+	for _, n := range now {
+		name := n.name(rows)
+		if o, ok := old[name]; ok {
+			if c, _ := store.ReadClasses(rows.b[n.cls:n.end]); lessClasses(c, o) {
+				return "traffic to node " + name
+			}
 		}
 	}
 	return ""

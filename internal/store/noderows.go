@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"iter"
+	"math/bits"
 )
 
 // NodeRows is a rank's traffic to each destination node, packed: a row is
@@ -35,40 +36,44 @@ func (t *NodeTable) Len() int { return len(t.names) }
 
 // Pack packs rows, in their order.
 func (t *NodeTable) Pack(rows []NodeTraffic) NodeRows {
-	return t.PackIndexed(rows, t.Indexes(nil, rows))
-}
-
-// Indexes appends to dst the table index of each row's node, adding the
-// names the table does not have yet.
-func (t *NodeTable) Indexes(dst []uint32, rows []NodeTraffic) []uint32 {
-	if t.index == nil {
-		t.index = map[string]uint32{}
-	}
-	for i := range rows {
-		k, ok := t.index[rows[i].Node]
-		if !ok {
-			k = uint32(len(t.names))
-			t.index[rows[i].Node] = k
-			t.names = append(t.names, rows[i].Node)
-		}
-		dst = append(dst, k)
-	}
-	return dst
-}
-
-// PackIndexed packs rows, in their order, whose nodes have the table
-// indexes idx (from Indexes).
-func (t *NodeTable) PackIndexed(rows []NodeTraffic, idx []uint32) NodeRows {
 	if len(rows) == 0 {
 		return NodeRows{}
 	}
 	b := t.buf[:0]
 	for i := range rows {
-		b = binary.AppendUvarint(b, uint64(idx[i]))
+		b = binary.AppendUvarint(b, uint64(indexOf(t, rows[i].Node)))
 		b = AppendClasses(b, &rows[i].Classes)
 	}
 	t.buf = b
-	return NodeRows{tab: t, names: t.names, b: append([]byte(nil), b...), n: len(rows)}
+	return t.Packed(append([]byte(nil), b...), len(rows))
+}
+
+// IndexOf returns the table index of a node's name, adding the name when
+// the table does not have it yet.
+func (t *NodeTable) IndexOf(name []byte) uint32 { return indexOf(t, name) }
+
+func indexOf[S string | []byte](t *NodeTable, name S) uint32 {
+	if k, ok := t.index[string(name)]; ok {
+		return k
+	}
+	if t.index == nil {
+		t.index = map[string]uint32{}
+	}
+	k := uint32(len(t.names))
+	s := string(name)
+	t.index[s] = k
+	t.names = append(t.names, s)
+	return k
+}
+
+// Packed wraps n rows already packed, as Pack packs them (each row its
+// node's index, from IndexOf, then its classes as AppendClasses packs
+// them); b is kept.
+func (t *NodeTable) Packed(b []byte, n int) NodeRows {
+	if n == 0 {
+		return NodeRows{}
+	}
+	return NodeRows{tab: t, names: t.names, b: b, n: n}
 }
 
 // NewNodeRows packs rows against a table of their own (which keeps only
@@ -127,17 +132,35 @@ func (c *NodeCursor) NextIndex() (k int, cl Classes, ok bool) {
 		return 0, cl, false
 	}
 	u, n := binary.Uvarint(b)
-	mask := b[n]
-	b = b[n+1:]
-	var v [6]uint64
-	for i := 0; mask != 0; i, mask = i+1, mask>>1 {
-		if mask&1 != 0 {
-			v[i], n = binary.Uvarint(b)
-			b = b[n:]
+	cl, m := ReadClasses(b[n:])
+	c.off += n + m
+	return int(u), cl, true
+}
+
+// ClassesLen is the length of the classes that AppendClasses packed at
+// the start of b. b is trusted.
+func ClassesLen(b []byte) int {
+	off := 1
+	for mask := b[0]; mask != 0; mask &= mask - 1 {
+		for b[off] >= 0x80 {
+			off++
 		}
+		off++
 	}
-	c.off = len(c.r.b) - len(b)
-	return int(u), Classes{P2P: Traffic{v[0], v[1]}, Coll: Traffic{v[2], v[3]}, RMA: Traffic{v[4], v[5]}}, true
+	return off
+}
+
+// ReadClasses reads classes that AppendClasses packed at the start of b,
+// and how many bytes they take. b is trusted.
+func ReadClasses(b []byte) (Classes, int) {
+	off := 1
+	var v [6]uint64
+	for mask := b[0]; mask != 0; mask &= mask - 1 {
+		u, n := binary.Uvarint(b[off:])
+		v[bits.TrailingZeros8(mask)] = u
+		off += n
+	}
+	return Classes{P2P: Traffic{v[0], v[1]}, Coll: Traffic{v[2], v[3]}, RMA: Traffic{v[4], v[5]}}, off
 }
 
 // Table is the table the rows were packed against: rows with the same
