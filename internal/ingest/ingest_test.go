@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -437,22 +438,31 @@ func TestTrackerTimeoutAndBounds(t *testing.T) {
 }
 
 // TestListener sends hostile and valid datagrams over a real UDP socket:
-// the bad ones are counted by reason, the good ones all arrive.
+// the bad ones are counted by reason, the good ones all arrive, each
+// rank's in the order sent (a reordered one would be rejected as stale),
+// whether decoded on the reader or on several workers.
 func TestListener(t *testing.T) {
+	for _, decoders := range []int{1, 4} {
+		t.Run(fmt.Sprintf("decoders=%d", decoders), func(t *testing.T) { testListener(t, decoders) })
+	}
+}
+
+func testListener(t *testing.T, decoders int) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
-	l, conn, stop := runListener(t, ListenOptions{Queue: 1 << 16, Limits: Limits{MaxBytes: 60000}}, m)
+	l, conn, stop := runListener(t, ListenOptions{Queue: 1 << 16, Limits: Limits{MaxBytes: 60000}, Decoders: decoders}, m)
 	good := encode(t, snapshot("1", 0, 2, 0, false))
 	bad := [][]byte{{}, good[:len(good)/2], encode(t, &agentpb.Datagram{Version: 9, JobId: "x", WorldSize: 1, Chunks: 1, TimeUnixNs: 1}),
 		make([]byte, 65000), []byte("GET / HTTP/1.1\r\n\r\n")}
-	const rounds = 200
+	const rounds, ranks = 200, 6 // three jobs of two ranks
 	for i := range rounds {
 		for _, b := range bad {
 			conn.Write(b)
 		}
-		d := snapshot("1", 0, 2, uint64(i), false)
-		conn.Write(encode(t, d))
-		if i%50 == 0 {
+		for k := range ranks {
+			conn.Write(encode(t, snapshot(strconv.Itoa(k%3), k/3, 2, uint64(i), false)))
+		}
+		if i%20 == 0 {
 			time.Sleep(time.Millisecond) // stay within the socket buffer
 		}
 	}
@@ -460,19 +470,19 @@ func TestListener(t *testing.T) {
 	deadline := time.After(5 * time.Second)
 	tr := NewTracker(Options{}, m)
 loop:
-	for got < rounds {
+	for got < rounds*ranks {
 		select {
 		case it := <-l.Datagrams():
 			if err := tr.Add(it.D, it.Size, it.At); err != nil {
-				t.Errorf("valid datagram %d rejected: %v", it.D.Seq, err)
+				t.Errorf("valid datagram of job %s rank %d seq %d rejected: %v", it.D.JobId, it.D.Rank, it.D.Seq, err)
 			}
 			got++
 		case <-deadline:
 			break loop
 		}
 	}
-	if got != rounds {
-		t.Errorf("received %d valid datagrams of %d", got, rounds)
+	if got != rounds*ranks {
+		t.Errorf("received %d valid datagrams of %d", got, rounds*ranks)
 	}
 	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
@@ -486,6 +496,29 @@ loop:
 	}
 	if l.ReadBuffer() <= 0 {
 		t.Errorf("read buffer %d", l.ReadBuffer())
+	}
+}
+
+// Datagrams of one rank always go to one decode worker; ranks spread.
+func TestShard(t *testing.T) {
+	counts := make([]int, 4)
+	for job := range 8 {
+		for rank := range 64 {
+			b := encode(t, snapshot(strconv.Itoa(job), rank, 64, 0, false))
+			w := shard(b, 4)
+			if again := shard(encode(t, snapshot(strconv.Itoa(job), rank, 64, 9, true)), 4); again != w {
+				t.Fatalf("job %d rank %d: worker %d, then %d", job, rank, w, again)
+			}
+			counts[w]++
+		}
+	}
+	for w, c := range counts {
+		if c < 512/4/2 {
+			t.Errorf("worker %d got %d of 512 ranks: %v", w, c, counts)
+		}
+	}
+	if shard([]byte{0xff}, 4) != 0 {
+		t.Error("a broken datagram not on the first worker")
 	}
 }
 

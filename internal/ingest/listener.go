@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net"
+	"runtime"
 	"sync"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // DefaultListen is the agents' default UDP address.
@@ -20,7 +24,12 @@ type ListenOptions struct {
 	// while on busy cores without the kernel dropping any.
 	ReadBuffer int
 	// Queue bounds decoded datagrams waiting for the aggregator. Default 65536.
-	Queue  int
+	Queue int
+	// Decoders is the number of goroutines that decode and verify
+	// datagrams while one reads the socket (default: one per CPU, at most
+	// 4). Each rank's datagrams go to one of them, in the order received.
+	// 1 decodes on the reader.
+	Decoders int
 	Limits Limits
 	// Auth says which datagrams are accepted (default: any).
 	Auth AuthOptions
@@ -59,6 +68,9 @@ func Listen(addr string, opt ListenOptions, m *Metrics) (*Listener, error) {
 	}
 	if opt.Queue <= 0 {
 		opt.Queue = 65536
+	}
+	if opt.Decoders <= 0 {
+		opt.Decoders = min(runtime.GOMAXPROCS(0), 4)
 	}
 	opt.Limits = opt.Limits.WithDefaults()
 	ua, err := net.ResolveUDPAddr("udp", addr)
@@ -120,12 +132,43 @@ func (l *Listener) Run(ctx context.Context) error {
 		defer close(l.v.queue)
 	}
 	source := l.opt.Auth.Source
-	// One buffer, reused: proto.Unmarshal copies what it keeps. One byte
-	// more than the limit tells an oversized datagram from a full one.
-	buf := make([]byte, max(l.opt.Limits.MaxBytes+1, 64<<10))
+	// One byte more than the limit tells an oversized datagram from a full one.
+	size := max(l.opt.Limits.MaxBytes+1, 64<<10)
+	var (
+		pool    = sync.Pool{New: func() any { b := make([]byte, size); return &b }}
+		workers []chan received
+		wg      sync.WaitGroup
+		own     macState
+	)
+	if l.opt.Decoders > 1 {
+		// The reader only reads, so the socket is drained while datagrams
+		// are decoded: at ten times Stampede's load decoding was half a
+		// core, and a reader that also decoded fell behind the kernel.
+		// A worker's queue is short; when it is full the reader waits, and
+		// datagrams wait in the socket's buffer (bounded memory either way).
+		workers = make([]chan received, l.opt.Decoders)
+		for i := range workers {
+			workers[i] = make(chan received, 256)
+			wg.Go(func() {
+				var ms macState
+				for r := range workers[i] {
+					l.handle((*r.buf)[:r.n], &ms)
+					pool.Put(r.buf)
+				}
+			})
+		}
+		defer wg.Wait()
+		defer func() {
+			for _, w := range workers {
+				close(w)
+			}
+		}()
+	}
 	for {
-		n, from, err := l.conn.ReadFromUDPAddrPort(buf)
+		buf := pool.Get().(*[]byte)
+		n, from, err := l.conn.ReadFromUDPAddrPort(*buf)
 		if err != nil {
+			pool.Put(buf)
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
@@ -134,27 +177,80 @@ func (l *Listener) Run(ctx context.Context) error {
 		}
 		l.m.receive(n)
 		if source != nil && !source(from.Addr().Unmap()) {
+			pool.Put(buf)
 			l.reject(reject(ReasonSourceNetwork, "datagram from %s, outside agent_networks", from.Addr().Unmap()))
 			continue
 		}
-		d, err := Decode(buf[:n], l.opt.Limits)
-		if err != nil {
-			l.reject(err)
+		if workers == nil {
+			l.handle((*buf)[:n], &own)
+			pool.Put(buf)
 			continue
 		}
-		now := time.Now()
-		if l.v == nil {
-			l.push(Item{D: d, Size: n, At: now})
-			continue
-		}
-		switch v, it, rerr := l.v.check(d, buf[:n], now); v {
-		case accepted:
-			l.push(it)
-		case rejected:
-			l.reject(rerr)
-		}
+		workers[shard((*buf)[:n], len(workers))] <- received{buf, n}
 	}
 }
+
+// received is a datagram read, for a decode worker.
+type received struct {
+	buf *[]byte
+	n   int
+}
+
+// handle decodes, validates and verifies one datagram, and queues it for
+// the aggregator. b is not kept.
+func (l *Listener) handle(b []byte, ms *macState) {
+	d, err := Decode(b, l.opt.Limits)
+	if err != nil {
+		l.reject(err)
+		return
+	}
+	now := time.Now()
+	if l.v == nil {
+		l.push(Item{D: d, Size: len(b), At: now})
+		return
+	}
+	switch v, it, rerr := l.v.checkMAC(ms, d, b, now); v {
+	case accepted:
+		l.push(it)
+	case rejected:
+		l.reject(rerr)
+	}
+}
+
+// shard picks a datagram's decode worker from its job id and rank, so
+// that each rank's datagrams are decoded in the order they came (a
+// datagram too broken to tell goes to the first, which rejects it).
+func shard(b []byte, n int) int {
+	var (
+		job  []byte
+		rank uint64
+	)
+	for off := 0; off < len(b); {
+		num, typ, m := protowire.ConsumeTag(b[off:])
+		if m < 0 {
+			return 0
+		}
+		off += m
+		switch {
+		case num == 2 && typ == protowire.BytesType:
+			job, m = protowire.ConsumeBytes(b[off:])
+		case num == 3 && typ == protowire.VarintType:
+			rank, m = protowire.ConsumeVarint(b[off:])
+		default:
+			m = protowire.ConsumeFieldValue(num, typ, b[off:])
+		}
+		if m < 0 {
+			return 0
+		}
+		off += m
+		if job != nil && num >= 3 {
+			break
+		}
+	}
+	return int((maphash.Bytes(shardSeed, job) ^ rank*0x9e3779b97f4a7c15) % uint64(n))
+}
+
+var shardSeed = maphash.MakeSeed()
 
 func (l *Listener) push(it Item) {
 	select {

@@ -171,8 +171,14 @@ type verifier struct {
 	usersMu sync.Mutex
 	users   map[uint32]userEntry
 
-	mac hash.Hash // the reader's HMAC, reset per datagram
-	key []byte    // its key
+	own macState // check's; the listener's decode workers have their own
+}
+
+// macState is one goroutine's HMAC, kept while it meets one session's
+// datagrams in a row (a new HMAC per datagram costs two hashes).
+type macState struct {
+	mac hash.Hash
+	key []byte
 }
 
 type userEntry struct {
@@ -196,8 +202,13 @@ const (
 
 // check verifies one decoded datagram (raw: its bytes as received). A
 // datagram whose credential is new is held and its credential queued for
-// decoding.
+// decoding. One goroutine at a time may call check; others call checkMAC,
+// each with a macState of its own.
 func (v *verifier) check(d *Datagram, raw []byte, now time.Time) (verdict, Item, *RejectError) {
+	return v.checkMAC(&v.own, d, raw, now)
+}
+
+func (v *verifier) checkMAC(ms *macState, d *Datagram, raw []byte, now time.Time) (verdict, Item, *RejectError) {
 	if len(d.Credential) == 0 {
 		return rejected, Item{}, reject(ReasonUnauthenticated, "job %s rank %d: no credential", d.JobId, d.Rank)
 	}
@@ -259,13 +270,13 @@ func (v *verifier) check(d *Datagram, raw []byte, now time.Time) (verdict, Item,
 		return heldBack, Item{}, nil
 	}
 	v.mu.Unlock()
-	// The reader's own HMAC state: keyed once per session it meets in a row.
-	if !bytes.Equal(v.key, s.key) || v.mac == nil {
-		v.mac, v.key = hmac.New(sha256.New, s.key), s.key
+	// Keyed once per session met in a row.
+	if !bytes.Equal(ms.key, s.key) || ms.mac == nil {
+		ms.mac, ms.key = hmac.New(sha256.New, s.key), s.key
 	} else {
-		v.mac.Reset()
+		ms.mac.Reset()
 	}
-	it, err := v.verify(s, v.mac, d, raw, now)
+	it, err := v.verify(s, ms.mac, d, raw, now)
 	if err != nil {
 		return rejected, Item{}, err
 	}
