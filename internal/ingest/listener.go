@@ -30,7 +30,7 @@ type ListenOptions struct {
 	// 4). Each rank's datagrams go to one of them, in the order received.
 	// 1 decodes on the reader.
 	Decoders int
-	Limits Limits
+	Limits   Limits
 	// Auth says which datagrams are accepted (default: any).
 	Auth AuthOptions
 }
