@@ -319,7 +319,9 @@ func (t *Tracker) add(d *Datagram, size int, now time.Time, verified bool, uid u
 	}
 	// Complete.
 	t.release(key, r)
-	return t.apply(j, r, p, d, now)
+	err := t.apply(j, r, p, d, now)
+	p.rows.release() // packed into the process, or rejected
+	return err
 }
 
 func owner(verified bool, uid uint32) string {
@@ -387,6 +389,7 @@ func (t *Tracker) mergeChunk(pend *pending, d *Datagram) {
 	} else {
 		pend.rows.b = append(pend.rows.b, d.rows.b...)
 		pend.rows.n += d.rows.n
+		d.rows.release()
 	}
 	for _, x := range d.Peers {
 		pt := store.PeerTraffic{Peer: int(x.Peer), Classes: store.Classes{P2P: traffic(x.P2P), Coll: traffic(x.Coll), RMA: traffic(x.Rma)}}
@@ -441,12 +444,13 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 	rows := &p.rows
 	order := t.order[:0]
 	sorted := true
+	next := uint32(0) // the index the next row likely has
 	for off := 0; off < len(rows.b); {
 		name, cls, end := rows.row(off)
-		k := j.nodes.IndexOf(name)
+		k := j.nodes.IndexNear(name, next)
 		sorted = sorted && (len(order) == 0 || k > order[len(order)-1].idx)
 		order = append(order, rowRef{k, uint32(off), uint32(cls), uint32(end)})
-		off = end
+		off, next = end, k+1
 	}
 	t.order = order
 	if !sorted {
@@ -483,7 +487,7 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 			return reject(ReasonPeer, "job %s rank %d snapshot %d: destination node %q twice", j.id, np.Rank, np.Seq, o.name(rows))
 		}
 		cl, _ := store.ReadClasses(rows.b[o.cls:o.end])
-		sent = sent.Add(cl)
+		addClasses(&sent, &cl)
 		for more && uint32(k) < o.idx {
 			k, old, more = c.NextIndex()
 		}
@@ -529,6 +533,17 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 		t.finish(j, store.EndFinal, now)
 	}
 	return nil
+}
+
+// addClasses adds c to sum in place (Classes.Add copies both, and this is
+// done for every node row of every snapshot).
+func addClasses(sum, c *store.Classes) {
+	sum.P2P.Bytes += c.P2P.Bytes
+	sum.P2P.Msgs += c.P2P.Msgs
+	sum.Coll.Bytes += c.Coll.Bytes
+	sum.Coll.Msgs += c.Coll.Msgs
+	sum.RMA.Bytes += c.RMA.Bytes
+	sum.RMA.Msgs += c.RMA.Msgs
 }
 
 // rowRef is a snapshot's node row: its index in the job's node table and

@@ -52,6 +52,16 @@ func (t *NodeTable) Pack(rows []NodeTraffic) NodeRows {
 // the table does not have it yet.
 func (t *NodeTable) IndexOf(name []byte) uint32 { return indexOf(t, name) }
 
+// IndexNear is IndexOf when the name is likely the one at index hint (a
+// rank's rows usually come in table order): comparing it there costs much
+// less than hashing it.
+func (t *NodeTable) IndexNear(name []byte, hint uint32) uint32 {
+	if int(hint) < len(t.names) && t.names[hint] == string(name) {
+		return hint
+	}
+	return indexOf(t, name)
+}
+
 func indexOf[S string | []byte](t *NodeTable, name S) uint32 {
 	if k, ok := t.index[string(name)]; ok {
 		return k
