@@ -108,11 +108,30 @@ func (d *Daemon) ingestLoop(ctx context.Context) error {
 	readerDone := make(chan error, 1)
 	go func() { readerDone <- l.Run(ctx) }()
 
+	// Job saves are queued as one write per aggregator tick: every running
+	// job's summary is saved every 10 s and its processes every 2 min, so
+	// at eight times Stampede's load (3,200 jobs) one write each filled the
+	// store's queue and saves were dropped.
+	var saves []*store.Job
+	flushSaves := func() {
+		if len(saves) == 0 {
+			return
+		}
+		batch := saves
+		saves = nil
+		d.enqueue(writeOp{kind: "jobs", apply: func(ctx context.Context, st store.Store) error {
+			var errs []error
+			for _, j := range batch {
+				errs = append(errs, st.SaveJob(ctx, j))
+			}
+			return errors.Join(errs...)
+		}})
+	}
 	tr := ingest.NewTracker(ingest.Options{
 		JobTimeout: d.cfg.JobTimeout,
 		SaveJob: func(j *store.Job) {
 			j.JobSummary = d.mergeSummary(j.JobSummary)
-			d.enqueue(writeOp{kind: "jobs", apply: func(ctx context.Context, st store.Store) error { return st.SaveJob(ctx, j) }})
+			saves = append(saves, j)
 		},
 		Samples: func(s []store.ProcessSample) {
 			d.enqueue(writeOp{kind: "job_samples", apply: func(ctx context.Context, st store.Store) error { return st.AddProcessSamples(ctx, s) }})
@@ -125,6 +144,7 @@ func (d *Daemon) ingestLoop(ctx context.Context) error {
 		case it, ok := <-l.Datagrams():
 			if !ok {
 				tr.Flush()
+				flushSaves()
 				d.agents.live.Store(tr.Publish(time.Now()))
 				return <-readerDone
 			}
@@ -138,6 +158,7 @@ func (d *Daemon) ingestLoop(ctx context.Context) error {
 			}
 		case now := <-tick.C:
 			tr.Tick(now)
+			flushSaves()
 			d.agents.live.Store(tr.Publish(now))
 		}
 	}
