@@ -591,6 +591,16 @@ static void write_profile(struct snapshot *s)
 
 /* ------------------------------------------------- helper thread */
 
+static void add_ns(struct timespec *t, uint64_t ns)
+{
+	t->tv_sec += (time_t)(ns / 1000000000u);
+	t->tv_nsec += (long)(ns % 1000000000u);
+	if (t->tv_nsec >= 1000000000) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000;
+	}
+}
+
 static void *helper(void *arg)
 {
 	(void)arg;
@@ -601,14 +611,18 @@ static void *helper(void *arg)
 	pthread_mutex_lock(&nl_agent.lock);
 	struct timespec next;
 	clock_gettime(CLOCK_MONOTONIC, &next);
+	/* The ranks of a job start together; their reports are spread over
+	 * the interval (rank r of n first reports (r + 1/2) / n of an interval
+	 * after MPI_Init, then every interval), so that the daemon sees a
+	 * steady stream: the 16,384 ranks of a 1,024-node all-to-all job
+	 * reporting in one second would be 350 MB at once, more than its
+	 * socket buffer takes. */
+	uint64_t ns = (uint64_t)(nl_agent.interval_s * 1e9);
+	if (nl_world_size > 0)
+		add_ns(&next, ns / 2 / (uint64_t)nl_world_size + ns / (uint64_t)nl_world_size * (uint64_t)nl_world_rank_self);
+	else
+		add_ns(&next, ns);
 	while (!nl_agent.quit) {
-		uint64_t ns = (uint64_t)(nl_agent.interval_s * 1e9);
-		next.tv_sec += (time_t)(ns / 1000000000u);
-		next.tv_nsec += (long)(ns % 1000000000u);
-		if (next.tv_nsec >= 1000000000) {
-			next.tv_sec++;
-			next.tv_nsec -= 1000000000;
-		}
 		while (!nl_agent.quit && pthread_cond_timedwait(&nl_agent.wake, &nl_agent.lock, &next) != ETIMEDOUT)
 			;
 		if (nl_agent.quit)
@@ -621,6 +635,7 @@ static void *helper(void *arg)
 		}
 		__atomic_fetch_or(&nl_slow, NL_SLOW_POLL, __ATOMIC_RELAXED); /* ask the rank to read the MPI_T pvars before the next one */
 		pthread_mutex_lock(&nl_agent.lock);
+		add_ns(&next, (uint64_t)(nl_agent.interval_s * 1e9));
 	}
 	pthread_mutex_unlock(&nl_agent.lock);
 	return NULL;

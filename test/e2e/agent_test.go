@@ -691,6 +691,47 @@ func TestAgentUDP(t *testing.T) {
 	}
 }
 
+// TestAgentReportPhase: the ranks of a job spread their live reports over
+// the interval, rank r of n first reporting (r + 1/2) / n of an interval
+// after MPI_Init, then every interval, instead of all at once.
+func TestAgentReportPhase(t *testing.T) {
+	buildAgent(t)
+	m := impls(t)[0]
+	needMPI(t, m)
+	prog := compile(t, m, "testdata/mpi/patterns.c")
+	addr, got, stop := listen(t)
+	const interval = 4 * time.Second
+	runJob(t, m, agentRanks, m.lib, []string{"NETLOOM_DAEMON=" + addr, "NETLOOM_INTERVAL=4", "PATTERNS_LINGER_MS=8000"}, nil, prog)
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	first := map[uint32]time.Duration{} // each rank's first live snapshot, after its MPI_Init
+	reports := map[uint32][]time.Duration{}
+	for _, b := range got() {
+		d := &agentpb.Datagram{}
+		if err := proto.Unmarshal(b, d); err != nil {
+			t.Fatalf("undecodable datagram: %v", err)
+		}
+		if d.Final || d.Chunk != 0 {
+			continue
+		}
+		at := time.Duration(d.TimeUnixNs - d.StartUnixNs)
+		reports[d.Rank] = append(reports[d.Rank], at)
+		if f, ok := first[d.Rank]; !ok || at < f {
+			first[d.Rank] = at
+		}
+	}
+	for r := range uint32(agentRanks) {
+		want := interval * time.Duration(2*r+1) / (2 * agentRanks)
+		// Late by at most the time a loaded machine takes to wake a thread.
+		if f, ok := first[r]; !ok || f < want-50*time.Millisecond || f > want+400*time.Millisecond {
+			t.Errorf("rank %d: first live report %v after MPI_Init, want %v (all: %v)", r, f, want, reports[r])
+		}
+		if len(reports[r]) < 2 {
+			t.Errorf("rank %d: live reports at %v, want one every %v", r, reports[r], interval)
+		}
+	}
+}
+
 // TestAgentDaemonAbsent runs a job whose daemon address is unreachable or
 // unresolvable: it finishes normally, prints the same, and its profile has
 // the same traffic as with no daemon at all.
