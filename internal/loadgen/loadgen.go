@@ -89,6 +89,8 @@ type job struct {
 	end     time.Time // zero: runs to the end
 	seq     []uint64  // per rank snapshot counter
 	final   bool
+	cycle   int64 // the interval being sent (since start)
+	next    int   // the next rank to send in it
 }
 
 func (j *job) ranks() int { return len(j.nodes) * j.ppn }
@@ -124,32 +126,21 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
 		rep.Processes += j.ranks()
 	}
 
-	// Every rank sends once per interval; ranks are spread evenly over the
-	// interval, so the target sees a steady stream, as from a real system.
-	// What is due follows the clock, not the number of loop turns (a turn
-	// that sleeps or is descheduled longer than tick used to lower the
-	// rate sent); a backlog of more than a second is given up and shows as
-	// a lower rate in the report. Each snapshot is stamped when it is
-	// built and sent, as the agent does.
+	// Every rank sends once per interval, spread over it as the agent
+	// spreads a job's ranks (due): the target sees a steady stream, as
+	// from a real system. What is due follows the clock, not the number of
+	// loop turns; a job more than an interval behind skips to the current
+	// one, which shows as a lower rate in the report. Each snapshot is
+	// stamped when it is built and sent, as the agent does.
 	deadline := start.Add(cfg.Duration)
 	tick := 5 * time.Millisecond
 	lastProgress := start
-	cursor := 0.0 // snapshots due and not yet sent
-	last := start
 	for now := start; now.Before(deadline); now = time.Now() {
 		if ctx.Err() != nil {
 			break
 		}
-		total := 0
 		for _, j := range g.jobs {
-			total += j.ranks()
-		}
-		perSec := float64(total) / cfg.Interval.Seconds()
-		cursor = min(cursor+perSec*now.Sub(last).Seconds(), max(perSec, 1))
-		last = now
-		for cursor >= 1 && time.Since(now) < tick {
-			cursor--
-			g.sendNext(time.Now(), &rep)
+			g.due(j, now, &rep)
 		}
 		g.churn(now, &rep)
 		if progress != nil && now.Sub(lastProgress) >= 10*time.Second {
@@ -204,9 +195,7 @@ type generator struct {
 	conn    net.Conn
 	jobs    []*job
 	started int
-	// position of the rank sender
-	jobCursor, rankCursor int
-	enc                   encoder
+	enc     encoder
 }
 
 // fill starts jobs on every free host: sizes are powers of two up to
@@ -267,20 +256,27 @@ func (g *generator) finish(j *job, now time.Time, rep *Report) {
 	}
 }
 
-// sendNext sends the snapshot of the next rank in round-robin order.
-func (g *generator) sendNext(now time.Time, rep *Report) {
-	if len(g.jobs) == 0 {
-		return
+// due sends a job's snapshots due at now: rank r of n reports (r + 1/2)
+// / n of an interval after the job started, then every interval, as the
+// agent does.
+func (g *generator) due(j *job, now time.Time, rep *Report) {
+	iv := g.cfg.Interval
+	el := now.Sub(j.start)
+	c := int64(el / iv)
+	if c > j.cycle+1 {
+		j.cycle, j.next = c, 0
 	}
-	// Churn may have replaced jobs under the cursor: skip to a valid rank.
-	for g.jobCursor < len(g.jobs) && g.rankCursor >= g.jobs[g.jobCursor].ranks() {
-		g.jobCursor, g.rankCursor = g.jobCursor+1, 0
+	n := j.ranks()
+	for ; j.cycle < c && j.next < n; j.next++ { // the rest of the last interval
+		g.send(j, j.next, time.Now(), false, rep)
 	}
-	if g.jobCursor >= len(g.jobs) {
-		g.jobCursor, g.rankCursor = 0, 0
+	if j.cycle < c {
+		j.cycle, j.next = c, 0
 	}
-	g.send(g.jobs[g.jobCursor], g.rankCursor, now, false, rep)
-	g.rankCursor++
+	f := float64(el-time.Duration(c)*iv) / float64(iv)
+	for ; j.next < n && (float64(j.next)+0.5)/float64(n) <= f; j.next++ {
+		g.send(j, j.next, time.Now(), false, rep)
+	}
 }
 
 // send encodes one rank's snapshot as one or more datagrams and sends them.

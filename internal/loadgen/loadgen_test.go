@@ -232,3 +232,57 @@ func BenchmarkSnapshot(b *testing.B) {
 		})
 	}
 }
+
+// Ranks report spread over the interval as the agent spreads them: rank r
+// of n (r + 1/2) / n of an interval after its job started, then every
+// interval.
+func TestRanksSpreadOverInterval(t *testing.T) {
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	var ds []*agentpb.Datagram
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 65536)
+		for {
+			n, _, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			d := &agentpb.Datagram{}
+			if proto.Unmarshal(buf[:n], d) == nil && d.Chunk == 0 {
+				ds = append(ds, d)
+			}
+		}
+	}()
+	const interval = 400 * time.Millisecond
+	rep, err := Run(context.Background(), Config{System: "fat-tree:hosts=16,radix=8", Target: pc.LocalAddr().String(),
+		Duration: 1100 * time.Millisecond, Interval: interval, RanksPerNode: 4, MaxJobNodes: 8, Seed: 3}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	pc.Close()
+	<-done
+	if len(ds) < rep.Processes*2 {
+		t.Fatalf("%d snapshots of %d processes: %+v", len(ds), rep.Processes, rep)
+	}
+	late := 0
+	for _, d := range ds {
+		want := time.Duration(d.Seq)*interval + interval*time.Duration(2*d.Rank+1)/time.Duration(2*d.WorldSize)
+		got := time.Duration(d.TimeUnixNs - d.StartUnixNs)
+		if got < want-time.Millisecond || got > want+interval/2 {
+			t.Fatalf("job %s rank %d of %d snapshot %d at %v after start, want %v", d.JobId, d.Rank, d.WorldSize, d.Seq, got, want)
+		}
+		if got > want+30*time.Millisecond {
+			late++
+		}
+	}
+	// A loaded machine may be late now and then, not usually.
+	if late > len(ds)/10 {
+		t.Errorf("%d of %d snapshots more than 30 ms late", late, len(ds))
+	}
+}
