@@ -138,7 +138,9 @@ type jobState struct {
 	id         string
 	world      int
 	ranks      map[int]*rankState
-	order      []int // ranks with a snapshot, ascending; nil when it must be rebuilt
+	procs      []*store.Process // the current process of each rank in order
+	sums       []rankSum        // and what it adds to the job's summary
+	order      []int            // ranks with a snapshot, ascending; nil when it must be rebuilt
 	viewAt     time.Time
 	lastSeen   time.Time // daemon clock
 	interval   time.Duration
@@ -172,6 +174,7 @@ type rankState struct {
 	sent store.Classes  // cur.Sent(), summed once per snapshot
 	has  bool
 	pend *pending
+	pos  int // index in the job's order, procs and sums (while order is not nil)
 }
 
 type pending struct {
@@ -520,6 +523,9 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 	}
 	np.ToNodes = j.nodes.Packed(append([]byte(nil), b...), len(order))
 	r.cur, r.sent, r.has = &np, sent, true
+	if j.order != nil {
+		j.procs[r.pos], j.sums[r.pos] = r.cur, sumOf(r.cur, sent)
+	}
 	if j.start.IsZero() || np.Start.Before(j.start) {
 		j.start = np.Start
 	}
@@ -815,6 +821,8 @@ func (t *Tracker) view(j *jobState) *store.Job {
 	if j.finished {
 		v.State, v.EndReason, v.End = store.JobFinished, j.endReason, j.end
 	}
+	// The reporting ranks in order, with their processes and what they add
+	// to the summary, kept up to date by apply until a rank is new.
 	if j.order == nil {
 		j.order = make([]int, 0, len(j.ranks))
 		for rank, r := range j.ranks {
@@ -823,17 +831,14 @@ func (t *Tracker) view(j *jobState) *store.Job {
 			}
 		}
 		slices.Sort(j.order)
-	}
-	procs := make([]*store.Process, 0, len(j.order))
-	sent := make([]store.Classes, 0, len(j.order))
-	for _, rank := range j.order {
-		if r := j.ranks[rank]; r != nil && r.has {
-			procs = append(procs, r.cur)
-			sent = append(sent, r.sent)
+		j.procs, j.sums = make([]*store.Process, len(j.order)), make([]rankSum, len(j.order))
+		for i, rank := range j.order {
+			r := j.ranks[rank]
+			r.pos, j.procs[i], j.sums[i] = i, r.cur, sumOf(r.cur, r.sent)
 		}
 	}
-	v = store.NewLiveJob(v.JobSummary, procs)
-	summarize(v, sent)
+	v = store.NewLiveJob(v.JobSummary, slices.Clone(j.procs))
+	summarizeSums(&v.JobSummary, j.sums)
 	j.view, j.dirty = v, false
 	j.shown = append(j.shown, j.waiting...)
 	j.waiting = j.waiting[:0]
