@@ -119,21 +119,23 @@ func (s *simDaemon) stop() {
 
 func (s *simDaemon) get(path string, v any) int {
 	s.t.Helper()
-	resp, err := http.Get(s.base + path)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	code, b := s.fetch(path)
 	if v != nil {
 		if err := json.Unmarshal(b, v); err != nil {
 			s.t.Fatalf("GET %s: %v: %s", path, err, b)
 		}
 	}
-	return resp.StatusCode
+	return code
 }
 
+// scrape returns the body of a GET.
 func (s *simDaemon) scrape(path string) string {
+	s.t.Helper()
+	_, b := s.fetch(path)
+	return string(b)
+}
+
+func (s *simDaemon) fetch(path string) (int, []byte) {
 	s.t.Helper()
 	resp, err := http.Get(s.base + path)
 	if err != nil {
@@ -141,7 +143,7 @@ func (s *simDaemon) scrape(path string) string {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return string(b)
+	return resp.StatusCode, b
 }
 
 func (s *simDaemon) waitFor(what string, cond func() bool) {
