@@ -1,10 +1,12 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -907,5 +909,59 @@ func TestDuplicateNodeRefused(t *testing.T) {
 	d.Nodes = append(d.Nodes, &agentpb.NodeTraffic{Node: "other", P2P: &agentpb.Traffic{Bytes: 1}}, proto.Clone(d.Nodes[0]).(*agentpb.NodeTraffic))
 	if err := add(t, tr, d, t0); reasonOf(err) != ReasonPeer || !strings.Contains(err.Error(), "twice") {
 		t.Fatalf("a node twice: %v", err)
+	}
+}
+
+// A live view keeps its ranks in order and its summary equal to one summed
+// from its processes, however the ranks' first snapshots arrive: in order,
+// out of order, or after a rank restarted.
+func TestViewMatchesProcesses(t *testing.T) {
+	tr, _, _, _ := newTracker(Options{})
+	const world = 8
+	now := t0
+	check := func(step string) {
+		t.Helper()
+		now = now.Add(time.Second)
+		v := tr.Publish(now).Jobs["v"]
+		if v == nil {
+			t.Fatalf("%s: no view", step)
+		}
+		full := v.Full()
+		want := &store.Job{JobSummary: full.JobSummary, Processes: full.Processes}
+		Summarize(want)
+		if !reflect.DeepEqual(v.JobSummary, want.JobSummary) {
+			t.Errorf("%s: view summary\n %+v\nsummed from its processes\n %+v", step, v.JobSummary, want.JobSummary)
+		}
+		if !slices.IsSortedFunc(full.Processes, func(a, b store.Process) int { return cmp.Compare(a.Rank, b.Rank) }) {
+			t.Errorf("%s: processes out of rank order", step)
+		}
+	}
+	for _, rank := range []int{0, 1, 2} { // in order, as the agents' phases send them
+		if err := add(t, tr, snapshot("v", rank, world, 0, false), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("in order")
+	for _, rank := range []int{6, 3, 7} { // stragglers
+		if err := add(t, tr, snapshot("v", rank, world, 0, false), now); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("rank %d late", rank))
+	}
+	for _, rank := range []int{0, 6, 1} { // later snapshots update in place
+		if err := add(t, tr, snapshot("v", rank, world, 1, false), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("second snapshots")
+	restart := snapshot("v", 3, world, 0, false)
+	restart.StartUnixNs += int64(time.Minute)
+	restart.TimeUnixNs += int64(time.Minute)
+	if err := add(t, tr, restart, now); err != nil {
+		t.Fatal(err)
+	}
+	check("rank 3 restarted")
+	if v := tr.Publish(now.Add(time.Second)).Jobs["v"]; v.Reporting != 6 {
+		t.Errorf("%d ranks reporting, want 6", v.Reporting)
 	}
 }

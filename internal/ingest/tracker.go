@@ -140,6 +140,7 @@ type jobState struct {
 	ranks      map[int]*rankState
 	procs      []*store.Process // the current process of each rank in order
 	sums       []rankSum        // and what it adds to the job's summary
+	unsorted   bool             // ranks were appended out of order
 	order      []int            // ranks with a snapshot, ascending; nil when it must be rebuilt
 	viewAt     time.Time
 	lastSeen   time.Time // daemon clock
@@ -174,7 +175,10 @@ type rankState struct {
 	sent store.Classes  // cur.Sent(), summed once per snapshot
 	has  bool
 	pend *pending
-	pos  int // index in the job's order, procs and sums (while order is not nil)
+	// Where the rank is in the job's order, procs and sums (listed), while
+	// order is not nil.
+	pos    int
+	listed bool
 }
 
 type pending struct {
@@ -259,9 +263,6 @@ func (t *Tracker) add(d *Datagram, size int, now time.Time, verified bool, uid u
 	if r == nil {
 		r = &rankState{}
 		j.ranks[rank] = r
-	}
-	if !r.has {
-		j.order = nil // a rank gets its first snapshot (or starts again): sort again
 	}
 	if r.has && d.StartUnixNs != r.cur.Start.UnixNano() {
 		if d.StartUnixNs < r.cur.Start.UnixNano() {
@@ -524,6 +525,13 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 	np.ToNodes = j.nodes.Packed(append([]byte(nil), b...), len(order))
 	r.cur, r.sent, r.has = &np, sent, true
 	if j.order != nil {
+		if !r.listed { // its first snapshot: ranks usually come in order (the agents' phases)
+			if n := len(j.order); n > 0 && j.order[n-1] > np.Rank {
+				j.unsorted = true
+			}
+			r.pos, r.listed = len(j.order), true
+			j.order, j.procs, j.sums = append(j.order, np.Rank), append(j.procs, nil), append(j.sums, rankSum{})
+		}
 		j.procs[r.pos], j.sums[r.pos] = r.cur, sumOf(r.cur, sent)
 	}
 	if j.start.IsZero() || np.Start.Before(j.start) {
@@ -823,19 +831,35 @@ func (t *Tracker) view(j *jobState) *store.Job {
 	}
 	// The reporting ranks in order, with their processes and what they add
 	// to the summary, kept up to date by apply until a rank is new.
+	// A new rank is appended (in order but for stragglers: sorted here,
+	// never by reading the processes); a restarted one makes the lists
+	// start over (rare).
 	if j.order == nil {
 		j.order = make([]int, 0, len(j.ranks))
 		for rank, r := range j.ranks {
+			r.listed = r.has
 			if r.has {
 				j.order = append(j.order, rank)
 			}
 		}
 		slices.Sort(j.order)
-		j.procs, j.sums = make([]*store.Process, len(j.order)), make([]rankSum, len(j.order))
+		j.procs, j.sums, j.unsorted = make([]*store.Process, len(j.order)), make([]rankSum, len(j.order)), false
 		for i, rank := range j.order {
 			r := j.ranks[rank]
 			r.pos, j.procs[i], j.sums[i] = i, r.cur, sumOf(r.cur, r.sent)
 		}
+	} else if j.unsorted {
+		perm := make([]int, len(j.order))
+		for i := range perm {
+			perm[i] = i
+		}
+		slices.SortFunc(perm, func(a, b int) int { return cmp.Compare(j.order[a], j.order[b]) })
+		order, procs, sums := make([]int, len(perm)), make([]*store.Process, len(perm)), make([]rankSum, len(perm))
+		for i, k := range perm {
+			order[i], procs[i], sums[i] = j.order[k], j.procs[k], j.sums[k]
+			j.ranks[order[i]].pos = i
+		}
+		j.order, j.procs, j.sums, j.unsorted = order, procs, sums, false
 	}
 	v = store.NewLiveJob(v.JobSummary, slices.Clone(j.procs))
 	summarizeSums(&v.JobSummary, j.sums)
