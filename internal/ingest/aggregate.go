@@ -12,21 +12,34 @@ import (
 // Summarize fills a job's totals from its processes (rank -> job), keeping
 // its identity, state and times.
 func Summarize(j *store.Job) {
-	var sums []rankSum
-	j.EachProcess(func(p *store.Process) { sums = append(sums, sumOf(p, p.Sent())) })
-	summarizeSums(&j.JobSummary, sums)
+	var (
+		sums  []rankSum
+		procs []*store.Process
+		nodes = map[string]int32{}
+	)
+	j.EachProcess(func(p *store.Process) {
+		k, ok := nodes[p.Node]
+		if !ok {
+			k = int32(len(nodes))
+			nodes[p.Node] = k
+		}
+		sums = append(sums, sumOf(p, p.Sent(), k))
+		procs = append(procs, p)
+	})
+	summarizeSums(&j.JobSummary, sums, procs, len(nodes))
 }
 
 // rankSum is what one rank adds to its job's summary. The tracker keeps a
 // job's in one array, so that a view rebuild reads them in order instead
 // of every rank's process: at ten times Stampede's load, with every job's
 // ranks reporting spread over the interval, the rebuilds that read the
-// processes (scattered over the heap) were 40% of the daemon's CPU.
+// processes (scattered over the heap) were 40% of the daemon's CPU. It
+// holds no pointer, so the array is not scanned by the GC and moves as
+// plain memory.
 type rankSum struct {
 	final, truncated     bool
-	node                 string
-	user, program, lib   string
-	start, time          time.Time
+	node                 int32 // the rank's node, as an index among the job's
+	start, time          int64 // of the run and the snapshot, Unix ns
 	cpu, mpi, wall       float64
 	rss, hwm, drops      uint64
 	ior, iow, mpir, mpiw uint64
@@ -34,39 +47,41 @@ type rankSum struct {
 	intra, inter         store.Traffic
 }
 
-func sumOf(p *store.Process, sent store.Classes) rankSum {
-	return rankSum{final: p.Final, truncated: p.PeersTruncated, node: p.Node, user: p.User, program: p.Program, lib: p.MPILibrary,
-		start: p.Start, time: p.Time, cpu: p.CPUUser + p.CPUSystem, mpi: p.MPI, wall: p.Wall,
+func sumOf(p *store.Process, sent store.Classes, node int32) rankSum {
+	return rankSum{final: p.Final, truncated: p.PeersTruncated, node: node, start: p.Start.UnixNano(), time: p.Time.UnixNano(),
+		cpu: p.CPUUser + p.CPUSystem, mpi: p.MPI, wall: p.Wall,
 		rss: p.VmRSS, hwm: p.VmHWM, drops: p.AgentDrops, ior: p.IORead, iow: p.IOWrite, mpir: p.MPIIORead, mpiw: p.MPIIOWrite,
 		sent: sent, intra: p.IntraNode, inter: p.InterNode}
 }
 
-// summarizeSums fills s from its ranks' sums, in rank order.
-func summarizeSums(s *store.JobSummary, sums []rankSum) {
+// summarizeSums fills s from its ranks' sums and processes, in rank order;
+// the ranks' nodes are indexes below nodes.
+func summarizeSums(s *store.JobSummary, sums []rankSum, procs []*store.Process, nodes int) {
 	id, state, reason, start, end, ranks := s.ID, s.State, s.EndReason, s.Start, s.End, s.Ranks
 	*s = store.JobSummary{ID: id, State: state, EndReason: reason, Start: start, End: end, Ranks: ranks}
-	nodes := map[string]struct{}{}
+	for _, p := range procs { // the first rank that names its user
+		s.User, s.Program, s.MPILibrary = p.User, p.Program, p.MPILibrary
+		if p.User != "" {
+			break
+		}
+	}
+	seen := make([]bool, nodes)
 	var cpuPct, mpiPct float64
-	last := ""
+	var updated int64
 	for i := range sums {
 		p := &sums[i]
 		s.Reporting++
 		if p.final {
 			s.Finalized++
 		}
-		if p.node != last || i == 0 { // ranks of a node are usually neighbours
-			nodes[p.node] = struct{}{}
-			last = p.node
+		if !seen[p.node] {
+			seen[p.node] = true
+			s.Nodes++
 		}
-		if s.User == "" {
-			s.User, s.Program, s.MPILibrary = p.user, p.program, p.lib
+		if s.Start.IsZero() || p.start < s.Start.UnixNano() {
+			s.Start = time.Unix(0, p.start).UTC()
 		}
-		if s.Start.IsZero() || p.start.Before(s.Start) {
-			s.Start = p.start
-		}
-		if p.time.After(s.Updated) {
-			s.Updated = p.time
-		}
+		updated = max(updated, p.time)
 		s.CPUSeconds += p.cpu
 		s.MPISeconds += p.mpi
 		if p.wall > 0 {
@@ -85,12 +100,14 @@ func summarizeSums(s *store.JobSummary, sums []rankSum) {
 		s.AgentDrops += p.drops
 		s.PeersCapped = s.PeersCapped || p.truncated
 	}
+	if updated != 0 {
+		s.Updated = time.Unix(0, updated).UTC()
+	}
 	if s.Reporting > 0 {
 		cpuPct /= float64(s.Reporting)
 		mpiPct /= float64(s.Reporting)
 	}
 	s.CPUPercent, s.MPIPercent = cpuPct, mpiPct
-	s.Nodes = len(nodes)
 	s.Total = s.Traffic.Total()
 	endT := s.End
 	if endT.IsZero() {

@@ -1,10 +1,10 @@
 package ingest
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"reflect"
 	"slices"
@@ -919,6 +919,14 @@ func TestViewMatchesProcesses(t *testing.T) {
 	tr, _, _, _ := newTracker(Options{})
 	const world = 8
 	now := t0
+	sent := map[int]uint64{} // each rank's last snapshot
+	send := func(d *agentpb.Datagram) {
+		t.Helper()
+		if err := add(t, tr, d, now); err != nil {
+			t.Fatal(err)
+		}
+		sent[int(d.Rank)] = d.Seq
+	}
 	check := func(step string) {
 		t.Helper()
 		now = now.Add(time.Second)
@@ -927,41 +935,44 @@ func TestViewMatchesProcesses(t *testing.T) {
 			t.Fatalf("%s: no view", step)
 		}
 		full := v.Full()
-		want := &store.Job{JobSummary: full.JobSummary, Processes: full.Processes}
-		Summarize(want)
-		if !reflect.DeepEqual(v.JobSummary, want.JobSummary) {
-			t.Errorf("%s: view summary\n %+v\nsummed from its processes\n %+v", step, v.JobSummary, want.JobSummary)
+		summed := &store.Job{JobSummary: full.JobSummary, Processes: full.Processes}
+		Summarize(summed)
+		if !reflect.DeepEqual(v.JobSummary, summed.JobSummary) {
+			t.Errorf("%s: view summary\n %+v\nsummed from its processes\n %+v", step, v.JobSummary, summed.JobSummary)
 		}
-		if !slices.IsSortedFunc(full.Processes, func(a, b store.Process) int { return cmp.Compare(a.Rank, b.Rank) }) {
-			t.Errorf("%s: processes out of rank order", step)
+		var got []string
+		for _, p := range full.Processes {
+			got = append(got, fmt.Sprintf("%d:%d", p.Rank, p.Seq))
+		}
+		var want []string
+		for _, r := range slices.Sorted(maps.Keys(sent)) {
+			want = append(want, fmt.Sprintf("%d:%d", r, sent[r]))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: view has rank:snapshot %v, want %v", step, got, want)
 		}
 	}
 	for _, rank := range []int{0, 1, 2} { // in order, as the agents' phases send them
-		if err := add(t, tr, snapshot("v", rank, world, 0, false), now); err != nil {
-			t.Fatal(err)
-		}
+		send(snapshot("v", rank, world, 0, false))
 	}
 	check("in order")
 	for _, rank := range []int{6, 3, 7} { // stragglers
-		if err := add(t, tr, snapshot("v", rank, world, 0, false), now); err != nil {
-			t.Fatal(err)
-		}
+		send(snapshot("v", rank, world, 0, false))
 		check(fmt.Sprintf("rank %d late", rank))
 	}
-	for _, rank := range []int{0, 6, 1} { // later snapshots update in place
-		if err := add(t, tr, snapshot("v", rank, world, 1, false), now); err != nil {
-			t.Fatal(err)
-		}
+	for _, rank := range []int{0, 6, 7, 1} { // later snapshots update in place
+		send(snapshot("v", rank, world, 1, false))
 	}
 	check("second snapshots")
 	restart := snapshot("v", 3, world, 0, false)
 	restart.StartUnixNs += int64(time.Minute)
 	restart.TimeUnixNs += int64(time.Minute)
-	if err := add(t, tr, restart, now); err != nil {
-		t.Fatal(err)
-	}
+	send(restart)
 	check("rank 3 restarted")
-	if v := tr.Publish(now.Add(time.Second)).Jobs["v"]; v.Reporting != 6 {
-		t.Errorf("%d ranks reporting, want 6", v.Reporting)
+	send(snapshot("v", 5, world, 0, false))
+	send(snapshot("v", 6, world, 2, false))
+	check("rank 5 after the restart")
+	if v := tr.Publish(now.Add(time.Second)).Jobs["v"]; v.Reporting != 7 || v.Nodes != 4 {
+		t.Errorf("%d ranks on %d nodes reporting, want 7 on 4", v.Reporting, v.Nodes)
 	}
 }

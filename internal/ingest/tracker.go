@@ -140,7 +140,7 @@ type jobState struct {
 	ranks      map[int]*rankState
 	procs      []*store.Process // the current process of each rank in order
 	sums       []rankSum        // and what it adds to the job's summary
-	unsorted   bool             // ranks were appended out of order
+	procNodes  map[string]int32 // the nodes its ranks run on, numbered
 	order      []int            // ranks with a snapshot, ascending; nil when it must be rebuilt
 	viewAt     time.Time
 	lastSeen   time.Time // daemon clock
@@ -525,14 +525,15 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 	np.ToNodes = j.nodes.Packed(append([]byte(nil), b...), len(order))
 	r.cur, r.sent, r.has = &np, sent, true
 	if j.order != nil {
-		if !r.listed { // its first snapshot: ranks usually come in order (the agents' phases)
-			if n := len(j.order); n > 0 && j.order[n-1] > np.Rank {
-				j.unsorted = true
+		if !r.listed { // its first snapshot: ranks come about in order (the agents' phases)
+			i, _ := slices.BinarySearch(j.order, np.Rank)
+			j.order, j.procs, j.sums = slices.Insert(j.order, i, np.Rank), slices.Insert(j.procs, i, nil), slices.Insert(j.sums, i, rankSum{})
+			r.listed = true
+			for k := i; k < len(j.order); k++ {
+				j.ranks[j.order[k]].pos = k
 			}
-			r.pos, r.listed = len(j.order), true
-			j.order, j.procs, j.sums = append(j.order, np.Rank), append(j.procs, nil), append(j.sums, rankSum{})
 		}
-		j.procs[r.pos], j.sums[r.pos] = r.cur, sumOf(r.cur, sent)
+		j.procs[r.pos], j.sums[r.pos] = r.cur, sumOf(r.cur, sent, j.nodeIndex(r.cur.Node))
 	}
 	if j.start.IsZero() || np.Start.Before(j.start) {
 		j.start = np.Start
@@ -547,6 +548,19 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 		t.finish(j, store.EndFinal, now)
 	}
 	return nil
+}
+
+// nodeIndex numbers the nodes the job's ranks run on.
+func (j *jobState) nodeIndex(node string) int32 {
+	k, ok := j.procNodes[node]
+	if !ok {
+		if j.procNodes == nil {
+			j.procNodes = map[string]int32{}
+		}
+		k = int32(len(j.procNodes))
+		j.procNodes[node] = k
+	}
+	return k
 }
 
 // addClasses adds c to sum in place (Classes.Add copies both, and this is
@@ -831,9 +845,8 @@ func (t *Tracker) view(j *jobState) *store.Job {
 	}
 	// The reporting ranks in order, with their processes and what they add
 	// to the summary, kept up to date by apply until a rank is new.
-	// A new rank is appended (in order but for stragglers: sorted here,
-	// never by reading the processes); a restarted one makes the lists
-	// start over (rare).
+	// A rank's first snapshot inserts it in the lists (apply); a restarted
+	// rank makes them start over (rare).
 	if j.order == nil {
 		j.order = make([]int, 0, len(j.ranks))
 		for rank, r := range j.ranks {
@@ -843,26 +856,14 @@ func (t *Tracker) view(j *jobState) *store.Job {
 			}
 		}
 		slices.Sort(j.order)
-		j.procs, j.sums, j.unsorted = make([]*store.Process, len(j.order)), make([]rankSum, len(j.order)), false
+		j.procs, j.sums = make([]*store.Process, len(j.order)), make([]rankSum, len(j.order))
 		for i, rank := range j.order {
 			r := j.ranks[rank]
-			r.pos, j.procs[i], j.sums[i] = i, r.cur, sumOf(r.cur, r.sent)
+			r.pos, j.procs[i], j.sums[i] = i, r.cur, sumOf(r.cur, r.sent, j.nodeIndex(r.cur.Node))
 		}
-	} else if j.unsorted {
-		perm := make([]int, len(j.order))
-		for i := range perm {
-			perm[i] = i
-		}
-		slices.SortFunc(perm, func(a, b int) int { return cmp.Compare(j.order[a], j.order[b]) })
-		order, procs, sums := make([]int, len(perm)), make([]*store.Process, len(perm)), make([]rankSum, len(perm))
-		for i, k := range perm {
-			order[i], procs[i], sums[i] = j.order[k], j.procs[k], j.sums[k]
-			j.ranks[order[i]].pos = i
-		}
-		j.order, j.procs, j.sums, j.unsorted = order, procs, sums, false
 	}
 	v = store.NewLiveJob(v.JobSummary, slices.Clone(j.procs))
-	summarizeSums(&v.JobSummary, j.sums)
+	summarizeSums(&v.JobSummary, j.sums, j.procs, len(j.procNodes))
 	j.view, j.dirty = v, false
 	j.shown = append(j.shown, j.waiting...)
 	j.waiting = j.waiting[:0]
