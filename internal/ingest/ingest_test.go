@@ -818,38 +818,56 @@ func TestVisibleDelayObserved(t *testing.T) {
 }
 
 // A running job's summary is saved every SaveEvery, its changed processes
-// every ProcessSaveEvery, and every process again when it ends.
+// every ProcessSaveEvery (the first time within ProcessSaveEvery of its
+// first snapshot, at a point that differs from job to job), and every
+// process again when it ends.
 func TestProcessesSavedLessOften(t *testing.T) {
 	tr, sk, _, _ := newTracker(Options{SaveEvery: time.Second, ProcessSaveEvery: 10 * time.Second})
 	now := t0
-	saves := func() (procs []int) {
-		for _, j := range sk.saved {
-			procs = append(procs, len(j.Processes))
-		}
-		sk.saved = nil
-		return procs
-	}
-	for seq := uint64(0); seq < 5; seq++ {
-		for r := range 2 {
-			if err := add(t, tr, snapshot("s", r, 2, seq, false), now); err != nil {
-				t.Fatal(err)
+	const jobs = 20
+	first := map[string]int{} // each job's first tick with processes
+	for tick := range 8 {     // at 3, 6, ... 24 s
+		for k := range jobs {
+			for r := range 2 {
+				if err := add(t, tr, snapshot(fmt.Sprint("s", k), r, 2, uint64(tick), false), now); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		now = now.Add(3 * time.Second)
 		tr.Tick(now)
+		for _, j := range sk.saved {
+			if len(j.Processes) == 0 {
+				continue
+			}
+			if f, ok := first[j.ID]; !ok {
+				if tick > 3 || len(j.Processes) != 2 {
+					t.Errorf("job %s: first processes saved at tick %d: %d", j.ID, tick, len(j.Processes))
+				}
+				first[j.ID] = tick
+			} else if tick != f+4 { // 10 s later: the fourth tick after
+				t.Errorf("job %s: processes saved at ticks %d and %d", j.ID, f, tick)
+			}
+		}
+		sk.saved = nil
 	}
-	// Ticks at 3, 6, 9, 12 and 15 s: processes at the first and at 15 s.
-	if got := saves(); !slices.Equal(got, []int{2, 0, 0, 0, 2}) {
-		t.Fatalf("processes per save while running: %v, want [2 0 0 0 2]", got)
+	if len(first) != jobs {
+		t.Fatalf("%d of %d jobs saved their processes", len(first), jobs)
 	}
-	if err := add(t, tr, snapshot("s", 0, 2, 5, true), now); err != nil {
-		t.Fatal(err)
+	spread := map[int]bool{}
+	for _, tick := range first {
+		spread[tick] = true
 	}
-	if err := add(t, tr, snapshot("s", 1, 2, 5, true), now); err != nil {
-		t.Fatal(err)
+	if len(spread) < 2 {
+		t.Errorf("every job saved its processes first at tick %v", first)
 	}
-	if got := saves(); !slices.Equal(got, []int{2}) {
-		t.Fatalf("processes saved when the job ended: %v, want [2]", got)
+	for r := range 2 {
+		if err := add(t, tr, snapshot("s0", r, 2, 8, true), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(sk.saved) != 1 || len(sk.saved[0].Processes) != 2 {
+		t.Fatalf("processes saved when the job ended: %v", sk.saved)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"maps"
 	"slices"
 	"strings"
@@ -249,6 +250,12 @@ func (t *Tracker) add(d *Datagram, size int, now time.Time, verified bool, uid u
 		}
 		j = &jobState{id: d.JobId, world: int(d.WorldSize), ranks: map[int]*rankState{}, unsaved: map[int]struct{}{},
 			verified: verified, uid: uid}
+		// Jobs' process saves are spread over ProcessSaveEvery (a job's
+		// first comes within it), so that jobs started together, or seen
+		// first at the daemon's start, do not all save at one tick: at 8x
+		// Stampede that was 800,000 process rows in one write, which held
+		// the store writer for half a minute while its queue overflowed.
+		j.procsSaved = now.Add(-time.Duration(maphash.String(saveSeed, d.JobId) % uint64(t.opt.ProcessSaveEvery)))
 		t.jobs[d.JobId] = j
 	}
 	if int(d.WorldSize) != j.world {
@@ -549,6 +556,8 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 	}
 	return nil
 }
+
+var saveSeed = maphash.MakeSeed()
 
 // nodeIndex numbers the nodes the job's ranks run on.
 func (j *jobState) nodeIndex(node string) int32 {
