@@ -994,3 +994,38 @@ func TestViewMatchesProcesses(t *testing.T) {
 		t.Errorf("%d ranks on %d nodes reporting, want 7 on 4", v.Reporting, v.Nodes)
 	}
 }
+
+// With many ranks tracked, processes are saved less often, at about
+// ProcessRowsPerSecond.
+func TestProcessSavesFollowBudget(t *testing.T) {
+	tr, sk, _, _ := newTracker(Options{SaveEvery: time.Second, ProcessSaveEvery: 10 * time.Second, ProcessRowsPerSecond: 2})
+	now := t0
+	const jobs, ticks = 20, 24 // 40 ranks at 2 rows/s: every 20 s
+	rows := 0
+	last := map[string]time.Time{}
+	for tick := range ticks {
+		for k := range jobs {
+			for r := range 2 {
+				if err := add(t, tr, snapshot(fmt.Sprint("b", k), r, 2, uint64(tick), false), now); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		now = now.Add(3 * time.Second)
+		tr.Tick(now)
+		for _, j := range sk.saved {
+			if len(j.Processes) == 0 {
+				continue
+			}
+			rows += len(j.Processes)
+			if l, ok := last[j.ID]; ok && now.Sub(l) < 20*time.Second {
+				t.Errorf("job %s: processes saved %v apart", j.ID, now.Sub(l))
+			}
+			last[j.ID] = now
+		}
+		sk.saved = nil
+	}
+	if secs := float64(ticks * 3); float64(rows) > 2*secs+2*jobs || rows < jobs*2 {
+		t.Errorf("%d process rows saved in %g s at 2 rows/s", rows, secs)
+	}
+}

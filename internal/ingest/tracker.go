@@ -33,10 +33,15 @@ type Options struct {
 	// rank's cumulative peers, nodes and histograms: storing a million
 	// ranks' rows at every snapshot was most of the store writer's work,
 	// while the per-interval samples, stored at SaveEvery, keep the time
-	// series. A daemon that dies loses at most ProcessSaveEvery of a
-	// running job's cumulative detail.
-	SaveEvery        time.Duration
-	ProcessSaveEvery time.Duration
+	// series. With many ranks tracked the period grows so that process
+	// rows are stored at ProcessRowsPerSecond on average (default 2,000:
+	// at 8x Stampede, 837,000 ranks every 2 minutes were 7,000 rows/s,
+	// more than the writer kept up with beside everything else; the
+	// period is then 7 minutes). A daemon that dies loses at most that
+	// period of a running job's cumulative detail.
+	SaveEvery            time.Duration
+	ProcessSaveEvery     time.Duration
+	ProcessRowsPerSecond int
 	// ViewEvery is the least time between rebuilds of the live view of a
 	// job of LargeJob ranks or more: a rebuild copies every rank, so a
 	// large job that changes all the time is republished at this pace
@@ -78,6 +83,9 @@ func (o Options) WithDefaults() Options {
 	if o.ProcessSaveEvery <= 0 {
 		o.ProcessSaveEvery = 2 * time.Minute
 	}
+	if o.ProcessRowsPerSecond <= 0 {
+		o.ProcessRowsPerSecond = 2000
+	}
 	if o.ViewEvery <= 0 {
 		o.ViewEvery = 500 * time.Millisecond
 	}
@@ -108,6 +116,7 @@ type Tracker struct {
 	// user, library, function, region and destination node names), so that
 	// a million ranks hold one copy of each.
 	strs  map[string]string
+	ranks int      // tracked at the last tick
 	order []rowRef // scratch: a snapshot's node rows by table index
 	pack  []byte   // scratch: its rows packed
 }
@@ -255,7 +264,7 @@ func (t *Tracker) add(d *Datagram, size int, now time.Time, verified bool, uid u
 		// first at the daemon's start, do not all save at one tick: at 8x
 		// Stampede that was 800,000 process rows in one write, which held
 		// the store writer for half a minute while its queue overflowed.
-		j.procsSaved = now.Add(-time.Duration(maphash.String(saveSeed, d.JobId) % uint64(t.opt.ProcessSaveEvery)))
+		j.procsSaved = now.Add(-time.Duration(maphash.String(saveSeed, d.JobId) % uint64(t.processSavePeriod())))
 		t.jobs[d.JobId] = j
 	}
 	if int(d.WorldSize) != j.world {
@@ -772,6 +781,11 @@ func (t *Tracker) Tick(now time.Time) {
 			t.abandon(key, r, ReasonIncomplete)
 		}
 	}
+	t.ranks = 0
+	for _, j := range t.jobs {
+		t.ranks += len(j.ranks)
+	}
+	period := t.processSavePeriod()
 	for _, j := range t.jobs {
 		switch {
 		case !j.finished && now.Sub(j.lastSeen) > t.jobTimeout(j):
@@ -780,7 +794,7 @@ func (t *Tracker) Tick(now time.Time) {
 			delete(t.jobs, j.id)
 			t.publishAll()
 		case !j.finished && len(j.unsaved) > 0 && now.Sub(j.lastSave) >= t.opt.SaveEvery:
-			procs := now.Sub(j.procsSaved) >= t.opt.ProcessSaveEvery
+			procs := now.Sub(j.procsSaved) >= period
 			t.save(j, procs)
 			j.lastSave = now
 			if procs {
@@ -789,6 +803,13 @@ func (t *Tracker) Tick(now time.Time) {
 		}
 	}
 	t.flushSamples()
+}
+
+// processSavePeriod is how often a running job's processes are saved:
+// ProcessSaveEvery, or longer so that the ranks tracked at the last tick
+// are stored at ProcessRowsPerSecond.
+func (t *Tracker) processSavePeriod() time.Duration {
+	return max(t.opt.ProcessSaveEvery, time.Duration(t.ranks)*time.Second/time.Duration(t.opt.ProcessRowsPerSecond))
 }
 
 func (t *Tracker) jobTimeout(j *jobState) time.Duration {
