@@ -117,15 +117,8 @@ func (d *Daemon) ingestLoop(ctx context.Context) error {
 		if len(saves) == 0 {
 			return
 		}
-		batch := saves
+		d.enqueue(saveJobs(saves))
 		saves = nil
-		d.enqueue(writeOp{kind: "jobs", apply: func(ctx context.Context, st store.Store) error {
-			var errs []error
-			for _, j := range batch {
-				errs = append(errs, st.SaveJob(ctx, j))
-			}
-			return errors.Join(errs...)
-		}})
 	}
 	tr := ingest.NewTracker(ingest.Options{
 		JobTimeout: d.cfg.JobTimeout,
@@ -162,6 +155,17 @@ func (d *Daemon) ingestLoop(ctx context.Context) error {
 			d.agents.live.Store(tr.Publish(now))
 		}
 	}
+}
+
+// saveJobs is one store write that saves jobs.
+func saveJobs(jobs []*store.Job) writeOp {
+	return writeOp{kind: "jobs", apply: func(ctx context.Context, st store.Store) error {
+		var errs []error
+		for _, j := range jobs {
+			errs = append(errs, st.SaveJob(ctx, j))
+		}
+		return errors.Join(errs...)
+	}}
 }
 
 // rejectLog logs rejected datagrams, at most one a minute per reason with
