@@ -152,7 +152,16 @@ func (d *Daemon) attributeOnce(a *attributor, now time.Time) {
 	var samples []store.LinkJobSample
 	unmapped := map[string]struct{}{}
 	changed := map[string]bool{}
+	busy := time.Now()
 	for _, id := range slices.Sorted(maps.Keys(jobs)) {
+		// Paced at half duty: a pass over every job's node rows is seconds
+		// of CPU at 8x Stampede, and done at once it took a core from the
+		// socket's decoders and the aggregator, which fell seconds behind
+		// at every sweep.
+		if w := time.Since(busy); w > 20*time.Millisecond {
+			time.Sleep(w)
+			busy = time.Now()
+		}
 		j := jobs[id]
 		ja := a.jobs[id]
 		if ja == nil {
