@@ -827,13 +827,7 @@ func TestProcessesSavedLessOften(t *testing.T) {
 	const jobs = 20
 	first := map[string]int{} // each job's first tick with processes
 	for tick := range 8 {     // at 3, 6, ... 24 s
-		for k := range jobs {
-			for r := range 2 {
-				if err := add(t, tr, snapshot(fmt.Sprint("s", k), r, 2, uint64(tick), false), now); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		addJobs(t, tr, "s", jobs, uint64(tick), now)
 		now = now.Add(3 * time.Second)
 		tr.Tick(now)
 		for _, j := range sk.saved {
@@ -995,6 +989,18 @@ func TestViewMatchesProcesses(t *testing.T) {
 	}
 }
 
+// addJobs adds snapshot seq of both ranks of jobs PREFIX0...
+func addJobs(t *testing.T, tr *Tracker, prefix string, jobs int, seq uint64, now time.Time) {
+	t.Helper()
+	for k := range jobs {
+		for r := range 2 {
+			if err := add(t, tr, snapshot(fmt.Sprint(prefix, k), r, 2, seq, false), now); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // With many ranks tracked, processes are saved less often, at about
 // ProcessRowsPerSecond.
 func TestProcessSavesFollowBudget(t *testing.T) {
@@ -1004,13 +1010,7 @@ func TestProcessSavesFollowBudget(t *testing.T) {
 	rows := 0
 	last := map[string]time.Time{}
 	for tick := range ticks {
-		for k := range jobs {
-			for r := range 2 {
-				if err := add(t, tr, snapshot(fmt.Sprint("b", k), r, 2, uint64(tick), false), now); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		addJobs(t, tr, "b", jobs, uint64(tick), now)
 		now = now.Add(3 * time.Second)
 		tr.Tick(now)
 		for _, j := range sk.saved {
