@@ -103,6 +103,7 @@ Netloom demo is running.
   events:      curl -H "Authorization: Bearer \$T" http://$listen/api/v1/events
   MPI jobs:    curl -H "Authorization: Bearer \$T" http://$listen/api/v1/jobs
   metrics:     curl -H "Authorization: Bearer \$T" http://$listen/metrics
+  port metrics: curl -H "Authorization: Bearer \$T" 'http://$listen/metrics/ports?counters=xmit_data_bytes'
   CLI:         IBSIM_SOCKNAME=$IBSIM_SOCKNAME LD_PRELOAD=$preload bin/netloom fabric route n1 n$hosts
 Logs in $dir. Press Ctrl-C to stop.
 MSG
