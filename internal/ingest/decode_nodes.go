@@ -118,7 +118,7 @@ func unmarshal(b []byte) (*Datagram, error) {
 			if next < 0 {
 				return nil, errMalformed
 			}
-			if rest == nil {
+			if scratch == nil { // the first row (rest may be empty, and nil)
 				scratch = scratchPool.Get().(*[]byte)
 				rest = append((*scratch)[:0], b[:off]...)
 				// A row packs to no more bytes than it takes on the wire.
@@ -134,12 +134,12 @@ func unmarshal(b []byte) (*Datagram, error) {
 		if m < 0 {
 			return nil, protowire.ParseError(m)
 		}
-		if rest != nil {
+		if scratch != nil {
 			rest = append(rest, b[off:at+m]...)
 		}
 		off = at + m
 	}
-	if rest == nil {
+	if scratch == nil {
 		rest = b
 	}
 	if err := proto.Unmarshal(rest, d.Datagram); err != nil {
