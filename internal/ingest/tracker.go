@@ -185,10 +185,7 @@ type rankState struct {
 	sent store.Classes  // cur.Sent(), summed once per snapshot
 	has  bool
 	pend *pending
-	// Where the rank is in the job's order, procs and sums (listed), while
-	// order is not nil.
-	pos    int
-	listed bool
+	pos  int // where the rank is in the job's order, procs and sums, while order is not nil
 }
 
 type pending struct {
@@ -539,12 +536,14 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 		j.finals++
 	}
 	np.ToNodes = j.nodes.Packed(append([]byte(nil), b...), len(order))
+	first := !r.has // the rank's first snapshot (of its run)
 	r.cur, r.sent, r.has = &np, sent, true
+	// While the lists exist they hold exactly the ranks with a snapshot (a
+	// restart empties them).
 	if j.order != nil {
-		if !r.listed { // its first snapshot: ranks come about in order (the agents' phases)
+		if first { // ranks come about in order (the agents' phases)
 			i, _ := slices.BinarySearch(j.order, np.Rank)
 			j.order, j.procs, j.sums = slices.Insert(j.order, i, np.Rank), slices.Insert(j.procs, i, nil), slices.Insert(j.sums, i, rankSum{})
-			r.listed = true
 			for k := i; k < len(j.order); k++ {
 				j.ranks[j.order[k]].pos = k
 			}
@@ -880,7 +879,6 @@ func (t *Tracker) view(j *jobState) *store.Job {
 	if j.order == nil {
 		j.order = make([]int, 0, len(j.ranks))
 		for rank, r := range j.ranks {
-			r.listed = r.has
 			if r.has {
 				j.order = append(j.order, rank)
 			}
