@@ -645,9 +645,7 @@ func fuzzVerify(t *testing.T, v *verifier, tr *Tracker, raw []byte, lim Limits, 
 		check(it, rerr)
 	}
 	for len(v.queue) > 0 {
-		for _, r := range v.resolve(<-v.queue, now) {
-			check(r.it, r.err)
-		}
+		v.resolve(<-v.queue, now, func(r result) { check(r.it, r.err) })
 	}
 	tr.Tick(now)
 }

@@ -118,13 +118,13 @@ func (l *Listener) Run(ctx context.Context) error {
 		for range l.v.opt.Workers {
 			wg.Go(func() {
 				for s := range l.v.queue {
-					for _, r := range l.v.resolve(s, time.Now()) {
+					l.v.resolve(s, time.Now(), func(r result) {
 						if r.err != nil {
 							l.reject(r.err)
 						} else {
 							l.push(r.it)
 						}
-					}
+					})
 				}
 			})
 		}

@@ -125,7 +125,8 @@ const (
 type sessionState uint8
 
 const (
-	sessionPending sessionState = iota // being decoded
+	sessionPending   sessionState = iota // being decoded
+	sessionReleasing                     // decoded; its held datagrams are being handed on
 	sessionReady
 	sessionFailed
 )
@@ -146,7 +147,7 @@ type session struct {
 	job     string
 	expires time.Time
 	win     replayWindow
-	held    []held // sessionPending
+	held    []held // sessionPending, sessionReleasing
 }
 
 type held struct {
@@ -243,7 +244,7 @@ func (v *verifier) checkMAC(ms *macState, d *Datagram, raw []byte, now time.Time
 		return heldBack, Item{}, nil
 	}
 	switch s.state {
-	case sessionPending:
+	case sessionPending, sessionReleasing:
 		err := v.hold(s, d, raw, now)
 		v.mu.Unlock()
 		if err != nil {
@@ -417,9 +418,10 @@ type result struct {
 	err *RejectError
 }
 
-// resolve decodes a session's credential through munged and verifies the
-// datagrams held for it.
-func (v *verifier) resolve(s *session, now time.Time) []result {
+// resolve decodes a session's credential through munged, verifies the
+// datagrams held for it and hands each result to emit, in the order they
+// arrived, with those that arrive meanwhile.
+func (v *verifier) resolve(s *session, now time.Time, emit func(result)) {
 	var fail *RejectError
 	var retry time.Time
 	c, err := v.opt.Decode([]byte(s.cred))
@@ -451,25 +453,39 @@ func (v *verifier) resolve(s *session, now time.Time) []result {
 	} else {
 		s.uid, s.user, s.named, s.key, s.job = c.UID, name, named, key, job
 		s.expires = c.Encoded.Add(c.TTL)
-		s.state = sessionReady
+		s.state = sessionReleasing
 	}
 	v.mu.Unlock()
-	out := make([]result, 0, len(h))
 	var mac hash.Hash
-	for _, x := range h {
+	for {
+		for _, x := range h {
+			if fail != nil {
+				emit(result{err: &RejectError{Reason: fail.Reason, Detail: fmt.Sprintf("job %s rank %d: %s", x.d.JobId, x.d.Rank, fail.Detail)}})
+				continue
+			}
+			if mac == nil {
+				mac = hmac.New(sha256.New, key)
+			} else {
+				mac.Reset()
+			}
+			it, err := v.verify(s, mac, x.d, x.raw, x.at)
+			emit(result{it: it, err: err})
+		}
 		if fail != nil {
-			out = append(out, result{err: &RejectError{Reason: fail.Reason, Detail: fmt.Sprintf("job %s rank %d: %s", x.d.JobId, x.d.Rank, fail.Detail)}})
-			continue
+			return
 		}
-		if mac == nil {
-			mac = hmac.New(sha256.New, key)
-		} else {
-			mac.Reset()
+		// Datagrams that came while these were handed on were held too:
+		// the session is ready once none is left, so that no later
+		// datagram of a rank overtakes an earlier one.
+		v.mu.Lock()
+		if len(s.held) == 0 {
+			s.state = sessionReady
+			v.mu.Unlock()
+			return
 		}
-		it, err := v.verify(s, mac, x.d, x.raw, x.at)
-		out = append(out, result{it: it, err: err})
+		h = v.drain(s)
+		v.mu.Unlock()
 	}
-	return out
 }
 
 // userName is the login name of uid, or its number when it has none here.

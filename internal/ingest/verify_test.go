@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -107,13 +108,13 @@ func run(t *testing.T, v *verifier, raw []byte, now time.Time) ([]Item, []string
 		for {
 			select {
 			case s := <-v.queue:
-				for _, r := range v.resolve(s, now) {
+				v.resolve(s, now, func(r result) {
 					if r.err != nil {
 						reasons = append(reasons, r.err.Reason)
 					} else {
 						items = append(items, r.it)
 					}
-				}
+				})
 				continue
 			default:
 			}
@@ -356,7 +357,8 @@ func TestVerifyHeldChunks(t *testing.T) {
 	if len(v.queue) != 1 {
 		t.Fatalf("%d decodes queued, want 1", len(v.queue))
 	}
-	res := v.resolve(<-v.queue, now)
+	var res []result
+	v.resolve(<-v.queue, now, func(r result) { res = append(res, r) })
 	tr := NewTracker(Options{}, nil)
 	for _, r := range res {
 		if r.err != nil {
@@ -521,7 +523,7 @@ func BenchmarkVerify(b *testing.B) {
 				b.Fatal("first datagram not held")
 			}
 			s := <-v.queue
-			v.resolve(s, now)
+			v.resolve(s, now, func(result) {})
 			b.Run("verify", func(b *testing.B) {
 				b.SetBytes(int64(len(raws[1])))
 				b.ReportAllocs()
@@ -546,5 +548,48 @@ func BenchmarkVerify(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// A datagram that arrives while the datagrams held for its credential are
+// handed on waits behind them: a rank's snapshots are never reordered
+// around its credential's decoding.
+func TestVerifyReleaseKeepsOrder(t *testing.T) {
+	f := newFakeMunge()
+	v, _ := newTestVerifier(f)
+	cred, key := f.issue(1001, "42", t0, 300*time.Second)
+	now := t0.Add(time.Second)
+	lim := Limits{}.WithDefaults()
+	datagram := func(seq uint64) (*Datagram, []byte) {
+		raw := signed(t, snapshot("42", 0, 2, seq, false), cred, key)
+		d, err := Decode(raw, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, raw
+	}
+	d0, raw0 := datagram(0)
+	if vd, _, rerr := v.check(d0, raw0, now); vd != heldBack {
+		t.Fatalf("first datagram: verdict %d %v, want held", vd, rerr)
+	}
+	var seqs []uint64
+	v.resolve(<-v.queue, now, func(r result) {
+		if r.err != nil {
+			t.Fatalf("held datagram rejected: %v", r.err)
+		}
+		seqs = append(seqs, r.it.D.Seq)
+		if len(seqs) == 1 { // snapshot 1 comes while snapshot 0 is handed on
+			d1, raw1 := datagram(1)
+			if vd, _, rerr := v.check(d1, raw1, now); vd != heldBack {
+				t.Errorf("datagram during the release: verdict %d %v, want held", vd, rerr)
+			}
+		}
+	})
+	if !slices.Equal(seqs, []uint64{0, 1}) {
+		t.Errorf("handed on snapshots %v, want [0 1]", seqs)
+	}
+	d2, raw2 := datagram(2)
+	if vd, _, rerr := v.check(d2, raw2, now); vd != accepted {
+		t.Errorf("after the release: verdict %d %v, want accepted", vd, rerr)
 	}
 }
