@@ -616,6 +616,21 @@ func listen(t *testing.T) (addr string, got func() [][]byte, stop func()) {
 		}
 }
 
+// decodeAll decodes the datagrams listen received; one that is not an
+// agent datagram fails the test.
+func decodeAll(t *testing.T, raw [][]byte) []*agentpb.Datagram {
+	t.Helper()
+	out := make([]*agentpb.Datagram, 0, len(raw))
+	for _, b := range raw {
+		d := &agentpb.Datagram{}
+		if err := proto.Unmarshal(b, d); err != nil {
+			t.Fatalf("undecodable datagram: %v", err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
 // TestAgentUDP receives the live reports of a running job: several snapshots
 // per rank, chunked under 64 KiB (chunking forced with a small limit), whose
 // chunks reassemble into complete node and peer lists, then the final report.
@@ -635,14 +650,13 @@ func TestAgentUDP(t *testing.T) {
 				seq  uint64
 			}
 			snaps := map[key][]*agentpb.Datagram{}
-			for _, b := range got() {
+			raw := got()
+			for _, b := range raw {
 				if len(b) >= 64*1024 {
 					t.Errorf("datagram of %d bytes", len(b))
 				}
-				d := &agentpb.Datagram{}
-				if err := proto.Unmarshal(b, d); err != nil {
-					t.Fatalf("undecodable datagram: %v", err)
-				}
+			}
+			for _, d := range decodeAll(t, raw) {
 				k := key{d.Rank, d.Seq}
 				snaps[k] = append(snaps[k], d)
 			}
@@ -706,11 +720,7 @@ func TestAgentReportPhase(t *testing.T) {
 	stop()
 	first := map[uint32]time.Duration{} // each rank's first live snapshot, after its MPI_Init
 	reports := map[uint32][]time.Duration{}
-	for _, b := range got() {
-		d := &agentpb.Datagram{}
-		if err := proto.Unmarshal(b, d); err != nil {
-			t.Fatalf("undecodable datagram: %v", err)
-		}
+	for _, d := range decodeAll(t, got()) {
 		if d.Final || d.Chunk != 0 {
 			continue
 		}
@@ -785,11 +795,7 @@ func TestAgentTopPeers(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	stop()
 	finals := 0
-	for _, b := range got() {
-		d := &agentpb.Datagram{}
-		if err := proto.Unmarshal(b, d); err != nil {
-			t.Fatal(err)
-		}
+	for _, d := range decodeAll(t, got()) {
 		if !d.Final {
 			continue
 		}
