@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,73 +16,52 @@ import (
 // TestRunSendsValidCumulativeSnapshots receives everything a short run
 // sends on loopback and checks it is what an agent would send.
 func TestRunSendsValidCumulativeSnapshots(t *testing.T) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	type key struct {
-		job  string
-		rank uint32
-	}
-	var mu sync.Mutex
-	got := 0
-	lastBytes := map[key]uint64{}
-	lastSeq := map[key]uint64{}
-	finals := map[key]bool{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		buf := make([]byte, 65536)
-		for {
-			n, _, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			var d agentpb.Datagram
-			mu.Lock()
-			got++
-			if err := proto.Unmarshal(buf[:n], &d); err != nil {
-				t.Errorf("datagram %d: %v", got, err)
-			}
-			if n > 64<<10 || d.Version != 1 || d.Chunk >= d.Chunks || d.Rank >= d.WorldSize {
-				t.Errorf("bad datagram: %d bytes, %v", n, &d)
-			}
-			peers := map[uint32]bool{}
-			for _, pt := range d.Peers {
-				if peers[pt.Peer] || pt.Peer >= d.WorldSize {
-					t.Errorf("%s rank %d: peer %d twice or out of range", d.JobId, d.Rank, pt.Peer)
-				}
-				peers[pt.Peer] = true
-			}
-			k := key{d.JobId, d.Rank}
-			if d.Chunk == 0 && d.Process != nil {
-				b := d.Process.InterNode.GetBytes() + d.Process.IntraNode.GetBytes()
-				if s, ok := lastSeq[k]; ok && d.Seq <= s {
-					t.Errorf("%v: seq %d after %d", k, d.Seq, s)
-				}
-				if b < lastBytes[k] {
-					t.Errorf("%v: cumulative bytes went down %d -> %d", k, lastBytes[k], b)
-				}
-				lastSeq[k], lastBytes[k] = d.Seq, b
-				if d.Final {
-					finals[k] = true
-				}
-			}
-			mu.Unlock()
-		}
-	}()
-	rep, err := Run(context.Background(), Config{System: "fat-tree:hosts=16,radix=8", Target: pc.LocalAddr().String(),
+	addr, received := listen(t)
+	rep, err := Run(context.Background(), Config{System: "fat-tree:hosts=16,radix=8", Target: addr,
 		Duration: 1500 * time.Millisecond, Interval: 300 * time.Millisecond, RanksPerNode: 4, MaxJobNodes: 8,
 		JobLifetime: 400 * time.Millisecond, Seed: 7, FinishAtEnd: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
-	pc.Close()
-	<-done
-	mu.Lock()
-	defer mu.Unlock()
+	raw := received(200 * time.Millisecond)
+	type key struct {
+		job  string
+		rank uint32
+	}
+	lastBytes := map[key]uint64{}
+	lastSeq := map[key]uint64{}
+	finals := map[key]bool{}
+	for i, b := range raw {
+		var d agentpb.Datagram
+		if err := proto.Unmarshal(b, &d); err != nil {
+			t.Errorf("datagram %d: %v", i+1, err)
+		}
+		if len(b) > 64<<10 || d.Version != 1 || d.Chunk >= d.Chunks || d.Rank >= d.WorldSize {
+			t.Errorf("bad datagram: %d bytes, %v", len(b), &d)
+		}
+		peers := map[uint32]bool{}
+		for _, pt := range d.Peers {
+			if peers[pt.Peer] || pt.Peer >= d.WorldSize {
+				t.Errorf("%s rank %d: peer %d twice or out of range", d.JobId, d.Rank, pt.Peer)
+			}
+			peers[pt.Peer] = true
+		}
+		k := key{d.JobId, d.Rank}
+		if d.Chunk == 0 && d.Process != nil {
+			b := d.Process.InterNode.GetBytes() + d.Process.IntraNode.GetBytes()
+			if s, ok := lastSeq[k]; ok && d.Seq <= s {
+				t.Errorf("%v: seq %d after %d", k, d.Seq, s)
+			}
+			if b < lastBytes[k] {
+				t.Errorf("%v: cumulative bytes went down %d -> %d", k, lastBytes[k], b)
+			}
+			lastSeq[k], lastBytes[k] = d.Seq, b
+			if d.Final {
+				finals[k] = true
+			}
+		}
+	}
+	got := len(raw)
 	if rep.Processes != 64 || rep.DatagramsSent == 0 || rep.SendErrors != 0 {
 		t.Fatalf("report %+v", rep)
 	}
@@ -237,36 +215,20 @@ func BenchmarkSnapshot(b *testing.B) {
 // of n (r + 1/2) / n of an interval after its job started, then every
 // interval.
 func TestRanksSpreadOverInterval(t *testing.T) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	var ds []*agentpb.Datagram
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		buf := make([]byte, 65536)
-		for {
-			n, _, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			d := &agentpb.Datagram{}
-			if proto.Unmarshal(buf[:n], d) == nil && d.Chunk == 0 {
-				ds = append(ds, d)
-			}
-		}
-	}()
+	addr, received := listen(t)
 	const interval = 400 * time.Millisecond
-	rep, err := Run(context.Background(), Config{System: "fat-tree:hosts=16,radix=8", Target: pc.LocalAddr().String(),
+	rep, err := Run(context.Background(), Config{System: "fat-tree:hosts=16,radix=8", Target: addr,
 		Duration: 1100 * time.Millisecond, Interval: interval, RanksPerNode: 4, MaxJobNodes: 8, Seed: 3}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
-	pc.Close()
-	<-done
+	var ds []*agentpb.Datagram
+	for _, b := range received(100 * time.Millisecond) {
+		d := &agentpb.Datagram{}
+		if proto.Unmarshal(b, d) == nil && d.Chunk == 0 {
+			ds = append(ds, d)
+		}
+	}
 	if len(ds) < rep.Processes*2 {
 		t.Fatalf("%d snapshots of %d processes: %+v", len(ds), rep.Processes, rep)
 	}
@@ -284,5 +246,35 @@ func TestRanksSpreadOverInterval(t *testing.T) {
 	// A loaded machine may be late now and then, not usually.
 	if late > len(ds)/10 {
 		t.Errorf("%d of %d snapshots more than 30 ms late", late, len(ds))
+	}
+}
+
+// listen receives datagrams on a loopback socket; received waits linger
+// for the last ones, closes it and returns them all, in order.
+func listen(t *testing.T) (addr string, received func(linger time.Duration) [][]byte) {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	var got [][]byte
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 65536)
+		for {
+			n, _, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			got = append(got, bytes.Clone(buf[:n]))
+		}
+	}()
+	return pc.LocalAddr().String(), func(linger time.Duration) [][]byte {
+		time.Sleep(linger)
+		pc.Close()
+		<-done
+		return got
 	}
 }
