@@ -198,15 +198,15 @@ func Validate(d *Datagram, lim Limits) error {
 			}
 		}
 	}
-	if int64(len(d.Peers)) > int64(d.WorldSize) {
-		return reject(ReasonTooMany, "%s: %d peers for world size %d", where(), len(d.Peers), d.WorldSize)
+	if int64(len(d.peers)) > int64(d.WorldSize) {
+		return reject(ReasonTooMany, "%s: %d peers for world size %d", where(), len(d.peers), d.WorldSize)
 	}
-	for _, p := range d.Peers {
-		if p.Peer >= d.WorldSize {
+	for _, p := range d.peers {
+		if p.Peer >= int(d.WorldSize) {
 			return reject(ReasonPeer, "%s: peer %d of world size %d", where(), p.Peer, d.WorldSize)
 		}
-		if len(p.SizeHistogram) > lim.MaxBins {
-			return reject(ReasonHistogram, "%s: peer %d histogram of %d bins, limit %d", where(), p.Peer, len(p.SizeHistogram), lim.MaxBins)
+		if len(p.Histogram) > lim.MaxBins {
+			return reject(ReasonHistogram, "%s: peer %d histogram of %d bins, limit %d", where(), p.Peer, len(p.Histogram), lim.MaxBins)
 		}
 	}
 	return nil

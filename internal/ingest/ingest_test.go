@@ -594,8 +594,8 @@ func FuzzDecodeDatagram(f *testing.F) {
 		if d.Rank >= d.WorldSize || d.Chunk >= d.Chunks || d.Version != WireVersion {
 			t.Fatalf("accepted an invalid datagram: %v", d)
 		}
-		for _, p := range d.Peers {
-			if p.Peer >= d.WorldSize || len(p.SizeHistogram) > lim.MaxBins {
+		for _, p := range d.peers {
+			if p.Peer >= int(d.WorldSize) || len(p.Histogram) > lim.MaxBins {
 				t.Fatalf("accepted a bad peer: %v", p)
 			}
 		}

@@ -318,7 +318,7 @@ func (t *Tracker) add(d *Datagram, size int, now time.Time, verified bool, uid u
 	if p.got[d.Chunk/64]&(1<<(d.Chunk%64)) != 0 {
 		return reject(ReasonDuplicate, "job %s rank %d snapshot %d: chunk %d twice", d.JobId, d.Rank, d.Seq, d.Chunk)
 	}
-	if int64(len(p.proc.Peers)+len(d.Peers)) > int64(j.world) || p.rows.n+d.rows.n > t.opt.Limits.MaxNodes {
+	if int64(len(p.proc.Peers)+len(d.peers)) > int64(j.world) || p.rows.n+d.rows.n > t.opt.Limits.MaxNodes {
 		t.abandon(key, r, ReasonTooMany)
 		return reject(ReasonTooMany, "job %s rank %d snapshot %d: more peers or nodes than the job has", d.JobId, d.Rank, d.Seq)
 	}
@@ -380,18 +380,9 @@ func (t *Tracker) mergeChunk(pend *pending, d *Datagram) {
 		p.AgentDrops = pr.DatagramsDropped
 	}
 	// Rows are appended to exactly sized slices (one chunk is the usual
-	// case), and the peers' histograms share one backing array per chunk.
+	// case, whose decoded peers are kept as they are).
 	p.Functions = slices.Grow(p.Functions, len(d.Functions))
 	p.Regions = slices.Grow(p.Regions, len(d.Regions))
-	p.Peers = slices.Grow(p.Peers, len(d.Peers))
-	bins := 0
-	for _, x := range d.Peers {
-		bins += len(x.SizeHistogram)
-	}
-	var hist []uint64
-	if bins > 0 {
-		hist = make([]uint64, 0, bins)
-	}
 	for _, f := range d.Functions {
 		p.Functions = append(p.Functions, store.Function{Name: t.intern(f.Name), Calls: f.Calls, TimeNS: f.TimeNs,
 			BytesSent: f.BytesSent, BytesReceived: f.BytesReceived})
@@ -408,17 +399,10 @@ func (t *Tracker) mergeChunk(pend *pending, d *Datagram) {
 		pend.rows.n += d.rows.n
 		d.rows.release()
 	}
-	for _, x := range d.Peers {
-		pt := store.PeerTraffic{Peer: int(x.Peer), Classes: store.Classes{P2P: traffic(x.P2P), Coll: traffic(x.Coll), RMA: traffic(x.Rma)}}
-		if len(x.SizeHistogram) > 0 {
-			k := len(hist)
-			hist = append(hist, x.SizeHistogram...)
-			pt.Histogram = hist[k:len(hist):len(hist)]
-		}
-		if x.MonitoredP2P != nil || x.MonitoredColl != nil || x.MonitoredRma != nil {
-			pt.Monitored = &store.Classes{P2P: traffic(x.MonitoredP2P), Coll: traffic(x.MonitoredColl), RMA: traffic(x.MonitoredRma)}
-		}
-		p.Peers = append(p.Peers, pt)
+	if p.Peers == nil {
+		p.Peers = d.peers
+	} else {
+		p.Peers = append(p.Peers, d.peers...)
 	}
 }
 

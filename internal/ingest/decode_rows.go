@@ -3,6 +3,7 @@ package ingest
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"sync"
 	"unicode/utf8"
 
@@ -16,6 +17,7 @@ import (
 // Field numbers of the node rows (agent.proto).
 const (
 	fieldNodes       protowire.Number = 14
+	fieldPeers       protowire.Number = 15
 	fieldNodeName    protowire.Number = 1
 	fieldNodeP2P     protowire.Number = 2 // then coll 3, rma 4
 	fieldNodeRMA     protowire.Number = 4
@@ -29,14 +31,19 @@ var errInvalidUTF8 = errors.New("node name is not valid UTF-8")
 // its destination-node rows (field 14: every destination node of the rank,
 // a thousand and more for an all-to-all job), which are decoded straight
 // into one buffer (nodeRows) that the tracker packs against the job's node
-// table; the message's own Nodes stay empty. proto.Unmarshal made three
-// objects per row (row, name, traffic), and a 64-byte store row per row
-// after it was still a fifth of the daemon's CPU at ten times Stampede's
-// load, with its zeroing and garbage. Unknown fields inside node rows are
-// dropped (nothing reads them).
+// table, and its peer rows (field 15), decoded straight into the store's
+// rows with one array for all their histograms; the message's own Nodes
+// and Peers stay empty. proto.Unmarshal made three objects per node row
+// (row, name, traffic), and a 64-byte store row per row after it was still
+// a fifth of the daemon's CPU at ten times Stampede's load, with its
+// zeroing and garbage; for peers it made five objects each (row, three
+// Traffic, histogram), a quarter of all the daemon allocated at that load,
+// and the tracker copied them once more. Unknown fields inside node and
+// peer rows are dropped (nothing reads them).
 type Datagram struct {
 	*agentpb.Datagram
-	rows nodeRows
+	rows  nodeRows
+	peers []store.PeerTraffic
 }
 
 // nodeRows are destination-node rows as the reader decoded them, one
@@ -81,31 +88,49 @@ func (r *nodeRows) slice() []store.NodeTraffic {
 }
 
 // FromProto wraps a message decoded by proto.Unmarshal, moving its node
-// rows into the datagram's own.
+// and peer rows into the datagram's own.
 func FromProto(m *agentpb.Datagram) *Datagram {
 	d := &Datagram{Datagram: m}
 	for _, n := range m.Nodes {
 		c := store.Classes{P2P: traffic(n.P2P), Coll: traffic(n.Coll), RMA: traffic(n.Rma)}
 		d.rows.add([]byte(n.Node), &c)
 	}
-	m.Nodes = nil
+	if len(m.Peers) > 0 {
+		d.peers = make([]store.PeerTraffic, len(m.Peers))
+	}
+	for i, x := range m.Peers {
+		pt := &d.peers[i]
+		pt.Peer, pt.Classes = int(x.Peer), store.Classes{P2P: traffic(x.P2P), Coll: traffic(x.Coll), RMA: traffic(x.Rma)}
+		if len(x.SizeHistogram) > 0 {
+			pt.Histogram = x.SizeHistogram
+		}
+		if x.MonitoredP2P != nil || x.MonitoredColl != nil || x.MonitoredRma != nil {
+			pt.Monitored = &store.Classes{P2P: traffic(x.MonitoredP2P), Coll: traffic(x.MonitoredColl), RMA: traffic(x.MonitoredRma)}
+		}
+	}
+	m.Nodes, m.Peers = nil, nil
 	return d
 }
 
-// unmarshal decodes a datagram (see Datagram): node rows as it meets
-// them, the other fields by proto.Unmarshal.
+// unmarshal decodes a datagram (see Datagram): node and peer rows as it
+// meets them, the other fields by proto.Unmarshal.
 func unmarshal(b []byte) (*Datagram, error) {
 	d := &Datagram{Datagram: new(agentpb.Datagram)}
-	// The other fields, in order, when there are node rows to take out
-	// (in a pooled buffer: proto.Unmarshal copies what it keeps).
+	// The other fields, in order, when there are rows to take out (in a
+	// pooled buffer: proto.Unmarshal copies what it keeps).
 	var (
 		rest    []byte
 		scratch *[]byte
+		peers   *peerRows
 	)
 	defer func() {
 		if scratch != nil {
 			*scratch = rest[:0]
 			scratchPool.Put(scratch)
+		}
+		if peers != nil {
+			peers.reset()
+			peersPool.Put(peers)
 		}
 	}()
 	for off := 0; off < len(b); {
@@ -113,7 +138,7 @@ func unmarshal(b []byte) (*Datagram, error) {
 		if at < 0 {
 			return nil, errMalformed
 		}
-		if num == fieldNodes && typ == protowire.BytesType {
+		if (num == fieldNodes || num == fieldPeers) && typ == protowire.BytesType {
 			row, next := bytesAt(b, at)
 			if next < 0 {
 				return nil, errMalformed
@@ -121,10 +146,21 @@ func unmarshal(b []byte) (*Datagram, error) {
 			if scratch == nil { // the first row (rest may be empty, and nil)
 				scratch = scratchPool.Get().(*[]byte)
 				rest = append((*scratch)[:0], b[:off]...)
-				// A row packs to no more bytes than it takes on the wire.
-				d.rows.b = rowsBuffer(len(b) - off)
 			}
-			if err := d.rows.decode(row); err != nil {
+			var err error
+			if num == fieldNodes {
+				if d.rows.b == nil {
+					// A row packs to no more bytes than it takes on the wire.
+					d.rows.b = rowsBuffer(len(b) - off)
+				}
+				err = d.rows.decode(row)
+			} else {
+				if peers == nil {
+					peers = peersPool.Get().(*peerRows)
+				}
+				err = peers.decode(row)
+			}
+			if err != nil {
 				return nil, err
 			}
 			off = next
@@ -144,6 +180,9 @@ func unmarshal(b []byte) (*Datagram, error) {
 	}
 	if err := proto.Unmarshal(rest, d.Datagram); err != nil {
 		return nil, err
+	}
+	if peers != nil {
+		d.peers = peers.rows()
 	}
 	return d, nil
 }
@@ -231,6 +270,135 @@ func (r *nodeRows) decode(row []byte) error {
 }
 
 var errMalformed = errors.New("malformed field")
+
+// Field numbers of the peer rows (agent.proto).
+const (
+	fieldPeer          protowire.Number = 1
+	fieldPeerP2P       protowire.Number = 2 // then coll 3, rma 4
+	fieldPeerHistogram protowire.Number = 5
+	fieldPeerMonitored protowire.Number = 6 // then coll 7, rma 8
+)
+
+// peerRows collects a datagram's peer rows while it is decoded, with
+// their histograms' bins in one array (ends[i] is where row i's end);
+// rows copies them out in exactly sized arrays.
+type peerRows struct {
+	peers []store.PeerTraffic
+	mon   []store.Classes
+	hist  []uint64
+	ends  []int
+}
+
+// monitoredMark marks a row with monitored counters until rows.
+var monitoredMark store.Classes
+
+var peersPool = sync.Pool{New: func() any { return new(peerRows) }}
+
+func (p *peerRows) reset() {
+	p.peers, p.mon, p.hist, p.ends = p.peers[:0], p.mon[:0], p.hist[:0], p.ends[:0]
+}
+
+// rows returns the rows decoded, in arrays of their own.
+func (p *peerRows) rows() []store.PeerTraffic {
+	out := slices.Clone(p.peers)
+	var hist []uint64
+	if len(p.hist) > 0 {
+		hist = slices.Clone(p.hist)
+	}
+	var mon []store.Classes
+	if len(p.mon) > 0 {
+		mon = slices.Clone(p.mon)
+	}
+	start, m := 0, 0
+	for i := range out {
+		if end := p.ends[i]; end > start {
+			out[i].Histogram = hist[start:end:end]
+			start = end
+		}
+		if out[i].Monitored != nil {
+			out[i].Monitored = &mon[m]
+			m++
+		}
+	}
+	return out
+}
+
+// decode appends one encoded PeerTraffic, merging repeated fields as
+// proto.Unmarshal does (a histogram's bins packed or not).
+func (p *peerRows) decode(row []byte) error {
+	var (
+		pt        store.PeerTraffic
+		mon       store.Classes
+		monitored bool
+	)
+	for off := 0; off < len(row); {
+		num, typ, at := tagAt(row, off)
+		if at < 0 {
+			return errMalformed
+		}
+		switch {
+		case num == fieldPeer && typ == protowire.VarintType:
+			v, next := varintAt(row, at)
+			if next < 0 {
+				return errMalformed
+			}
+			pt.Peer, off = int(uint32(v)), next
+		case num >= fieldPeerP2P && num < fieldPeerHistogram && typ == protowire.BytesType,
+			num >= fieldPeerMonitored && num < fieldPeerMonitored+3 && typ == protowire.BytesType:
+			v, next := bytesAt(row, at)
+			if next < 0 {
+				return errMalformed
+			}
+			off = next
+			c, class := &pt.Classes, num-fieldPeerP2P
+			if num >= fieldPeerMonitored {
+				c, class, monitored = &mon, num-fieldPeerMonitored, true
+			}
+			field := &c.P2P
+			switch class {
+			case 1:
+				field = &c.Coll
+			case 2:
+				field = &c.RMA
+			}
+			if err := decodeTraffic(v, field); err != nil {
+				return err
+			}
+		case num == fieldPeerHistogram && typ == protowire.VarintType:
+			v, next := varintAt(row, at)
+			if next < 0 {
+				return errMalformed
+			}
+			p.hist, off = append(p.hist, v), next
+		case num == fieldPeerHistogram && typ == protowire.BytesType:
+			v, next := bytesAt(row, at)
+			if next < 0 {
+				return errMalformed
+			}
+			for i := 0; i < len(v); {
+				x, n := varintAt(v, i)
+				if n < 0 {
+					return errMalformed
+				}
+				p.hist, i = append(p.hist, x), n
+			}
+			off = next
+		default:
+			m := protowire.ConsumeFieldValue(num, typ, row[at:])
+			if m < 0 {
+				return protowire.ParseError(m)
+			}
+			off = at + m
+		}
+	}
+	if monitored {
+		pt.Monitored = &monitoredMark // rows gives it its place
+		p.mon = append(p.mon, mon)
+	}
+	p.peers = append(p.peers, pt)
+	p.ends = append(p.ends, len(p.hist))
+	return nil
+}
 
 // ascii says whether b is ASCII, inline (node names nearly always are,
 // and a call to utf8.Valid for ten bytes cost more than its check).

@@ -1,0 +1,123 @@
+package ingest
+
+import (
+	"reflect"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/netloom/netloom/internal/ingest/agentpb"
+)
+
+// sameAsProto checks that unmarshal agrees with proto.Unmarshal on b: both
+// fail, or both give the same datagram (but for unknown fields inside node
+// and peer rows, which unmarshal drops).
+func sameAsProto(t *testing.T, b []byte) {
+	t.Helper()
+	want := new(agentpb.Datagram)
+	werr := proto.Unmarshal(b, want)
+	got, gerr := unmarshal(b)
+	if (werr == nil) != (gerr == nil) {
+		t.Fatalf("proto.Unmarshal: %v; unmarshal: %v (input %x)", werr, gerr, b)
+	}
+	if werr != nil {
+		return
+	}
+	w := FromProto(want)
+	if g, w := got.rows.slice(), w.rows.slice(); !proto.Equal(got.Datagram, want) || len(got.Datagram.Nodes) > 0 || !reflect.DeepEqual(g, w) {
+		t.Fatalf("unmarshal differs from proto.Unmarshal:\n got %v %+v\nwant %v %+v", got.Datagram, g, want, w)
+	}
+	if len(got.Datagram.Peers) > 0 || !reflect.DeepEqual(got.peers, w.peers) {
+		t.Fatalf("unmarshal's peers differ from proto.Unmarshal's:\n got %+v\nwant %+v", got.peers, w.peers)
+	}
+}
+
+func TestUnmarshalNodeRows(t *testing.T) {
+	d := snapshot("n", 1, 4, 3, false)
+	d.Nodes = append(d.Nodes, &agentpb.NodeTraffic{Node: "only-rma", Rma: &agentpb.Traffic{Bytes: 7}},
+		&agentpb.NodeTraffic{Node: "empty-classes", P2P: &agentpb.Traffic{}, Coll: &agentpb.Traffic{}, Rma: &agentpb.Traffic{}},
+		&agentpb.NodeTraffic{})
+	b := encode(t, d)
+	sameAsProto(t, b)
+	sameAsProto(t, encode(t, &agentpb.Datagram{Version: 1, JobId: "no-nodes"}))
+
+	row := func(fields ...[]byte) []byte { return msg(fieldNodes, cat(fields...)) }
+	for name, in := range map[string][]byte{
+		"rows between other fields": cat(varint(1, 1), row(str(1, "a"), msg(3, varint(1, 5))), str(2, "job"), row(str(1, "b"))),
+		"name twice: last wins":     row(str(1, "a"), str(1, "bb")),
+		"class twice: merged":       row(msg(2, varint(1, 5)), msg(2, varint(2, 6)), msg(2, varint(1, 7))),
+		"unknown fields in rows":    row(str(1, "a"), varint(9, 1), msg(2, cat(varint(1, 5), varint(7, 1))), varint(1, 3)),
+		"class as a varint":         row(varint(2, 5)),
+		"nodes as a varint":         cat(varint(14, 3), row(str(1, "a"))),
+		"invalid UTF-8 name":        row(str(1, "\xff")),
+		"truncated row":             row(str(1, "a"))[:4],
+		"truncated traffic":         row(msg(3, varint(1, 1<<40)[:3])),
+		"bad varint in traffic":     row(msg(3, []byte{0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})),
+		"field number 0 in row":     row([]byte{0x02, 0x00}),
+		"truncated after rows":      cat(row(str(1, "a")), []byte{0x12}),
+		"long datagram":             b,
+	} {
+		t.Run(name, func(t *testing.T) { sameAsProto(t, in) })
+	}
+}
+
+// Wire-format pieces for hand-made datagrams.
+func str(num protowire.Number, s string) []byte {
+	return protowire.AppendString(protowire.AppendTag(nil, num, protowire.BytesType), s)
+}
+
+func msg(num protowire.Number, b []byte) []byte {
+	return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), b)
+}
+
+func varint(num protowire.Number, v uint64) []byte {
+	return protowire.AppendVarint(protowire.AppendTag(nil, num, protowire.VarintType), v)
+}
+
+func cat(bs ...[]byte) []byte {
+	var r []byte
+	for _, b := range bs {
+		r = append(r, b...)
+	}
+	return r
+}
+
+func TestUnmarshalPeerRows(t *testing.T) {
+	d := snapshot("p", 1, 8, 3, false)
+	d.Peers = append(d.Peers, &agentpb.PeerTraffic{Peer: 5, MonitoredColl: &agentpb.Traffic{Msgs: 2}},
+		&agentpb.PeerTraffic{Peer: 6, SizeHistogram: []uint64{0, 1, 1 << 40}, MonitoredP2P: &agentpb.Traffic{}},
+		&agentpb.PeerTraffic{Peer: 7})
+	sameAsProto(t, encode(t, d))
+
+	peer := func(fields ...[]byte) []byte { return msg(fieldPeers, cat(fields...)) }
+	packed := func(vs ...uint64) []byte {
+		var b []byte
+		for _, v := range vs {
+			b = protowire.AppendVarint(b, v)
+		}
+		return msg(fieldPeerHistogram, b)
+	}
+	node := msg(fieldNodes, str(1, "a"))
+	for name, in := range map[string][]byte{
+		"peers between other fields":    cat(varint(1, 1), peer(varint(1, 2)), str(2, "job"), node, peer(varint(1, 3)), varint(3, 4)),
+		"peer rows first":               cat(peer(varint(1, 2), packed(1, 2)), peer(varint(1, 3)), node),
+		"peer twice: last wins":         peer(varint(1, 2), varint(1, 9)),
+		"peer above 32 bits":            peer(varint(1, 1<<33|4)),
+		"class twice: merged":           peer(msg(3, varint(1, 5)), msg(3, varint(2, 6)), msg(3, varint(1, 7))),
+		"histogram packed and unpacked": peer(packed(1, 2), varint(5, 3), packed(), packed(1<<63)),
+		"histograms of several rows":    cat(peer(packed(1, 2)), peer(varint(1, 1)), peer(varint(5, 4), msg(8, nil)), peer(packed(5))),
+		"monitored, each class":         cat(peer(msg(6, varint(1, 1))), peer(msg(7, varint(2, 2))), peer(msg(8, nil)), peer(msg(2, nil))),
+		"unknown fields in rows":        peer(varint(1, 1), varint(9, 1), msg(2, cat(varint(1, 5), varint(7, 1))), str(12, "x")),
+		"wrong wire types":              peer(msg(1, nil), varint(2, 5), varint(6, 1), protowire.AppendFixed32(protowire.AppendTag(nil, 5, protowire.Fixed32Type), 1)),
+		"peers as a varint":             cat(varint(15, 3), peer(varint(1, 1))),
+		"truncated row":                 peer(varint(1, 1), packed(1, 2))[:5],
+		"truncated packed histogram":    peer(msg(5, []byte{0x80})),
+		"bad varint in histogram":       peer(msg(5, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})),
+		"truncated traffic":             peer(msg(2, varint(1, 1<<40)[:3])),
+		"truncated monitored":           peer(msg(7, varint(2, 1<<40)[:2])),
+		"field number 0 in row":         peer([]byte{0x02, 0x00}),
+	} {
+		t.Run(name, func(t *testing.T) { sameAsProto(t, in) })
+	}
+}
