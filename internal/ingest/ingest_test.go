@@ -927,7 +927,8 @@ func TestDuplicateNodeRefused(t *testing.T) {
 // out of order, or after a rank restarted.
 func TestViewMatchesProcesses(t *testing.T) {
 	tr, _, _, _ := newTracker(Options{})
-	const world = 8
+	// Ranks in three of the view's chunks.
+	const world = 2*viewChunk + 8
 	now := t0
 	sent := map[int]uint64{} // each rank's last snapshot
 	send := func(d *agentpb.Datagram) {
@@ -959,31 +960,50 @@ func TestViewMatchesProcesses(t *testing.T) {
 			want = append(want, fmt.Sprintf("%d:%d", r, sent[r]))
 		}
 		if !slices.Equal(got, want) {
-			t.Errorf("%s: view has rank:snapshot %v, want %v", step, got, want)
+			i := 0
+			for i < min(len(got), len(want)) && got[i] == want[i] {
+				i++
+			}
+			t.Errorf("%s: view has %d ranks, want %d; from the %dth: rank:snapshot %v, want %v", step, len(got), len(want), i,
+				got[i:min(i+3, len(got))], want[i:min(i+3, len(want))])
 		}
 	}
-	for _, rank := range []int{0, 1, 2} { // in order, as the agents' phases send them
-		send(snapshot("v", rank, world, 0, false))
+	for rank := range 2*viewChunk + 2 { // in order, as the agents' phases send them
+		if rank != 3 && rank != 100 {
+			send(snapshot("v", rank, world, 0, false))
+		}
 	}
 	check("in order")
-	for _, rank := range []int{6, 3, 7} { // stragglers
+	for _, rank := range []int{2*viewChunk + 6, 3, 100, 2*viewChunk + 7} { // stragglers
 		send(snapshot("v", rank, world, 0, false))
 		check(fmt.Sprintf("rank %d late", rank))
 	}
-	for _, rank := range []int{0, 6, 7, 1} { // later snapshots update in place
+	for _, rank := range []int{0, 2*viewChunk + 6, viewChunk + 1, 1} { // later snapshots update in place
 		send(snapshot("v", rank, world, 1, false))
 	}
 	check("second snapshots")
+	// Views share the chunks that did not change.
+	before := slices.Clone(tr.jobs["v"].chunks)
+	send(snapshot("v", viewChunk+1, world, 2, false))
+	check("one rank changed")
+	after := tr.jobs["v"].chunks
+	if len(after) != 3 || &after[0][0] != &before[0][0] || &after[2][0] != &before[2][0] || &after[1][0] == &before[1][0] {
+		t.Error("a view copied chunks that did not change, or shared one that did")
+	}
 	restart := snapshot("v", 3, world, 0, false)
 	restart.StartUnixNs += int64(time.Minute)
 	restart.TimeUnixNs += int64(time.Minute)
 	send(restart)
 	check("rank 3 restarted")
-	send(snapshot("v", 5, world, 0, false))
-	send(snapshot("v", 6, world, 2, false))
-	check("rank 5 after the restart")
-	if v := tr.Publish(now.Add(time.Second)).Jobs["v"]; v.Reporting != 7 || v.Nodes != 4 {
-		t.Errorf("%d ranks on %d nodes reporting, want 7 on 4", v.Reporting, v.Nodes)
+	send(snapshot("v", 2*viewChunk+4, world, 0, false))
+	send(snapshot("v", 2*viewChunk+6, world, 2, false))
+	check("a new rank after the restart")
+	nodes := map[int]bool{}
+	for r := range sent {
+		nodes[r/2] = true // snapshot's nodes
+	}
+	if v := tr.Publish(now.Add(time.Second)).Jobs["v"]; v.Reporting != len(sent) || v.Nodes != len(nodes) {
+		t.Errorf("%d ranks on %d nodes reporting, want %d on %d", v.Reporting, v.Nodes, len(sent), len(nodes))
 	}
 }
 

@@ -145,13 +145,17 @@ type rankKey struct {
 }
 
 type jobState struct {
-	id         string
-	world      int
-	ranks      map[int]*rankState
-	procs      []*store.Process // the current process of each rank in order
-	sums       []rankSum        // and what it adds to the job's summary
-	procNodes  map[string]int32 // the nodes its ranks run on, numbered
-	order      []int            // ranks with a snapshot, ascending; nil when it must be rebuilt
+	id        string
+	world     int
+	ranks     map[int]*rankState
+	procs     []*store.Process // the current process of each rank in order
+	sums      []rankSum        // and what it adds to the job's summary
+	procNodes map[string]int32 // the nodes its ranks run on, numbered
+	order     []int            // ranks with a snapshot, ascending; nil when it must be rebuilt
+	// chunks are the view's references to procs, viewChunk at a time,
+	// shared by successive views but for those changed (a bit each).
+	chunks     [][]*store.Process
+	changed    []uint64
 	viewAt     time.Time
 	lastSeen   time.Time // daemon clock
 	interval   time.Duration
@@ -531,8 +535,12 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 			for k := i; k < len(j.order); k++ {
 				j.ranks[j.order[k]].pos = k
 			}
+			for c := i / viewChunk; c*viewChunk < len(j.order); c++ {
+				j.change(c * viewChunk)
+			}
 		}
 		j.procs[r.pos], j.sums[r.pos] = r.cur, sumOf(r.cur, sent, j.nodeIndex(r.cur.Node))
+		j.change(r.pos)
 	}
 	if j.start.IsZero() || np.Start.Before(j.start) {
 		j.start = np.Start
@@ -550,6 +558,35 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 }
 
 var saveSeed = maphash.MakeSeed()
+
+// viewChunk is how many ranks' references a view's chunk holds.
+const viewChunk = 256
+
+// change marks the view's chunk of the rank at pos changed.
+func (j *jobState) change(pos int) {
+	c := pos / viewChunk
+	for c/64 >= len(j.changed) {
+		j.changed = append(j.changed, 0)
+	}
+	j.changed[c/64] |= 1 << (c % 64)
+}
+
+// viewChunks returns the chunks of references to procs for a new view:
+// the last view's where unchanged, else new copies.
+func (j *jobState) viewChunks() [][]*store.Process {
+	chunks := make([][]*store.Process, (len(j.procs)+viewChunk-1)/viewChunk)
+	for c := range chunks {
+		lo, hi := c*viewChunk, min((c+1)*viewChunk, len(j.procs))
+		if c < len(j.chunks) && (c/64 >= len(j.changed) || j.changed[c/64]&(1<<(c%64)) == 0) {
+			chunks[c] = j.chunks[c]
+		} else {
+			chunks[c] = slices.Clone(j.procs[lo:hi])
+		}
+	}
+	j.chunks = chunks
+	clear(j.changed)
+	return chunks
+}
 
 // nodeIndex numbers the nodes the job's ranks run on.
 func (j *jobState) nodeIndex(node string) int32 {
@@ -873,8 +910,9 @@ func (t *Tracker) view(j *jobState) *store.Job {
 			r := j.ranks[rank]
 			r.pos, j.procs[i], j.sums[i] = i, r.cur, sumOf(r.cur, r.sent, j.nodeIndex(r.cur.Node))
 		}
+		j.chunks = nil
 	}
-	v = store.NewLiveJob(v.JobSummary, slices.Clone(j.procs))
+	v = store.NewLiveJob(v.JobSummary, j.viewChunks())
 	summarizeSums(&v.JobSummary, j.sums, j.procs, len(j.procNodes))
 	j.view, j.dirty = v, false
 	j.shown = append(j.shown, j.waiting...)

@@ -6,14 +6,14 @@ import (
 )
 
 func TestLiveJobFull(t *testing.T) {
-	a, b := &Process{Rank: 0, Seq: 1}, &Process{Rank: 1, Seq: 2}
-	j := NewLiveJob(JobSummary{ID: "x", Ranks: 2}, []*Process{a, b})
+	a, b, c3 := &Process{Rank: 0, Seq: 1}, &Process{Rank: 1, Seq: 2}, &Process{Rank: 2, Seq: 3}
+	j := NewLiveJob(JobSummary{ID: "x", Ranks: 3}, [][]*Process{{a, b}, {}, {c3}})
 	if j.Processes != nil {
 		t.Fatal("a live job's processes are copied only when asked for")
 	}
 	var seen []int
 	j.EachProcess(func(p *Process) { seen = append(seen, p.Rank) })
-	if len(seen) != 2 || seen[1] != 1 {
+	if len(seen) != 3 || seen[1] != 1 || seen[2] != 2 {
 		t.Fatalf("EachProcess saw %v", seen)
 	}
 	// Copies of the job share the one copy of its processes, made once
@@ -27,7 +27,7 @@ func TestLiveJobFull(t *testing.T) {
 	}
 	wg.Wait()
 	f := j.Full()
-	if f.ID != "x" || len(f.Processes) != 2 || f.Processes[1].Seq != 2 || fulls[0].ID != "merged" {
+	if f.ID != "x" || len(f.Processes) != 3 || f.Processes[1].Seq != 2 || f.Processes[2].Seq != 3 || fulls[0].ID != "merged" {
 		t.Fatalf("full job %+v", f)
 	}
 	for _, g := range fulls {
