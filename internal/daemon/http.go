@@ -72,8 +72,8 @@ func (d *Daemon) watchBehind(ctx context.Context) {
 		if n := len(d.writes); n > writeQueueLen*3/4 {
 			reasons = append(reasons, fmt.Sprintf("store write queue %d/%d", n, writeQueueLen))
 		}
-		if l := d.agents.l; l != nil && l.QueueLen() > cap(l.Datagrams())/2 {
-			reasons = append(reasons, fmt.Sprintf("agent datagram queue %d/%d", l.QueueLen(), cap(l.Datagrams())))
+		if l := d.agents.l; l != nil && l.QueueLen() > l.QueueCap()/2 {
+			reasons = append(reasons, fmt.Sprintf("agent datagram queue %d/%d", l.QueueLen(), l.QueueCap()))
 		}
 		now := d.lossCounts()
 		for k, v := range now {

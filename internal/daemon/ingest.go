@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -19,13 +20,49 @@ import (
 	"github.com/netloom/netloom/internal/store"
 )
 
-// agentSide is the MPI agents' activity: a UDP reader and one aggregator
-// goroutine that owns the live job state and publishes immutable views.
+// agentSide is the MPI agents' activity: a UDP reader, decode workers,
+// and aggregator goroutines that each own the live state of some of the
+// jobs and publish immutable views of them, merged into one.
 type agentSide struct {
 	l    *ingest.Listener
 	m    *ingest.Metrics
 	live atomic.Pointer[ingest.Live]
 	addr string // what agents are told to send to
+
+	mu     sync.Mutex
+	shards []*ingest.Live // each aggregator's last view
+}
+
+// publish makes one aggregator's view part of the merged live view.
+func (a *agentSide) publish(shard int, l *ingest.Live) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.shards) == 1 {
+		a.shards[0] = l
+		a.live.Store(l)
+		return
+	}
+	if a.shards[shard] == l {
+		return // unchanged
+	}
+	a.shards[shard] = l
+	n := 0
+	for _, s := range a.shards {
+		if s != nil {
+			n += len(s.Jobs)
+		}
+	}
+	merged := &ingest.Live{Jobs: make(map[string]*store.Job, n)}
+	for _, s := range a.shards {
+		if s == nil {
+			continue
+		}
+		if s.Time.After(merged.Time) {
+			merged.Time = s.Time
+		}
+		maps.Copy(merged.Jobs, s.Jobs)
+	}
+	a.live.Store(merged)
 }
 
 // Jobs returns the live jobs (nil before the first datagram).
@@ -95,7 +132,7 @@ func writeAddressFile(path, addr string) error {
 	return os.Rename(tmp, path)
 }
 
-// ingestLoop runs the reader and the aggregator until ctx ends.
+// ingestLoop runs the reader and the aggregators until ctx ends.
 func (d *Daemon) ingestLoop(ctx context.Context) error {
 	l := d.agents.l
 	if l == nil {
@@ -105,9 +142,20 @@ func (d *Daemon) ingestLoop(ctx context.Context) error {
 	startPprof(ctx, d)
 	rejects := &rejectLog{log: d.log, last: map[string]time.Time{}, skipped: map[string]int{}}
 	l.OnInvalid(rejects.note)
-	readerDone := make(chan error, 1)
-	go func() { readerDone <- l.Run(ctx) }()
+	queues := l.Queues()
+	d.agents.shards = make([]*ingest.Live, len(queues))
+	var wg sync.WaitGroup
+	for i, q := range queues {
+		wg.Go(func() { d.aggregate(i, len(queues), q, rejects) })
+	}
+	err := l.Run(ctx) // closes the queues when it ends
+	wg.Wait()
+	return err
+}
 
+// aggregate keeps the live state of the jobs whose datagrams come on q,
+// shard of shards, until q is closed.
+func (d *Daemon) aggregate(shard, shards int, q <-chan ingest.Item, rejects *rejectLog) {
 	// Job saves are queued as one write per aggregator tick: every running
 	// job's summary is saved every 10 s and its processes every 2 min, so
 	// at eight times Stampede's load (3,200 jobs) one write each filled the
@@ -120,8 +168,13 @@ func (d *Daemon) ingestLoop(ctx context.Context) error {
 		d.enqueue(saveJobs(saves))
 		saves = nil
 	}
+	// The limits of the whole daemon, shared among the aggregators.
+	def := ingest.Options{}.WithDefaults()
 	tr := ingest.NewTracker(ingest.Options{
-		JobTimeout: d.cfg.JobTimeout,
+		JobTimeout:           d.cfg.JobTimeout,
+		MaxJobs:              max(def.MaxJobs/shards, 1),
+		MaxPendingBytes:      max(def.MaxPendingBytes/shards, 1),
+		ProcessRowsPerSecond: max(def.ProcessRowsPerSecond/shards, 1),
 		SaveJob: func(j *store.Job) {
 			j.JobSummary = d.mergeSummary(j.JobSummary)
 			saves = append(saves, j)
@@ -134,12 +187,12 @@ func (d *Daemon) ingestLoop(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		select {
-		case it, ok := <-l.Datagrams():
+		case it, ok := <-q:
 			if !ok {
 				tr.Flush()
 				flushSaves()
-				d.agents.live.Store(tr.Publish(time.Now()))
-				return <-readerDone
+				d.agents.publish(shard, tr.Publish(time.Now()))
+				return
 			}
 			if err := d.schedMismatch(it); err != nil {
 				d.agents.m.Drop(ingest.ReasonJobMismatch)
@@ -152,7 +205,7 @@ func (d *Daemon) ingestLoop(ctx context.Context) error {
 		case now := <-tick.C:
 			tr.Tick(now)
 			flushSaves()
-			d.agents.live.Store(tr.Publish(now))
+			d.agents.publish(shard, tr.Publish(now))
 		}
 	}
 }

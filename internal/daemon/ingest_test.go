@@ -15,7 +15,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/netloom/netloom/internal/ingest"
 	"github.com/netloom/netloom/internal/ingest/agentpb"
+	"github.com/netloom/netloom/internal/store"
 )
 
 // startAgentDaemon runs a daemon whose agent socket is on a free local
@@ -232,5 +234,55 @@ func checkJobAPI(t *testing.T, s *simDaemon, from string) {
 		if code := s.get(path, nil); code != want {
 			t.Errorf("%s: GET %s: %d, want %d", from, path, code, want)
 		}
+	}
+}
+
+// TestAgentSidePublish: the live view is every aggregator's jobs, each
+// aggregator's as it last published them.
+func TestAgentSidePublish(t *testing.T) {
+	a := &agentSide{shards: make([]*ingest.Live, 3)}
+	job := func(id string) *store.Job { return &store.Job{JobSummary: store.JobSummary{ID: id}} }
+	t0 := time.Unix(1000, 0)
+	a.publish(1, &ingest.Live{Time: t0, Jobs: map[string]*store.Job{"a": job("a"), "b": job("b")}})
+	a.publish(2, &ingest.Live{Time: t0.Add(time.Second), Jobs: map[string]*store.Job{"c": job("c")}})
+	l := a.live.Load()
+	if len(l.Jobs) != 3 || l.Jobs["a"].ID != "a" || l.Jobs["c"].ID != "c" || !l.Time.Equal(t0.Add(time.Second)) {
+		t.Fatalf("merged view %+v", l)
+	}
+	a.publish(1, &ingest.Live{Time: t0, Jobs: map[string]*store.Job{"b": job("b")}}) // a ended
+	if l := a.live.Load(); len(l.Jobs) != 2 || l.Jobs["a"] != nil || l.Jobs["c"] == nil {
+		t.Fatalf("view after a job left %+v", l.Jobs)
+	}
+	same := a.live.Load()
+	a.publish(2, a.shards[2])
+	if a.live.Load() != same {
+		t.Error("an unchanged view was merged again")
+	}
+	one := &agentSide{shards: make([]*ingest.Live, 1)}
+	l = &ingest.Live{Jobs: map[string]*store.Job{"x": job("x")}}
+	if one.publish(0, l); one.live.Load() != l {
+		t.Error("a single aggregator's view is not published as it is")
+	}
+}
+
+// TestDaemonTracksJobsOfAllAggregators: jobs spread over the aggregators
+// all show in the API and the jobs gauge.
+func TestDaemonTracksJobsOfAllAggregators(t *testing.T) {
+	s, _, send := startAgentDaemon(t, filepath.Join(t.TempDir(), "netloom.db"))
+	const jobs = 8
+	start := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	for k := range jobs {
+		for r := range 2 {
+			send(ringSnapshot(fmt.Sprint("spread-", k), r, 2, 1, start, false))
+		}
+	}
+	var list struct{ Total int }
+	s.waitFor("every job to show", func() bool {
+		return s.get("/api/v1/jobs?state=running", &list) == 200 && list.Total == jobs
+	})
+	_, b := s.fetch("/metrics")
+	body := string(b)
+	if !strings.Contains(body, fmt.Sprintf("netloom_ingest_jobs{state=\"running\"} %d\n", jobs)) {
+		t.Errorf("jobs gauge:\n%s", regexp.MustCompile(`netloom_ingest_jobs.*`).FindAllString(body, -1))
 	}
 }

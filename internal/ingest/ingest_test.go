@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -442,17 +443,48 @@ func TestTrackerTimeoutAndBounds(t *testing.T) {
 // TestListener sends hostile and valid datagrams over a real UDP socket:
 // the bad ones are counted by reason, the good ones all arrive, each
 // rank's in the order sent (a reordered one would be rejected as stale),
-// whether decoded on the reader or on several workers.
+// whether decoded on the reader or on several workers, and queued for one
+// aggregator or several.
 func TestListener(t *testing.T) {
-	for _, decoders := range []int{1, 4} {
-		t.Run(fmt.Sprintf("decoders=%d", decoders), func(t *testing.T) { testListener(t, decoders) })
+	for _, n := range []struct{ decoders, aggregators int }{{1, 1}, {4, 3}} {
+		t.Run(fmt.Sprintf("decoders=%d,aggregators=%d", n.decoders, n.aggregators), func(t *testing.T) {
+			testListener(t, n.decoders, n.aggregators)
+		})
 	}
 }
 
-func testListener(t *testing.T, decoders int) {
+// queuedItem is an item and the index of the queue it came from.
+type queuedItem struct {
+	Item
+	queue int
+}
+
+// queued receives what a listener queues for its aggregators, each
+// queue's in order, and closes when they all are.
+func queued(l *Listener) <-chan queuedItem {
+	out := make(chan queuedItem)
+	var wg sync.WaitGroup
+	for i, q := range l.Queues() {
+		wg.Go(func() {
+			for it := range q {
+				out <- queuedItem{it, i}
+			}
+		})
+	}
+	go func() { wg.Wait(); close(out) }()
+	return out
+}
+
+func testListener(t *testing.T, decoders, aggregators int) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
-	l, conn, stop := runListener(t, ListenOptions{Queue: 1 << 16, Limits: Limits{MaxBytes: 60000}, Decoders: decoders}, m)
+	l, conn, stop := runListener(t, ListenOptions{Queue: 1 << 16, Limits: Limits{MaxBytes: 60000}, Decoders: decoders,
+		Aggregators: aggregators}, m)
+	if len(l.Queues()) != aggregators {
+		t.Fatalf("%d queues for %d aggregators", len(l.Queues()), aggregators)
+	}
+	items := queued(l)
+	queueOf := map[string]int{} // each job's
 	good := encode(t, snapshot("1", 0, 2, 0, false))
 	bad := [][]byte{{}, good[:len(good)/2], encode(t, &agentpb.Datagram{Version: 9, JobId: "x", WorldSize: 1, Chunks: 1, TimeUnixNs: 1}),
 		make([]byte, 65000), []byte("GET / HTTP/1.1\r\n\r\n")}
@@ -474,7 +506,11 @@ func testListener(t *testing.T, decoders int) {
 loop:
 	for got < rounds*ranks {
 		select {
-		case it := <-l.Datagrams():
+		case it := <-items:
+			if q, ok := queueOf[it.D.JobId]; ok && q != it.queue {
+				t.Errorf("job %s queued for aggregators %d and %d", it.D.JobId, q, it.queue)
+			}
+			queueOf[it.D.JobId] = it.queue
 			if err := tr.Add(it.D, it.Size, it.At); err != nil {
 				t.Errorf("valid datagram of job %s rank %d seq %d rejected: %v", it.D.JobId, it.D.Rank, it.D.Seq, err)
 			}
@@ -489,8 +525,8 @@ loop:
 	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
 	}
-	if _, ok := <-l.Datagrams(); ok {
-		t.Error("queue not closed after Run")
+	if _, ok := <-items; ok {
+		t.Error("queues not closed after Run")
 	}
 	if dropped(m, ReasonMalformed) < rounds || dropped(m, ReasonVersion) != rounds || dropped(m, ReasonOversized) != rounds || dropped(m, ReasonEmpty) != rounds {
 		t.Errorf("drops: malformed %g version %g oversized %g empty %g", dropped(m, ReasonMalformed), dropped(m, ReasonVersion),
@@ -545,17 +581,18 @@ func runListener(t *testing.T, opt ListenOptions, m *Metrics) (l *Listener, conn
 // TestQueueFull: a stalled aggregator makes the reader drop, not block.
 func TestQueueFull(t *testing.T) {
 	m := NewMetrics(nil)
-	_, conn, stop := runListener(t, ListenOptions{Queue: 4}, m)
+	// Two aggregators' queues of 2; one job's datagrams all go to one.
+	_, conn, stop := runListener(t, ListenOptions{Queue: 4, Aggregators: 2}, m)
 	b := encode(t, snapshot("1", 0, 2, 0, false))
 	for range 20 {
 		conn.Write(b)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for dropped(m, ReasonQueueFull) < 16 && time.Now().Before(deadline) {
+	for dropped(m, ReasonQueueFull) < 18 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := dropped(m, ReasonQueueFull); got != 16 {
-		t.Errorf("queue_full = %g, want 16", got)
+	if got := dropped(m, ReasonQueueFull); got != 18 {
+		t.Errorf("queue_full = %g, want 18", got)
 	}
 	stop()
 }

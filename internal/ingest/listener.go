@@ -23,8 +23,14 @@ type ListenOptions struct {
 	// ten Stampedes' datagrams, so that the reader may be descheduled for a
 	// while on busy cores without the kernel dropping any.
 	ReadBuffer int
-	// Queue bounds decoded datagrams waiting for the aggregator. Default 65536.
+	// Queue bounds decoded datagrams waiting for the aggregators (shared
+	// evenly among them). Default 65536.
 	Queue int
+	// Aggregators is the number of queues, one for each goroutine that
+	// keeps job state (a Tracker): each job's datagrams go to one of them.
+	// Default: one per CPU, at most 4. One Tracker at ten times Stampede's
+	// load needed most of a core, and fell behind whenever it got less.
+	Aggregators int
 	// Decoders is the number of goroutines that decode and verify
 	// datagrams while one reads the socket (default: one per CPU, at most
 	// 4). Each rank's datagrams go to one of them, in the order received.
@@ -49,13 +55,14 @@ type Item struct {
 }
 
 // Listener reads agent datagrams from a UDP socket, decodes and validates
-// them, and queues them for one aggregator. It never blocks on the
-// aggregator: when the queue is full the datagram is dropped and counted.
+// them, and queues them for the aggregators, each job's for one. It never
+// blocks on an aggregator: when its queue is full the datagram is dropped
+// and counted.
 type Listener struct {
 	conn    *net.UDPConn
 	opt     ListenOptions
 	m       *Metrics
-	out     chan Item
+	out     []chan Item
 	rcvbuf  int
 	invalid func(err error) // optional, for logging; called from the reader and decode workers
 	v       *verifier       // nil: no credentials required
@@ -72,6 +79,9 @@ func Listen(addr string, opt ListenOptions, m *Metrics) (*Listener, error) {
 	if opt.Decoders <= 0 {
 		opt.Decoders = min(runtime.GOMAXPROCS(0), 4)
 	}
+	if opt.Aggregators <= 0 {
+		opt.Aggregators = min(runtime.GOMAXPROCS(0), 4)
+	}
 	opt.Limits = opt.Limits.WithDefaults()
 	ua, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
@@ -81,7 +91,10 @@ func Listen(addr string, opt ListenOptions, m *Metrics) (*Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent listen %s: %w", addr, err)
 	}
-	l := &Listener{conn: conn, opt: opt, m: m, out: make(chan Item, opt.Queue)}
+	l := &Listener{conn: conn, opt: opt, m: m, out: make([]chan Item, opt.Aggregators)}
+	for i := range l.out {
+		l.out[i] = make(chan Item, max(opt.Queue/opt.Aggregators, 1))
+	}
 	if opt.Auth.Decode != nil {
 		l.v = newVerifier(opt.Auth, m, 4096)
 	}
@@ -95,11 +108,27 @@ func (l *Listener) Addr() *net.UDPAddr { return l.conn.LocalAddr().(*net.UDPAddr
 // ReadBuffer is the receive buffer the kernel granted, in bytes.
 func (l *Listener) ReadBuffer() int { return l.rcvbuf }
 
-// Datagrams is the queue the aggregator reads.
-func (l *Listener) Datagrams() <-chan Item { return l.out }
+// Queues are the aggregators' queues, one each.
+func (l *Listener) Queues() []<-chan Item {
+	q := make([]<-chan Item, len(l.out))
+	for i, c := range l.out {
+		q[i] = c
+	}
+	return q
+}
 
-// QueueLen is how many datagrams wait for the aggregator.
-func (l *Listener) QueueLen() int { return len(l.out) }
+// QueueLen is how many datagrams wait for the aggregator that has the
+// most waiting.
+func (l *Listener) QueueLen() int {
+	n := 0
+	for _, c := range l.out {
+		n = max(n, len(c))
+	}
+	return n
+}
+
+// QueueCap is how many datagrams may wait for one aggregator.
+func (l *Listener) QueueCap() int { return cap(l.out[0]) }
 
 // OnInvalid sets a function called with each rejected datagram's error
 // (for rate-limited logging), possibly from several goroutines at once;
@@ -110,7 +139,11 @@ func (l *Listener) OnInvalid(f func(error)) { l.invalid = f }
 func (l *Listener) Run(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { l.conn.Close() })
 	defer stop()
-	defer close(l.out)
+	defer func() {
+		for _, c := range l.out {
+			close(c)
+		}
+	}()
 	if l.v != nil {
 		// Credentials new to the daemon are decoded off the reader (each
 		// is a round trip to munged); their datagrams wait for it.
@@ -253,8 +286,12 @@ func shard(b []byte, n int) int {
 var shardSeed = maphash.MakeSeed()
 
 func (l *Listener) push(it Item) {
+	q := l.out[0]
+	if len(l.out) > 1 {
+		q = l.out[maphash.String(shardSeed, it.D.JobId)%uint64(len(l.out))]
+	}
 	select {
-	case l.out <- it:
+	case q <- it:
 	default:
 		l.m.drop(ReasonQueueFull, 1)
 	}

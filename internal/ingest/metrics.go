@@ -90,10 +90,11 @@ func (m *Metrics) accept(datagrams int) {
 	}
 }
 
-func (m *Metrics) setJobs(running, finished int) {
+// addJobs changes the jobs held by one tracker of several.
+func (m *Metrics) addJobs(running, finished int) {
 	if m != nil {
-		m.jobs.WithLabelValues("running").Set(float64(running))
-		m.jobs.WithLabelValues("finished").Set(float64(finished))
+		m.jobs.WithLabelValues("running").Add(float64(running))
+		m.jobs.WithLabelValues("finished").Add(float64(finished))
 	}
 }
 

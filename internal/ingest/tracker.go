@@ -116,9 +116,12 @@ type Tracker struct {
 	// user, library, function, region and destination node names), so that
 	// a million ranks hold one copy of each.
 	strs  map[string]string
-	ranks int      // tracked at the last tick
-	order []rowRef // scratch: a snapshot's node rows by table index
-	pack  []byte   // scratch: its rows packed
+	ranks int // tracked at the last tick
+	// jobs running and finished as last counted in the metrics, which sum
+	// the trackers of all aggregators
+	running, finished int
+	order             []rowRef // scratch: a snapshot's node rows by table index
+	pack              []byte   // scratch: its rows packed
 }
 
 // maxInterned bounds the interner; past it, it starts afresh.
@@ -941,7 +944,9 @@ func (t *Tracker) Publish(now time.Time) *Live {
 			running++
 		}
 	}
-	t.m.setJobs(running, len(t.jobs)-running)
+	finished := len(t.jobs) - running
+	t.m.addJobs(running-t.running, finished-t.finished)
+	t.running, t.finished = running, finished
 	return t.live
 }
 

@@ -418,6 +418,7 @@ func TestListenerAuth(t *testing.T) {
 	allowed := netip.MustParsePrefix("127.0.0.0/8")
 	l, conn, stop := runListener(t, ListenOptions{Auth: AuthOptions{Decode: f.Decode, UserName: users,
 		Source: func(a netip.Addr) bool { return allowed.Contains(a) }}}, m)
+	items := queued(l)
 	now := time.Now()
 	cred, key := f.issue(1001, "42", now, 300*time.Second)
 	const rounds = 50
@@ -440,11 +441,11 @@ func TestListenerAuth(t *testing.T) {
 loop:
 	for got < rounds {
 		select {
-		case it := <-l.Datagrams():
+		case it := <-items:
 			if !it.Verified || it.User != "alice" {
 				t.Errorf("item %+v", it)
 			}
-			if err := tr.AddItem(it); err != nil {
+			if err := tr.AddItem(it.Item); err != nil {
 				t.Errorf("verified datagram %d rejected: %v", it.D.Seq, err)
 			}
 			got++
@@ -486,8 +487,8 @@ func TestSourceNetworks(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	stop()
-	if got := dropped(m, ReasonSourceNetwork); got != 10 || len(l.Datagrams()) != 0 {
-		t.Errorf("source_network = %g, %d queued", got, len(l.Datagrams()))
+	if got := dropped(m, ReasonSourceNetwork); got != 10 || l.QueueLen() != 0 {
+		t.Errorf("source_network = %g, %d queued", got, l.QueueLen())
 	}
 }
 
