@@ -177,11 +177,23 @@ func run(system, bin string, duration, interval, sweep time.Duration) error {
 	poll := time.NewTicker(200 * time.Millisecond)
 	defer poll.Stop()
 	var lgErr error
+	// Every 10 s: the kernel's drops so far and the daemon's CPU since the
+	// last line, to tell a slow start from a steady shortfall.
+	progress := time.NewTicker(10 * time.Second)
+	defer progress.Stop()
+	lastCPU, lastAt := startCPU, start
 loop:
 	for {
 		select {
 		case lgErr = <-done:
 			break loop
+		case now := <-progress.C:
+			cpu := cpuSeconds(serve.Process.Pid)
+			kernel, _ := socketDrops(agentAddr)
+			fmt.Printf("bench: %3.0fs: kernel drops %d, daemon CPU %.0f%%\n", now.Sub(start).Seconds(), kernel,
+				100*(cpu-lastCPU)/now.Sub(lastAt).Seconds())
+			lastCPU, lastAt = cpu, now
+			continue
 		case <-poll.C:
 		}
 		maxRSS = max(maxRSS, rssBytes(serve.Process.Pid))
