@@ -42,6 +42,7 @@ func main() {
 	flag.StringVar(&loadgenBin, "loadgen", "", "netloom binary whose loadgen sends the load (default: --netloom), to compare daemons under one generator")
 	interval := flag.Duration("interval", 45*time.Second, "agent snapshot interval (the paper's 45 s)")
 	sweep := flag.Duration("sweep-interval", 30*time.Second, "switch port sweep interval (the paper's 30 s)")
+	flag.StringVar(&serveArgs, "serve-args", "", "extra space-separated flags for netloom serve, e.g. \"--agent-read-buffer 256\"")
 	flag.StringVar(&pprofDir, "pprof", "", "write the daemon's CPU (30 s, from a third into the load) and heap profiles to DIR")
 	flag.Parse()
 	fmt.Println("paper baseline (scalable INAM, Stampede): 27,504 ports / 30 s + 104,656 processes / 45 s, about 250,000 inserts per 45 s")
@@ -54,8 +55,8 @@ func main() {
 }
 
 var (
-	pprofDir, loadgenBin string
-	copies               int
+	pprofDir, loadgenBin, serveArgs string
+	copies                          int
 )
 
 // profile fetches the daemon's profiles (served on pprofAddr through
@@ -111,6 +112,7 @@ func run(system, bin string, duration, interval, sweep time.Duration) error {
 		// The load generator's ranks carry no MUNGE credentials, and the
 		// API probes sign in as nobody.
 		"--agent-auth", "none", "--anonymous", "admin")
+	serve.Args = append(serve.Args, strings.Fields(serveArgs)...)
 	pprofAddr := ""
 	if pprofDir != "" {
 		pprofAddr = freePort("tcp")

@@ -37,6 +37,10 @@ type Config struct {
 	// AgentAddressFile where the daemon publishes it for agents ("-": nowhere).
 	AgentListen      string `yaml:"agent_listen"`
 	AgentAddressFile string `yaml:"agent_address_file"`
+	// AgentReadBuffer is the agents' socket receive buffer in MiB (default
+	// 64): how long a burst, or a pause of the daemon (a garbage
+	// collection of a large live state), the kernel holds datagrams for.
+	AgentReadBuffer int `yaml:"agent_read_buffer_mib"`
 	// AgentAuth says which agent datagrams are accepted: "auto" (default:
 	// MUNGE credentials are required when munged answers at start, else
 	// any), "munge" (required; no start without munged) or "none".
@@ -79,6 +83,7 @@ const (
 	DefaultAgentListen      = "0.0.0.0:8467"
 	DefaultAgentAddressFile = "/run/netloom/agent-address"
 	DefaultJobTimeout       = 30 * time.Second
+	DefaultAgentReadBuffer  = 64 // MiB
 	DefaultScheduler        = "none"
 	DefaultSchedInterval    = 10 * time.Second
 )
@@ -102,6 +107,9 @@ func (c Config) WithDefaults() Config {
 	set(&c.Scheduler, DefaultScheduler)
 	setD(&c.SchedulerInterval, DefaultSchedInterval)
 	setD(&c.JobTimeout, DefaultJobTimeout)
+	if c.AgentReadBuffer == 0 {
+		c.AgentReadBuffer = DefaultAgentReadBuffer
+	}
 	setD(&c.DiscoverInterval, DefaultDiscoverInterval)
 	setD(&c.SweepInterval, DefaultSweepInterval)
 	c.Retention = c.Retention.withDefaults()
@@ -129,6 +137,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("scheduler_interval %s: must be at least 100ms", c.SchedulerInterval)
 	case c.JobTimeout < 0:
 		return fmt.Errorf("job_timeout %s: must not be negative", c.JobTimeout)
+	case c.AgentReadBuffer < 1 || c.AgentReadBuffer > 4096:
+		return fmt.Errorf("agent_read_buffer_mib %d: must be 1..4096", c.AgentReadBuffer)
 	case parseAgentListen(c.AgentListen) != nil:
 		return parseAgentListen(c.AgentListen)
 	case c.Retention.validate() != nil:

@@ -34,7 +34,7 @@ func TestParseConfig(t *testing.T) {
 	if c.Listen != ":9000" || c.SweepInterval != 500*time.Millisecond || c.Retention.Samples != 48*time.Hour {
 		t.Errorf("parsed %+v", c)
 	}
-	if d := c.WithDefaults(); d.DiscoverInterval != DefaultDiscoverInterval || d.Fabric != "ib" {
+	if d := c.WithDefaults(); d.DiscoverInterval != DefaultDiscoverInterval || d.Fabric != "ib" || d.AgentReadBuffer != 64 {
 		t.Errorf("defaults not filled: %+v", d)
 	}
 	for text, want := range map[string]string{
@@ -43,6 +43,7 @@ func TestParseConfig(t *testing.T) {
 		"sweep_interval: 1ms\n":             "sweep_interval 1ms",
 		"reset_threshold: 1.5\n":            "reset_threshold",
 		"sweep_retries: 99\n":               "sweep_retries",
+		"agent_read_buffer_mib: -1\n":       "agent_read_buffer_mib -1",
 		"[1, 2\n":                           "line",
 	} {
 		_, err := ParseConfig([]byte(text), "bad.yaml")

@@ -85,7 +85,7 @@ func (d *Daemon) openIngest() error {
 	if err != nil {
 		return err
 	}
-	l, err := ingest.Listen(addr, ingest.ListenOptions{Auth: authOpt}, d.agents.m)
+	l, err := ingest.Listen(addr, ingest.ListenOptions{Auth: authOpt, ReadBuffer: d.cfg.AgentReadBuffer << 20}, d.agents.m)
 	if err != nil {
 		if d.agentDefault {
 			d.log.Error("agent ingest disabled: the default agent port is unavailable; set --agent-listen", "err", err)
@@ -95,7 +95,7 @@ func (d *Daemon) openIngest() error {
 	}
 	d.agents.l = l
 	d.agents.addr = reachable(l.Addr())
-	if l.ReadBuffer() < 4<<20 {
+	if l.ReadBuffer() < min(4<<20, d.cfg.AgentReadBuffer<<20) {
 		d.log.Warn("agent socket receive buffer is small; bursts from large jobs may be dropped (raise net.core.rmem_max)",
 			"bytes", l.ReadBuffer())
 	}

@@ -170,8 +170,8 @@ type jobState struct {
 	dirty      bool      // changed since the last Publish
 	// unsaved counts the ranks changed since their processes were last
 	// saved: those whose gen is the job's (a save moves the job's on).
-	unsaved int
-	gen     uint32
+	unsaved    int
+	gen        uint32
 	nodes      *store.NodeTable // the names its ranks' destination nodes are packed against
 	lastSave   time.Time
 	procsSaved time.Time // when its processes were last saved
