@@ -406,6 +406,7 @@ func (t *Tracker) mergeChunk(pend *pending, d *Datagram) {
 		pend.rows = d.rows
 	} else {
 		pend.rows.b = append(pend.rows.b, d.rows.b...)
+		pend.rows.c = append(pend.rows.c, d.rows.c...)
 		pend.rows.n += d.rows.n
 		d.rows.release()
 	}
@@ -460,7 +461,7 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 		name, cls, end := rows.row(off)
 		k := j.nodes.IndexNear(name, next)
 		sorted = sorted && (len(order) == 0 || k > order[len(order)-1].idx)
-		order = append(order, rowRef{k, uint32(off), uint32(cls), uint32(end)})
+		order = append(order, rowRef{k, uint32(len(order)), uint32(off), uint32(cls), uint32(end)})
 		off, next = end, k+1
 	}
 	t.order = order
@@ -497,12 +498,12 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 			t.m.drop(ReasonPeer, int(p.n)-1) // Add counts the last one
 			return reject(ReasonPeer, "job %s rank %d snapshot %d: destination node %q twice", j.id, np.Rank, np.Seq, o.name(rows))
 		}
-		cl, _ := store.ReadClasses(rows.b[o.cls:o.end])
-		addClasses(&sent, &cl)
+		cl := &rows.c[o.row]
+		addClasses(&sent, cl)
 		for more && uint32(k) < o.idx {
 			k, old, more = c.NextIndex()
 		}
-		if what == "" && more && uint32(k) == o.idx && lessClasses(cl, old) {
+		if what == "" && more && uint32(k) == o.idx && lessClasses(*cl, old) {
 			what = "traffic to node " + o.name(rows)
 		}
 		b = binary.AppendUvarint(b, uint64(o.idx))
@@ -622,10 +623,10 @@ func addClasses(sum, c *store.Classes) {
 }
 
 // rowRef is a snapshot's node row: its index in the job's node table and
-// where it is in the decoded rows (its name at off, its counters packed
-// in cls:end).
+// where it is in the decoded rows (the row-th, its name at off, its
+// counters packed in cls:end).
 type rowRef struct {
-	idx, off, cls, end uint32
+	idx, row, off, cls, end uint32
 }
 
 func (a rowRef) name(rows *nodeRows) string {
@@ -696,7 +697,7 @@ func nodesBackwardsByName(before store.NodeRows, now []rowRef, rows *nodeRows) s
 	for _, n := range now {
 		name := n.name(rows)
 		if o, ok := old[name]; ok {
-			if c, _ := store.ReadClasses(rows.b[n.cls:n.end]); lessClasses(c, o) {
+			if lessClasses(rows.c[n.row], o) {
 				return "traffic to node " + name
 			}
 		}
