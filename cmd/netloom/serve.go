@@ -41,7 +41,7 @@ Fabric sources (--fabric):
 		logLevel = fs.String("log-level", "info", "log `level`: debug, info, warn, error")
 		agent    = fs.String("agent-listen", "", "UDP `address` MPI agents send to, or off (default "+daemon.DefaultAgentListen+")")
 		agentF   = fs.String("agent-address-file", "", "`file` the agent address is written to for agents, - for none (default "+daemon.DefaultAgentAddressFile+")")
-		agentBuf = fs.Int("agent-read-buffer", 0, "agent socket receive buffer in `MiB` (default 64)")
+		agentBuf = fs.Int("agent-read-buffer", 0, "agent socket receive buffer in `MiB` (default 256)")
 		jobTO    = fs.Duration("job-timeout", 0, "end a job silent for this `long` (and 6 of its intervals; default 30s)")
 		schedS   = fs.String("scheduler", "", "batch `scheduler` jobs are learnt from: none or slurm[:OPTIONS] (default none)")
 		schedIv  = fs.Duration("scheduler-interval", 0, "scheduler polling `interval` (default 10s)")

@@ -38,7 +38,7 @@ type Config struct {
 	AgentListen      string `yaml:"agent_listen"`
 	AgentAddressFile string `yaml:"agent_address_file"`
 	// AgentReadBuffer is the agents' socket receive buffer in MiB (default
-	// 64): how long a burst, or a pause of the daemon (a garbage
+	// 256): how long a burst, or a slowdown of the daemon (a garbage
 	// collection of a large live state), the kernel holds datagrams for.
 	AgentReadBuffer int `yaml:"agent_read_buffer_mib"`
 	// AgentAuth says which agent datagrams are accepted: "auto" (default:
@@ -83,7 +83,7 @@ const (
 	DefaultAgentListen      = "0.0.0.0:8467"
 	DefaultAgentAddressFile = "/run/netloom/agent-address"
 	DefaultJobTimeout       = 30 * time.Second
-	DefaultAgentReadBuffer  = 64 // MiB
+	DefaultAgentReadBuffer  = 256 // MiB
 	DefaultScheduler        = "none"
 	DefaultSchedInterval    = 10 * time.Second
 )

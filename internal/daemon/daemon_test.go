@@ -34,7 +34,7 @@ func TestParseConfig(t *testing.T) {
 	if c.Listen != ":9000" || c.SweepInterval != 500*time.Millisecond || c.Retention.Samples != 48*time.Hour {
 		t.Errorf("parsed %+v", c)
 	}
-	if d := c.WithDefaults(); d.DiscoverInterval != DefaultDiscoverInterval || d.Fabric != "ib" || d.AgentReadBuffer != 64 {
+	if d := c.WithDefaults(); d.DiscoverInterval != DefaultDiscoverInterval || d.Fabric != "ib" || d.AgentReadBuffer != 256 {
 		t.Errorf("defaults not filled: %+v", d)
 	}
 	for text, want := range map[string]string{
