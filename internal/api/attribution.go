@@ -407,7 +407,7 @@ func (a *attribAPI) linkPairs(r *http.Request) (any, error) {
 	perPeer := false
 	for i := range j.Processes {
 		nodeOf[j.Processes[i].Rank] = j.Processes[i].Node
-		perPeer = perPeer || len(j.Processes[i].Peers) > 0
+		perPeer = perPeer || j.Processes[i].Peers.Len() > 0
 	}
 	var dirs [2][]pairJSON
 	var totals [2]uint64
@@ -425,13 +425,13 @@ func (a *attribAPI) linkPairs(r *http.Request) (any, error) {
 		for i := range j.Processes {
 			p := &j.Processes[i]
 			truncated = truncated || p.PeersTruncated
-			for _, q := range p.Peers {
-				dn, ok := nodeOf[q.Peer]
-				b := q.Classes.Total().Bytes
+			for peer, cl := range p.Peers.Traffic() {
+				dn, ok := nodeOf[peer]
+				b := cl.Total().Bytes
 				if !ok || dn == p.Node || b == 0 {
 					continue
 				}
-				add(crosses(p.Node, dn), pairJSON{Src: p.Rank, Dst: q.Peer, SrcNode: p.Node, DstNode: dn, Bytes: b})
+				add(crosses(p.Node, dn), pairJSON{Src: p.Rank, Dst: peer, SrcNode: p.Node, DstNode: dn, Bytes: b})
 			}
 		}
 	} else {

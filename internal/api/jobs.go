@@ -565,14 +565,14 @@ func sparseRankMatrix(j *store.Job, class, metric string) *sparseMatrix {
 	for i := range j.Processes {
 		p := &j.Processes[i]
 		m.Truncated = m.Truncated || p.PeersTruncated
-		for _, q := range p.Peers {
-			if p.Rank < j.Ranks && q.Peer < j.Ranks {
-				t := q.Classes.Class(class)
+		for peer, cl := range p.Peers.Traffic() {
+			if p.Rank < j.Ranks && peer < j.Ranks {
+				t := cl.Class(class)
 				v := t.Bytes
 				if metric == "msgs" {
 					v = t.Msgs
 				}
-				m.add(p.Rank, q.Peer, v)
+				m.add(p.Rank, peer, v)
 			}
 		}
 	}

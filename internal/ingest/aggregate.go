@@ -258,9 +258,9 @@ func RankMatrix(j *store.Job, class, metric string) (*Matrix, error) {
 			continue
 		}
 		m.Truncated = m.Truncated || p.PeersTruncated
-		for _, q := range p.Peers {
-			if q.Peer < n {
-				m.Values[p.Rank][q.Peer] = pick(q.Classes.Class(class), metric)
+		for peer, cl := range p.Peers.Traffic() {
+			if peer < n {
+				m.Values[p.Rank][peer] = pick(cl.Class(class), metric)
 			}
 		}
 	}
@@ -430,9 +430,15 @@ type Histogram struct {
 func BuildHistogram(j *store.Job, rank int) *Histogram {
 	j = j.Full()
 	nb := 0
+	var bins []uint64
 	for i := range j.Processes {
-		for _, q := range j.Processes[i].Peers {
-			nb = max(nb, len(q.Histogram))
+		c := j.Processes[i].Peers.Cursor()
+		for {
+			var ok bool
+			if _, _, bins, _, ok = c.Next(bins, nil); !ok {
+				break
+			}
+			nb = max(nb, len(bins))
 		}
 	}
 	h := &Histogram{Bins: make([]uint64, nb), Job: make([]uint64, nb), Ranks: []int{}, Rank: [][]uint64{}}
@@ -442,16 +448,22 @@ func BuildHistogram(j *store.Job, rank int) *Histogram {
 	for i := range j.Processes {
 		p := &j.Processes[i]
 		row := make([]uint64, nb)
-		for _, q := range p.Peers {
-			for b, c := range q.Histogram {
+		c := p.Peers.Cursor()
+		for {
+			peer, _, hist, _, ok := c.Next(bins, nil)
+			if !ok {
+				break
+			}
+			bins = hist
+			for b, c := range hist {
 				row[b] += c
 				h.Job[b] += c
 			}
-			if p.Rank == rank && len(q.Histogram) > 0 {
+			if p.Rank == rank && len(hist) > 0 {
 				if h.Peers == nil {
 					h.Peers = map[int][]uint64{}
 				}
-				h.Peers[q.Peer] = q.Histogram
+				h.Peers[peer] = slices.Clone(hist)
 			}
 		}
 		h.Ranks = append(h.Ranks, p.Rank)

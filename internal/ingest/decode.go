@@ -198,15 +198,16 @@ func Validate(d *Datagram, lim Limits) error {
 			}
 		}
 	}
-	if int64(len(d.peers)) > int64(d.WorldSize) {
-		return reject(ReasonTooMany, "%s: %d peers for world size %d", where(), len(d.peers), d.WorldSize)
-	}
-	for _, p := range d.peers {
-		if p.Peer >= int(d.WorldSize) {
-			return reject(ReasonPeer, "%s: peer %d of world size %d", where(), p.Peer, d.WorldSize)
-		}
-		if len(p.Histogram) > lim.MaxBins {
-			return reject(ReasonHistogram, "%s: peer %d histogram of %d bins, limit %d", where(), p.Peer, len(p.Histogram), lim.MaxBins)
+	if pp := &d.peers; pp.rows.Len() > 0 {
+		switch {
+		case int64(pp.rows.Len()) > int64(d.WorldSize):
+			return reject(ReasonTooMany, "%s: %d peers for world size %d", where(), pp.rows.Len(), d.WorldSize)
+		case pp.maxPeer >= int(d.WorldSize):
+			return reject(ReasonPeer, "%s: peer %d of world size %d", where(), pp.maxPeer, d.WorldSize)
+		case pp.hasDup:
+			return reject(ReasonPeer, "%s: peer %d twice", where(), pp.dup)
+		case pp.maxBins > lim.MaxBins:
+			return reject(ReasonHistogram, "%s: a peer's histogram of %d bins, limit %d", where(), pp.maxBins, lim.MaxBins)
 		}
 	}
 	return nil

@@ -1,6 +1,8 @@
 package ingest
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"slices"
@@ -43,7 +45,7 @@ var errInvalidUTF8 = errors.New("node name is not valid UTF-8")
 type Datagram struct {
 	*agentpb.Datagram
 	rows  nodeRows
-	peers []store.PeerTraffic
+	peers packedPeers
 }
 
 // nodeRows are destination-node rows as the reader decoded them, one
@@ -104,17 +106,18 @@ func FromProto(m *agentpb.Datagram) *Datagram {
 		d.rows.add([]byte(n.Node), &c)
 	}
 	if len(m.Peers) > 0 {
-		d.peers = make([]store.PeerTraffic, len(m.Peers))
-	}
-	for i, x := range m.Peers {
-		pt := &d.peers[i]
-		pt.Peer, pt.Classes = int(x.Peer), store.Classes{P2P: traffic(x.P2P), Coll: traffic(x.Coll), RMA: traffic(x.Rma)}
-		if len(x.SizeHistogram) > 0 {
-			pt.Histogram = x.SizeHistogram
+		var p peerRows
+		for _, x := range m.Peers {
+			pt := store.PeerTraffic{Peer: int(x.Peer), Classes: store.Classes{P2P: traffic(x.P2P), Coll: traffic(x.Coll), RMA: traffic(x.Rma)}}
+			p.hist = append(p.hist, x.SizeHistogram...)
+			mi := -1
+			if x.MonitoredP2P != nil || x.MonitoredColl != nil || x.MonitoredRma != nil {
+				mi = len(p.mon)
+				p.mon = append(p.mon, store.Classes{P2P: traffic(x.MonitoredP2P), Coll: traffic(x.MonitoredColl), RMA: traffic(x.MonitoredRma)})
+			}
+			p.peers, p.ends, p.mons = append(p.peers, pt), append(p.ends, len(p.hist)), append(p.mons, mi)
 		}
-		if x.MonitoredP2P != nil || x.MonitoredColl != nil || x.MonitoredRma != nil {
-			pt.Monitored = &store.Classes{P2P: traffic(x.MonitoredP2P), Coll: traffic(x.MonitoredColl), RMA: traffic(x.MonitoredRma)}
-		}
+		d.peers = p.pack()
 	}
 	m.Nodes, m.Peers = nil, nil
 	return d
@@ -190,7 +193,7 @@ func unmarshal(b []byte) (*Datagram, error) {
 		return nil, err
 	}
 	if peers != nil {
-		d.peers = peers.rows()
+		d.peers = peers.pack()
 	}
 	return d, nil
 }
@@ -293,45 +296,66 @@ const (
 )
 
 // peerRows collects a datagram's peer rows while it is decoded, with
-// their histograms' bins in one array (ends[i] is where row i's end);
-// rows copies them out in exactly sized arrays.
+// their histograms' bins in one array (ends[i] is where row i's end) and
+// their monitored counters in another (mons[i], or -1); pack sorts and
+// packs them.
 type peerRows struct {
-	peers []store.PeerTraffic
+	peers []store.PeerTraffic // without their histograms and monitored counters
 	mon   []store.Classes
 	hist  []uint64
 	ends  []int
+	mons  []int
+	order []int
+	buf   []byte
 }
-
-// monitoredMark marks a row with monitored counters until rows.
-var monitoredMark store.Classes
 
 var peersPool = sync.Pool{New: func() any { return new(peerRows) }}
 
 func (p *peerRows) reset() {
-	p.peers, p.mon, p.hist, p.ends = p.peers[:0], p.mon[:0], p.hist[:0], p.ends[:0]
+	p.peers, p.mon, p.hist, p.ends, p.mons = p.peers[:0], p.mon[:0], p.hist[:0], p.ends[:0], p.mons[:0]
 }
 
-// rows returns the rows decoded, in arrays of their own.
-func (p *peerRows) rows() []store.PeerTraffic {
-	out := slices.Clone(p.peers)
-	var hist []uint64
-	if len(p.hist) > 0 {
-		hist = slices.Clone(p.hist)
+// packedPeers are a datagram's peer rows sorted by peer and packed, with
+// what Validate checks.
+type packedPeers struct {
+	rows    store.PeerRows
+	maxPeer int // the largest peer, when there are rows
+	maxBins int // the longest histogram
+	dup     int // a peer with two rows, when hasDup
+	hasDup  bool
+}
+
+// pack sorts the rows by peer (keeping the order of rows of one peer) and
+// packs them into an exactly sized array.
+func (p *peerRows) pack() packedPeers {
+	var out packedPeers
+	p.order = p.order[:0]
+	for i := range p.peers {
+		p.order = append(p.order, i)
 	}
-	var mon []store.Classes
-	if len(p.mon) > 0 {
-		mon = slices.Clone(p.mon)
+	slices.SortStableFunc(p.order, func(a, b int) int { return cmp.Compare(p.peers[a].Peer, p.peers[b].Peer) })
+	b, last := p.buf[:0], 0
+	for k, i := range p.order {
+		x := p.peers[i]
+		start := 0
+		if i > 0 {
+			start = p.ends[i-1]
+		}
+		x.Histogram = p.hist[start:p.ends[i]]
+		if m := p.mons[i]; m >= 0 {
+			x.Monitored = &p.mon[m]
+		}
+		if k > 0 && x.Peer == last && !out.hasDup {
+			out.dup, out.hasDup = x.Peer, true
+		}
+		out.maxBins = max(out.maxBins, len(x.Histogram))
+		b = store.AppendPeer(b, last, &x)
+		last = x.Peer
 	}
-	start, m := 0, 0
-	for i := range out {
-		if end := p.ends[i]; end > start {
-			out[i].Histogram = hist[start:end:end]
-			start = end
-		}
-		if out[i].Monitored != nil {
-			out[i].Monitored = &mon[m]
-			m++
-		}
+	p.buf = b
+	if len(p.order) > 0 {
+		out.maxPeer = last
+		out.rows = store.PackedPeers(bytes.Clone(b), len(p.order))
 	}
 	return out
 }
@@ -404,12 +428,14 @@ func (p *peerRows) decode(row []byte) error {
 			off = at + m
 		}
 	}
+	m := -1
 	if monitored {
-		pt.Monitored = &monitoredMark // rows gives it its place
+		m = len(p.mon)
 		p.mon = append(p.mon, mon)
 	}
 	p.peers = append(p.peers, pt)
 	p.ends = append(p.ends, len(p.hist))
+	p.mons = append(p.mons, m)
 	return nil
 }
 

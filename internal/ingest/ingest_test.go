@@ -631,10 +631,12 @@ func FuzzDecodeDatagram(f *testing.F) {
 		if d.Rank >= d.WorldSize || d.Chunk >= d.Chunks || d.Version != WireVersion {
 			t.Fatalf("accepted an invalid datagram: %v", d)
 		}
-		for _, p := range d.peers {
-			if p.Peer >= int(d.WorldSize) || len(p.Histogram) > lim.MaxBins {
-				t.Fatalf("accepted a bad peer: %v", p)
+		last := -1
+		for p := range d.peers.rows.All() {
+			if p.Peer >= int(d.WorldSize) || p.Peer <= last || len(p.Histogram) > lim.MaxBins {
+				t.Fatalf("accepted a bad peer, or one out of order: %+v after peer %d", p, last)
 			}
+			last = p.Peer
 		}
 		now = now.Add(time.Millisecond)
 		if err := tr.Add(d, len(b), now); err != nil && reasonOf(err) == "" {

@@ -210,6 +210,8 @@ type pending struct {
 	proc    store.Process
 	rows    nodeRows // proc's destination nodes until complete
 	hasProc bool
+	dupPeer int // a peer in two chunks, when hasDup
+	hasDup  bool
 }
 
 // Live is an immutable view of the tracked jobs.
@@ -328,7 +330,7 @@ func (t *Tracker) add(d *Datagram, size int, now time.Time, verified bool, uid u
 	if p.got[d.Chunk/64]&(1<<(d.Chunk%64)) != 0 {
 		return reject(ReasonDuplicate, "job %s rank %d snapshot %d: chunk %d twice", d.JobId, d.Rank, d.Seq, d.Chunk)
 	}
-	if int64(len(p.proc.Peers)+len(d.peers)) > int64(j.world) || p.rows.n+d.rows.n > t.opt.Limits.MaxNodes {
+	if int64(p.proc.Peers.Len()+d.peers.rows.Len()) > int64(j.world) || p.rows.n+d.rows.n > t.opt.Limits.MaxNodes {
 		t.abandon(key, r, ReasonTooMany)
 		return reject(ReasonTooMany, "job %s rank %d snapshot %d: more peers or nodes than the job has", d.JobId, d.Rank, d.Seq)
 	}
@@ -410,10 +412,19 @@ func (t *Tracker) mergeChunk(pend *pending, d *Datagram) {
 		pend.rows.n += d.rows.n
 		d.rows.release()
 	}
-	if p.Peers == nil {
-		p.Peers = d.peers
-	} else {
-		p.Peers = append(p.Peers, d.peers...)
+	// Each datagram's peers come sorted and packed (a one-chunk snapshot
+	// keeps them); the rare snapshot of several chunks merges them.
+	if p.Peers.Len() == 0 {
+		p.Peers = d.peers.rows
+	} else if d.peers.rows.Len() > 0 {
+		rows := append(p.Peers.Slice(), d.peers.rows.Slice()...)
+		slices.SortStableFunc(rows, func(a, b store.PeerTraffic) int { return cmp.Compare(a.Peer, b.Peer) })
+		for i := 1; i < len(rows) && !pend.hasDup; i++ {
+			if rows[i].Peer == rows[i-1].Peer {
+				pend.dupPeer, pend.hasDup = rows[i].Peer, true
+			}
+		}
+		p.Peers = store.NewPeerRows(rows)
 	}
 }
 
@@ -437,12 +448,9 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 		np.IORead, np.IOWrite, np.MPIIORead, np.MPIIOWrite = old.IORead, old.IOWrite, old.MPIIORead, old.MPIIOWrite
 		np.IntraNode, np.InterNode, np.AgentDrops = old.IntraNode, old.InterNode, old.AgentDrops
 	}
-	slices.SortFunc(np.Peers, func(a, b store.PeerTraffic) int { return cmp.Compare(a.Peer, b.Peer) })
-	for i := 1; i < len(np.Peers); i++ {
-		if np.Peers[i].Peer == np.Peers[i-1].Peer {
-			t.m.drop(ReasonPeer, int(p.n)-1) // Add counts the last one
-			return reject(ReasonPeer, "job %s rank %d snapshot %d: peer %d twice", j.id, np.Rank, np.Seq, np.Peers[i].Peer)
-		}
+	if p.hasDup {
+		t.m.drop(ReasonPeer, int(p.n)-1) // Add counts the last one
+		return reject(ReasonPeer, "job %s rank %d snapshot %d: peer %d twice", j.id, np.Rank, np.Seq, p.dupPeer)
 	}
 	// A hostile agent could invent node names forever: past a bound the
 	// job starts a new table (rows packed earlier keep theirs).
@@ -670,16 +678,20 @@ func backwards(a, b *store.Process) string {
 	}
 	// Both peer lists are sorted by peer; a peer that left a top-K list is
 	// not a decrease.
-	i := 0
-	for _, q := range b.Peers {
-		for i < len(a.Peers) && a.Peers[i].Peer < q.Peer {
-			i++
+	ca, cb := a.Peers.Cursor(), b.Peers.Cursor()
+	pa, ta, more := ca.NextTraffic()
+	for {
+		pb, tb, ok := cb.NextTraffic()
+		if !ok {
+			return ""
 		}
-		if i < len(a.Peers) && a.Peers[i].Peer == q.Peer && lessClasses(q.Classes, a.Peers[i].Classes) {
+		for more && pa < pb {
+			pa, ta, more = ca.NextTraffic()
+		}
+		if more && pa == pb && lessClasses(tb, ta) {
 			return "traffic to a peer rank"
 		}
 	}
-	return ""
 }
 
 // nodesBackwardsByName names the first destination node whose traffic

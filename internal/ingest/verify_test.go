@@ -372,7 +372,7 @@ func TestVerifyHeldChunks(t *testing.T) {
 		t.Errorf("%d results for %d chunks, %d bytes still held", len(res), len(chunks), v.heldBytes)
 	}
 	j := tr.Publish(now).Jobs["42"]
-	if j == nil || j.User != "alice" || j.Reporting != 1 || len(j.Full().Processes[0].Peers) != 63 {
+	if j == nil || j.User != "alice" || j.Reporting != 1 || j.Full().Processes[0].Peers.Len() != 63 {
 		t.Errorf("job after held chunks: %+v", j)
 	}
 }

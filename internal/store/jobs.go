@@ -157,11 +157,11 @@ type Process struct {
 	InterNode  Traffic `json:"inter_node"`
 	AgentDrops uint64  `json:"agent_datagrams_dropped"`
 
-	Functions      []Function    `json:"functions"`
-	Regions        []Region      `json:"regions"`
-	ToNodes        NodeRows      `json:"to_nodes"`
-	Peers          []PeerTraffic `json:"peers"`
-	PeersTruncated bool          `json:"peers_truncated"`
+	Functions      []Function `json:"functions"`
+	Regions        []Region   `json:"regions"`
+	ToNodes        NodeRows   `json:"to_nodes"`
+	Peers          PeerRows   `json:"peers"` // sorted by peer
+	PeersTruncated bool       `json:"peers_truncated"`
 }
 
 // Sent is what the rank sent, by class (summed over destination nodes,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/netloom/netloom/internal/store"
@@ -125,24 +126,9 @@ func encodeProcess(dst []byte, p *store.Process) []byte {
 		dst = store.AppendClasses(dst, &n.Classes)
 		prev = n.Node
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(p.Peers)))
-	last := 0
-	for i := range p.Peers {
-		x := &p.Peers[i]
-		dst = binary.AppendVarint(dst, int64(x.Peer)-int64(last))
-		last = x.Peer
-		dst = store.AppendClasses(dst, &x.Classes)
-		dst = binary.AppendUvarint(dst, uint64(len(x.Histogram)))
-		for _, v := range x.Histogram {
-			dst = binary.AppendUvarint(dst, v)
-		}
-		if x.Monitored == nil {
-			dst = append(dst, 0)
-		} else {
-			dst = store.AppendClasses(append(dst, 1), x.Monitored)
-		}
-	}
-	return dst
+	// Peer rows are kept packed as they are stored (store.AppendPeer).
+	dst = binary.AppendUvarint(dst, uint64(p.Peers.Len()))
+	return append(dst, p.Peers.Packed()...)
 }
 
 // rowReader reads a process row, remembering the first error.
@@ -301,29 +287,35 @@ func decodeProcess(b []byte) (store.Process, error) {
 		nodes[i].Classes = r.classes()
 	}
 	p.ToNodes = store.NewNodeRows(nodes)
-	p.Peers = make([]store.PeerTraffic, r.count("peers", 4))
-	last := int64(0)
-	for i := range p.Peers {
-		x := &p.Peers[i]
-		last += r.varint()
-		x.Peer = int(last)
-		x.Classes = r.classes()
-		if h := r.count("histogram", 1); h > 0 {
-			x.Histogram = make([]uint64, h)
-			for k := range x.Histogram {
-				x.Histogram[k] = r.uvarint()
-			}
+	// Peer rows: each checked, then kept packed as they are.
+	peers := r.count("peers", 4)
+	at := r.b
+	for range peers {
+		r.varint()
+		r.classes()
+		for range r.count("histogram", 1) {
+			r.uvarint()
 		}
-		switch r.uvarint() {
-		case 0:
-		case 1:
-			m := r.classes()
-			x.Monitored = &m
+		// One byte, as store.PeerCursor reads it.
+		switch {
+		case len(r.b) == 0:
+			r.fail("peer monitored")
+		case r.b[0] == 0:
+			r.b = r.b[1:]
+		case r.b[0] == 1:
+			r.b = r.b[1:]
+			r.classes()
 		default:
 			if r.err == nil {
 				r.err = errors.New("peer monitored: want 0 or 1")
 			}
 		}
+		if r.err != nil {
+			break
+		}
+	}
+	if r.err == nil {
+		p.Peers = store.PackedPeers(slices.Clone(at[:len(at)-len(r.b)]), peers)
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%d bytes after the row", len(r.b))

@@ -25,8 +25,8 @@ func Job(id string, n int, start time.Time, state string) *store.Job {
 			Functions: []store.Function{{Name: "MPI_Send", Calls: 1, TimeNS: 500, BytesSent: b}},
 			Regions:   []store.Region{{Name: "solve", Entries: 1, TimeNS: 1e9}},
 			ToNodes:   store.NewNodeRows([]store.NodeTraffic{{Node: fmt.Sprintf("node%d", (i+1)%2), Classes: store.Classes{P2P: store.Traffic{Bytes: b, Msgs: 1}}}}),
-			Peers: []store.PeerTraffic{{Peer: (i + 1) % n, Classes: store.Classes{P2P: store.Traffic{Bytes: b, Msgs: 1}},
-				Histogram: []uint64{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}}},
+			Peers: store.NewPeerRows([]store.PeerTraffic{{Peer: (i + 1) % n, Classes: store.Classes{P2P: store.Traffic{Bytes: b, Msgs: 1}},
+				Histogram: []uint64{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}}}),
 		}
 		j.Processes = append(j.Processes, p)
 	}
