@@ -296,7 +296,7 @@ const (
 )
 
 // peerRows collects a datagram's peer rows while it is decoded, with
-// their histograms' bins in one array (ends[i] is where row i's end) and
+// their histograms' bins in one array (row i's end at ends[i]) and
 // their monitored counters in another (mons[i], or -1); pack sorts and
 // packs them.
 type peerRows struct {

@@ -164,6 +164,9 @@ func TestDecodeRejects(t *testing.T) {
 		{"no time", ReasonTime, mod(func(d *agentpb.Datagram) { d.TimeUnixNs = 0 })},
 		{"start after time", ReasonTime, mod(func(d *agentpb.Datagram) { d.StartUnixNs = d.TimeUnixNs + 1 })},
 		{"peer out of world", ReasonPeer, mod(func(d *agentpb.Datagram) { d.Peers[0].Peer = 99 })},
+		{"peer twice", ReasonPeer, mod(func(d *agentpb.Datagram) {
+			d.Peers = append(d.Peers, &agentpb.PeerTraffic{Peer: d.Peers[0].Peer, Rma: &agentpb.Traffic{Bytes: 1}})
+		})},
 		{"long histogram", ReasonHistogram, mod(func(d *agentpb.Datagram) { d.Peers[0].SizeHistogram = make([]uint64, 66) })},
 		{"long node name", ReasonString, mod(func(d *agentpb.Datagram) { d.Process.Node = strings.Repeat("n", 300) })},
 		{"empty function", ReasonString, mod(func(d *agentpb.Datagram) { d.Functions[0].Name = "" })},
