@@ -136,6 +136,25 @@ func testJob(pattern string, nodes int) *job {
 	return j
 }
 
+// TestProcessBlockMatchesProto: the hand-written process block and
+// function rows are proto.Marshal's, whichever fields are set.
+func TestProcessBlockMatchesProto(t *testing.T) {
+	for _, p := range []*agentpb.Process{{}, {Node: "n", Cpu: -1, CpuSystemSeconds: 0.5, IoReadBytes: 1, MpiioWriteBytes: 1 << 40,
+		InterNode: &agentpb.Traffic{}, DatagramsDropped: 3}, {Host: "h", Pid: 7, User: "u", WallSeconds: 1e9, VmHwm: 9,
+		IntraNode: &agentpb.Traffic{Bytes: 5}, InterNode: &agentpb.Traffic{Msgs: 6}}} {
+		want, _ := proto.Marshal(&agentpb.Datagram{Process: p})
+		if got, _ := appendProcess(nil, nil, fProcess, p); !bytes.Equal(got, want) {
+			t.Errorf("process %v: %x, want %x", p, got, want)
+		}
+	}
+	for _, f := range []*agentpb.FunctionStat{{}, {Name: "MPI_Send", Calls: 1, BytesReceived: 1 << 50}, {TimeNs: 3, BytesSent: 4}} {
+		want, _ := proto.Marshal(&agentpb.Datagram{Functions: []*agentpb.FunctionStat{f}})
+		if got := appendFunction(nil, fFunctions, f); !bytes.Equal(got, want) {
+			t.Errorf("function %v: %x, want %x", f, got, want)
+		}
+	}
+}
+
 // The encoder writes what proto.Marshal writes for the reference snapshot,
 // byte for byte when it fits one datagram; a larger one is split into
 // chunks under maxDatagram that carry every row once, in order, with the
