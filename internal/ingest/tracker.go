@@ -493,12 +493,11 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 	var (
 		c    store.NodeCursor
 		k    int
-		old  store.Classes
 		more bool
 	)
 	if sameTable {
 		c = before.Cursor()
-		k, old, more = c.NextIndex()
+		k, more = c.NextRow()
 	}
 	b := t.pack[:0]
 	for i, o := range order {
@@ -509,9 +508,9 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 		cl := &rows.c[o.row]
 		addClasses(&sent, cl)
 		for more && uint32(k) < o.idx {
-			k, old, more = c.NextIndex()
+			k, more = c.NextRow()
 		}
-		if what == "" && more && uint32(k) == o.idx && lessClasses(*cl, old) {
+		if what == "" && more && uint32(k) == o.idx && c.Less(cl) {
 			what = "traffic to node " + o.name(rows)
 		}
 		b = binary.AppendUvarint(b, uint64(o.idx))

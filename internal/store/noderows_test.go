@@ -70,3 +70,44 @@ func TestNodeRowsPackAndRead(t *testing.T) {
 		t.Errorf("iteration went on after break: %d", n)
 	}
 }
+
+// TestNodeCursorLess: NextRow walks the rows NextIndex reads, and Less
+// tells a counter below the row's from equal and higher ones, for each of
+// the six counters.
+func TestNodeCursorLess(t *testing.T) {
+	var rows []NodeTraffic
+	for i := range 6 {
+		var v [6]uint64
+		v[i] = 1 << (7 * i) // varints of 1 to 6 bytes
+		v[(i+3)%6] = 300
+		rows = append(rows, NodeTraffic{Node: fmt.Sprint("n", i), Classes: Classes{P2P: Traffic{v[0], v[1]}, Coll: Traffic{v[2], v[3]}, RMA: Traffic{v[4], v[5]}}})
+	}
+	rows = append(rows, NodeTraffic{Node: "zero"})
+	r := NewNodeRows(rows)
+	a, b := r.Cursor(), r.Cursor()
+	for i := range rows {
+		k, ok := a.NextRow()
+		kk, cl, okk := b.NextIndex()
+		if !ok || !okk || k != kk || cl != rows[i].Classes {
+			t.Fatalf("row %d: NextRow %d %v, NextIndex %d %v", i, k, ok, kk, okk)
+		}
+		same := rows[i].Classes
+		if a.Less(&same) {
+			t.Errorf("row %d: equal counters are less", i)
+		}
+		for f := range 6 {
+			c := rows[i].Classes
+			fields := [6]*uint64{&c.P2P.Bytes, &c.P2P.Msgs, &c.Coll.Bytes, &c.Coll.Msgs, &c.RMA.Bytes, &c.RMA.Msgs}
+			*fields[f]++
+			if a.Less(&c) {
+				t.Errorf("row %d: counter %d higher is less", i, f)
+			}
+			if *fields[f] -= 2; *fields[f] < 1<<63 && !a.Less(&c) { // not below zero
+				t.Errorf("row %d: counter %d lower is not less", i, f)
+			}
+		}
+	}
+	if _, ok := a.NextRow(); ok {
+		t.Error("a row after the last")
+	}
+}
