@@ -1047,6 +1047,16 @@ func TestViewMatchesProcesses(t *testing.T) {
 	if v := tr.Publish(now.Add(time.Second)).Jobs["v"]; v.Reporting != len(sent) || v.Nodes != len(nodes) {
 		t.Errorf("%d ranks on %d nodes reporting, want %d on %d", v.Reporting, v.Nodes, len(sent), len(nodes))
 	}
+	// Ranks that report from another node: node2 loses its ranks.
+	for _, rank := range []int{5, 4} {
+		moved := snapshot("v", rank, world, 1, false)
+		moved.Process.Node = "elsewhere"
+		send(moved)
+		check(fmt.Sprintf("rank %d moved", rank))
+	}
+	if v := tr.Publish(now.Add(time.Second)).Jobs["v"]; v.Nodes != len(nodes) {
+		t.Errorf("%d nodes after two ranks moved, want %d", v.Nodes, len(nodes))
+	}
 }
 
 // addJobs adds snapshot seq of both ranks of jobs PREFIX0...

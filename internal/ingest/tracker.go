@@ -155,9 +155,15 @@ type jobState struct {
 	procNodes map[string]int32 // the nodes its ranks run on, numbered
 	order     []int            // ranks with a snapshot, ascending; nil when it must be rebuilt
 	// chunks are the view's references to procs, viewChunk at a time,
-	// shared by successive views but for those changed (a bit each).
-	chunks     [][]*store.Process
-	changed    []uint64
+	// shared by successive views but for those changed (a bit each), and
+	// chunkSums what the chunks' sums add up to.
+	chunks    [][]*store.Process
+	chunkSums []chunkSum
+	changed   []uint64
+	// nodeRanks counts the ranks in procs on each of procNodes, and
+	// nodesUsed the nodes with any.
+	nodeRanks  []int32
+	nodesUsed  int
 	viewAt     time.Time
 	lastSeen   time.Time // daemon clock
 	interval   time.Duration
@@ -553,7 +559,14 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 				j.change(c * viewChunk)
 			}
 		}
-		j.procs[r.pos], j.sums[r.pos] = r.cur, sumOf(r.cur, sent, j.nodeIndex(r.cur.Node))
+		node := j.nodeIndex(r.cur.Node)
+		if old := j.sums[r.pos].node; first {
+			j.countNode(node, 1)
+		} else if old != node {
+			j.countNode(old, -1)
+			j.countNode(node, 1)
+		}
+		j.procs[r.pos], j.sums[r.pos] = r.cur, sumOf(r.cur, sent, node)
 		j.change(r.pos)
 	}
 	if j.start.IsZero() || np.Start.Before(j.start) {
@@ -589,20 +602,37 @@ func (j *jobState) change(pos int) {
 }
 
 // viewChunks returns the chunks of references to procs for a new view:
-// the last view's where unchanged, else new copies.
+// the last view's where unchanged, else new copies, and brings chunkSums
+// up to date with them.
 func (j *jobState) viewChunks() [][]*store.Process {
 	chunks := make([][]*store.Process, (len(j.procs)+viewChunk-1)/viewChunk)
+	sums := make([]chunkSum, len(chunks))
 	for c := range chunks {
 		lo, hi := c*viewChunk, min((c+1)*viewChunk, len(j.procs))
 		if c < len(j.chunks) && (c/64 >= len(j.changed) || j.changed[c/64]&(1<<(c%64)) == 0) {
-			chunks[c] = j.chunks[c]
+			chunks[c], sums[c] = j.chunks[c], j.chunkSums[c]
 		} else {
-			chunks[c] = slices.Clone(j.procs[lo:hi])
+			chunks[c], sums[c] = slices.Clone(j.procs[lo:hi]), sumChunk(j.sums[lo:hi])
 		}
 	}
-	j.chunks = chunks
+	j.chunks, j.chunkSums = chunks, sums
 	clear(j.changed)
 	return chunks
+}
+
+// countNode adds n to the ranks counted on node k.
+func (j *jobState) countNode(k int32, n int32) {
+	for int(k) >= len(j.nodeRanks) {
+		j.nodeRanks = append(j.nodeRanks, 0)
+	}
+	before := j.nodeRanks[k]
+	j.nodeRanks[k] += n
+	switch {
+	case before == 0 && j.nodeRanks[k] > 0:
+		j.nodesUsed++
+	case before > 0 && j.nodeRanks[k] == 0:
+		j.nodesUsed--
+	}
 }
 
 // nodeIndex numbers the nodes the job's ranks run on.
@@ -946,14 +976,17 @@ func (t *Tracker) view(j *jobState) *store.Job {
 		}
 		slices.Sort(j.order)
 		j.procs, j.sums = make([]*store.Process, len(j.order)), make([]rankSum, len(j.order))
+		j.nodeRanks, j.nodesUsed = nil, 0
 		for i, rank := range j.order {
 			r := j.ranks[rank]
-			r.pos, j.procs[i], j.sums[i] = i, r.cur, sumOf(r.cur, r.sent, j.nodeIndex(r.cur.Node))
+			node := j.nodeIndex(r.cur.Node)
+			r.pos, j.procs[i], j.sums[i] = i, r.cur, sumOf(r.cur, r.sent, node)
+			j.countNode(node, 1)
 		}
-		j.chunks = nil
+		j.chunks, j.chunkSums = nil, nil
 	}
 	v = store.NewLiveJob(v.JobSummary, j.viewChunks())
-	summarizeSums(&v.JobSummary, j.sums, j.procs, len(j.procNodes))
+	summarizeChunks(&v.JobSummary, j.chunkSums, j.procs, j.nodesUsed)
 	j.view, j.dirty = v, false
 	j.shown = append(j.shown, j.waiting...)
 	j.waiting = j.waiting[:0]
