@@ -99,14 +99,34 @@ func NewNodeRows(rows []NodeTraffic) NodeRows {
 // say which of the six counters (p2p, coll, rma bytes and msgs) are not
 // zero, then those as varints (most rows have traffic of one class).
 func AppendClasses(dst []byte, c *Classes) []byte {
+	// Written out, not a loop over the six: this is done for every node
+	// row of every snapshot.
 	at := len(dst)
 	dst = append(dst, 0)
 	var mask byte
-	for i, v := range [6]uint64{c.P2P.Bytes, c.P2P.Msgs, c.Coll.Bytes, c.Coll.Msgs, c.RMA.Bytes, c.RMA.Msgs} {
-		if v != 0 {
-			mask |= 1 << i
-			dst = binary.AppendUvarint(dst, v)
-		}
+	if c.P2P.Bytes != 0 {
+		mask |= 1
+		dst = binary.AppendUvarint(dst, c.P2P.Bytes)
+	}
+	if c.P2P.Msgs != 0 {
+		mask |= 2
+		dst = binary.AppendUvarint(dst, c.P2P.Msgs)
+	}
+	if c.Coll.Bytes != 0 {
+		mask |= 4
+		dst = binary.AppendUvarint(dst, c.Coll.Bytes)
+	}
+	if c.Coll.Msgs != 0 {
+		mask |= 8
+		dst = binary.AppendUvarint(dst, c.Coll.Msgs)
+	}
+	if c.RMA.Bytes != 0 {
+		mask |= 16
+		dst = binary.AppendUvarint(dst, c.RMA.Bytes)
+	}
+	if c.RMA.Msgs != 0 {
+		mask |= 32
+		dst = binary.AppendUvarint(dst, c.RMA.Msgs)
 	}
 	dst[at] = mask
 	return dst
