@@ -806,6 +806,24 @@ func TestTrackerInternsStrings(t *testing.T) {
 	if ps[0].Node != "node0" || ps[2].Node != "node1" || ps[0].Program != "ring" {
 		t.Errorf("wrong strings: %q %q %q", ps[0].Node, ps[2].Node, ps[0].Program)
 	}
+	// Later snapshots keep sharing them, also when a rank's functions come
+	// in another order and one of its strings changes.
+	for r := range 4 {
+		d := snapshot("i", r, 4, 1, false)
+		if r == 2 {
+			slices.Reverse(d.Functions)
+			d.Process.Program = "ring2"
+		}
+		if err := add(t, tr, d, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps = tr.Publish(t0.Add(time.Second)).Jobs["i"].Full().Processes
+	last := len(ps[2].Functions) - 1
+	if !same(ps[0].User, ps[2].User) || !same(ps[1].Node, ps[0].Node) || ps[2].Program != "ring2" ||
+		ps[2].Functions[last].Name != ps[0].Functions[0].Name || !same(ps[2].Functions[last].Name, ps[0].Functions[0].Name) {
+		t.Errorf("second snapshots: %q %q %q %q", ps[2].User, ps[2].Program, ps[2].Functions[last].Name, ps[0].Functions[0].Name)
+	}
 }
 
 // Every applied snapshot is observed once in the visible-delay histogram,
