@@ -83,12 +83,7 @@ func (c *PeerCursor) Next(hist []uint64, monitored *Classes) (peer int, cl Class
 	if len(c.b) == 0 {
 		return 0, cl, hist[:0], false, false
 	}
-	d, n := binary.Varint(c.b)
-	c.last += int(d)
-	cl, m := ReadClasses(c.b[n:])
-	off := n + m
-	count, n := binary.Uvarint(c.b[off:])
-	off += n
+	cl, count, off := c.head()
 	bins = hist[:0]
 	for range count {
 		v, n := binary.Uvarint(c.b[off:])
@@ -108,17 +103,22 @@ func (c *PeerCursor) Next(hist []uint64, monitored *Classes) (peer int, cl Class
 	return c.last, cl, bins, has, true
 }
 
+// head reads the next row's peer (into c.last), its counters and its
+// number of bins, and returns where its bins start.
+func (c *PeerCursor) head() (cl Classes, count uint64, off int) {
+	d, n := binary.Varint(c.b)
+	c.last += int(d)
+	cl, m := ReadClasses(c.b[n:])
+	count, k := binary.Uvarint(c.b[n+m:])
+	return cl, count, n + m + k
+}
+
 // NextTraffic is Next for the peer and counters alone.
 func (c *PeerCursor) NextTraffic() (peer int, cl Classes, ok bool) {
 	if len(c.b) == 0 {
 		return 0, cl, false
 	}
-	d, n := binary.Varint(c.b)
-	c.last += int(d)
-	cl, m := ReadClasses(c.b[n:])
-	off := n + m
-	count, n := binary.Uvarint(c.b[off:])
-	off += n
+	cl, count, off := c.head()
 	for range count {
 		for c.b[off] >= 0x80 {
 			off++
