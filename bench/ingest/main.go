@@ -179,11 +179,13 @@ func run(system, bin string, duration, interval, sweep time.Duration) error {
 	poll := time.NewTicker(200 * time.Millisecond)
 	defer poll.Stop()
 	var lgErr error
-	// Every 10 s: the kernel's drops so far and the daemon's CPU since the
-	// last line, to tell a slow start from a steady shortfall.
+	// Every 10 s: the kernel's drops so far, and since the last line the
+	// daemon's CPU and the arrival-to-queryable p99, to tell a slow start
+	// or a periodic stall from a steady shortfall.
 	progress := time.NewTicker(10 * time.Second)
 	defer progress.Stop()
 	lastCPU, lastAt := startCPU, start
+	var lastVis hist
 loop:
 	for {
 		select {
@@ -192,9 +194,11 @@ loop:
 		case now := <-progress.C:
 			cpu := cpuSeconds(serve.Process.Pid)
 			kernel, _ := socketDrops(agentAddr)
-			fmt.Printf("bench: %3.0fs: kernel drops %d, daemon CPU %.0f%%\n", now.Sub(start).Seconds(), kernel,
-				100*(cpu-lastCPU)/now.Sub(lastAt).Seconds())
-			lastCPU, lastAt = cpu, now
+			vis := histogram(scrape(base), "netloom_ingest_visible_delay_seconds", "from", "snapshot")
+			win := vis.since(lastVis)
+			fmt.Printf("bench: %3.0fs: kernel drops %d, daemon CPU %.0f%%, p99 %.2fs (%.2f%% over 2 s) of %.0f snapshots\n",
+				now.Sub(start).Seconds(), kernel, 100*(cpu-lastCPU)/now.Sub(lastAt).Seconds(), win.quantile(0.99), 100*win.over(2), win.count())
+			lastCPU, lastAt, lastVis = cpu, now, vis
 			continue
 		case <-poll.C:
 		}
@@ -458,6 +462,18 @@ type hist struct {
 }
 
 // histogram is the series of histogram name whose label key is value.
+// since is what h counted after earlier, a scrape of the same histogram
+// (or nothing).
+func (h hist) since(earlier hist) hist {
+	out := hist{le: h.le, cum: slices.Clone(h.cum)}
+	if len(earlier.cum) == len(h.cum) {
+		for i := range out.cum {
+			out.cum[i] -= earlier.cum[i]
+		}
+	}
+	return out
+}
+
 func histogram(fams map[string]*dto.MetricFamily, name, key, value string) hist {
 	var h hist
 	for _, m := range fams[name].GetMetric() {
