@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"encoding/binary"
 	"reflect"
 	"testing"
 
@@ -119,5 +120,13 @@ func TestUnmarshalPeerRows(t *testing.T) {
 		"field number 0 in row":         peer([]byte{0x02, 0x00}),
 	} {
 		t.Run(name, func(t *testing.T) { sameAsProto(t, in) })
+	}
+}
+
+func TestUvarintLen(t *testing.T) {
+	for _, v := range []uint64{0, 1, 127, 128, 16383, 16384, 1<<21 - 1, 1 << 21, 1<<63 - 1, 1 << 63, ^uint64(0)} {
+		if got, want := uvarintLen(v), len(binary.AppendUvarint(nil, v)); got != want {
+			t.Errorf("uvarintLen(%d) = %d, want %d", v, got, want)
+		}
 	}
 }
