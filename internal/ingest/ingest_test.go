@@ -680,7 +680,8 @@ func fuzzVerify(t *testing.T, v *verifier, tr *Tracker, raw []byte, lim Limits, 
 			t.Fatalf("tracker error without a reason: %v", err)
 		}
 	}
-	switch vd, it, rerr := v.check(d, raw, now); vd {
+	var ms macState
+	switch vd, it, rerr := v.check(&ms, d, raw, now); vd {
 	case accepted:
 		check(it, nil)
 	case rejected:

@@ -244,7 +244,7 @@ func (l *Listener) handle(b []byte, ms *macState) {
 		l.push(Item{D: d, Size: len(b), At: now})
 		return
 	}
-	switch v, it, rerr := l.v.checkMAC(ms, d, b, now); v {
+	switch v, it, rerr := l.v.check(ms, d, b, now); v {
 	case accepted:
 		l.push(it)
 	case rejected:

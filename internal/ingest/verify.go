@@ -171,8 +171,6 @@ type verifier struct {
 
 	usersMu sync.Mutex
 	users   map[uint32]userEntry
-
-	own macState // check's; the listener's decode workers have their own
 }
 
 // macState is one goroutine's HMAC, kept while it meets one session's
@@ -201,15 +199,10 @@ const (
 	heldBack // waits for its credential's decode
 )
 
-// check verifies one decoded datagram (raw: its bytes as received). A
-// datagram whose credential is new is held and its credential queued for
-// decoding. One goroutine at a time may call check; others call checkMAC,
-// each with a macState of its own.
-func (v *verifier) check(d *Datagram, raw []byte, now time.Time) (verdict, Item, *RejectError) {
-	return v.checkMAC(&v.own, d, raw, now)
-}
-
-func (v *verifier) checkMAC(ms *macState, d *Datagram, raw []byte, now time.Time) (verdict, Item, *RejectError) {
+// check verifies one decoded datagram (raw: its bytes as received) with
+// the calling goroutine's HMAC state. A datagram whose credential is new
+// is held and its credential queued for decoding.
+func (v *verifier) check(ms *macState, d *Datagram, raw []byte, now time.Time) (verdict, Item, *RejectError) {
 	if len(d.Credential) == 0 {
 		return rejected, Item{}, reject(ReasonUnauthenticated, "job %s rank %d: no credential", d.JobId, d.Rank)
 	}

@@ -99,7 +99,8 @@ func run(t *testing.T, v *verifier, raw []byte, now time.Time) ([]Item, []string
 	}
 	var items []Item
 	var reasons []string
-	switch vd, it, rerr := v.check(d, raw, now); vd {
+	var ms macState
+	switch vd, it, rerr := v.check(&ms, d, raw, now); vd {
 	case accepted:
 		items = append(items, it)
 	case rejected:
@@ -344,13 +345,14 @@ func TestVerifyHeldChunks(t *testing.T) {
 	chunks := split(big, 8)
 	now := t0.Add(time.Second)
 	lim := Limits{}.WithDefaults()
+	var ms macState
 	for i, c := range chunks {
 		raw := signed(t, c, cred, key)
 		d, err := Decode(raw, lim)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if vd, _, rerr := v.check(d, raw, now); vd != heldBack {
+		if vd, _, rerr := v.check(&ms, d, raw, now); vd != heldBack {
 			t.Fatalf("chunk %d: verdict %d %v, want held", i, vd, rerr)
 		}
 	}
@@ -520,7 +522,8 @@ func BenchmarkVerify(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			if vd, _, _ := v.check(ds[0], raws[0], now); vd != heldBack {
+			var ms macState
+			if vd, _, _ := v.check(&ms, ds[0], raws[0], now); vd != heldBack {
 				b.Fatal("first datagram not held")
 			}
 			s := <-v.queue
@@ -533,7 +536,7 @@ func BenchmarkVerify(b *testing.B) {
 					if k == 0 {
 						s.win = replayWindow{}
 					}
-					if vd, _, err := v.check(ds[k], raws[k], now); vd != accepted {
+					if vd, _, err := v.check(&ms, ds[k], raws[k], now); vd != accepted {
 						b.Fatal(err)
 					}
 				}
@@ -569,8 +572,9 @@ func TestVerifyReleaseKeepsOrder(t *testing.T) {
 		}
 		return d, raw
 	}
+	var ms macState
 	d0, raw0 := datagram(0)
-	if vd, _, rerr := v.check(d0, raw0, now); vd != heldBack {
+	if vd, _, rerr := v.check(&ms, d0, raw0, now); vd != heldBack {
 		t.Fatalf("first datagram: verdict %d %v, want held", vd, rerr)
 	}
 	var seqs []uint64
@@ -581,7 +585,7 @@ func TestVerifyReleaseKeepsOrder(t *testing.T) {
 		seqs = append(seqs, r.it.D.Seq)
 		if len(seqs) == 1 { // snapshot 1 comes while snapshot 0 is handed on
 			d1, raw1 := datagram(1)
-			if vd, _, rerr := v.check(d1, raw1, now); vd != heldBack {
+			if vd, _, rerr := v.check(&ms, d1, raw1, now); vd != heldBack {
 				t.Errorf("datagram during the release: verdict %d %v, want held", vd, rerr)
 			}
 		}
@@ -590,7 +594,7 @@ func TestVerifyReleaseKeepsOrder(t *testing.T) {
 		t.Errorf("handed on snapshots %v, want [0 1]", seqs)
 	}
 	d2, raw2 := datagram(2)
-	if vd, _, rerr := v.check(d2, raw2, now); vd != accepted {
+	if vd, _, rerr := v.check(&ms, d2, raw2, now); vd != accepted {
 		t.Errorf("after the release: verdict %d %v, want accepted", vd, rerr)
 	}
 }
