@@ -709,7 +709,7 @@ func (a rowRef) name(rows *nodeRows) string {
 }
 
 // backwards names the first cumulative counter that decreased from a to
-// b, but for destination nodes (nodesBackwards).
+// b, but for destination nodes (apply compares those as it packs them).
 func backwards(a, b *store.Process) string {
 	switch {
 	case b.CPUUser < a.CPUUser || b.CPUSystem < a.CPUSystem:
@@ -965,17 +965,9 @@ func (t *Tracker) save(j *jobState, procs bool) {
 	}
 	out := &store.Job{JobSummary: t.view(j).JobSummary}
 	if procs {
-		ranks := j.order // ranks with a snapshot, in order
-		if ranks == nil {
-			for rank, r := range j.ranks {
-				if r.has {
-					ranks = append(ranks, rank)
-				}
-			}
-			slices.Sort(ranks)
-		}
+		j.rebuildLists()
 		out.Processes = make([]store.Process, 0, j.unsaved)
-		for _, rank := range ranks {
+		for _, rank := range j.order {
 			if r := j.ranks[rank]; r.gen == j.gen {
 				out.Processes = append(out.Processes, *r.cur)
 			}
@@ -983,6 +975,32 @@ func (t *Tracker) save(j *jobState, procs bool) {
 		j.allSaved()
 	}
 	t.opt.SaveJob(out)
+}
+
+// rebuildLists makes the job's lists of reporting ranks when they are
+// missing: the ranks with a snapshot in order, with their processes and
+// what they add to the summary, which apply keeps up to date (a rank's
+// first snapshot inserts it) until a rank restarts (rare).
+func (j *jobState) rebuildLists() {
+	if j.order != nil {
+		return
+	}
+	j.order = make([]int, 0, len(j.ranks))
+	for rank, r := range j.ranks {
+		if r.has {
+			j.order = append(j.order, rank)
+		}
+	}
+	slices.Sort(j.order)
+	j.procs, j.sums = make([]*store.Process, len(j.order)), make([]rankSum, len(j.order))
+	j.nodeRanks, j.nodesUsed = nil, 0
+	for i, rank := range j.order {
+		r := j.ranks[rank]
+		node := j.nodeIndex(r.cur.Node)
+		r.pos, j.procs[i], j.sums[i] = i, r.cur, sumOf(r.cur, r.sent, node)
+		j.countNode(node, 1)
+	}
+	j.chunks, j.chunkSums = nil, nil
 }
 
 // allSaved marks every rank of the job saved.
@@ -1000,28 +1018,7 @@ func (t *Tracker) view(j *jobState) *store.Job {
 	if j.finished {
 		v.State, v.EndReason, v.End = store.JobFinished, j.endReason, j.end
 	}
-	// The reporting ranks in order, with their processes and what they add
-	// to the summary, kept up to date by apply until a rank is new.
-	// A rank's first snapshot inserts it in the lists (apply); a restarted
-	// rank makes them start over (rare).
-	if j.order == nil {
-		j.order = make([]int, 0, len(j.ranks))
-		for rank, r := range j.ranks {
-			if r.has {
-				j.order = append(j.order, rank)
-			}
-		}
-		slices.Sort(j.order)
-		j.procs, j.sums = make([]*store.Process, len(j.order)), make([]rankSum, len(j.order))
-		j.nodeRanks, j.nodesUsed = nil, 0
-		for i, rank := range j.order {
-			r := j.ranks[rank]
-			node := j.nodeIndex(r.cur.Node)
-			r.pos, j.procs[i], j.sums[i] = i, r.cur, sumOf(r.cur, r.sent, node)
-			j.countNode(node, 1)
-		}
-		j.chunks, j.chunkSums = nil, nil
-	}
+	j.rebuildLists()
 	v = store.NewLiveJob(v.JobSummary, j.viewChunks())
 	summarizeChunks(&v.JobSummary, j.chunkSums, j.procs, j.nodesUsed)
 	j.view, j.dirty = v, false
