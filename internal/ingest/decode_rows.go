@@ -33,9 +33,9 @@ var errInvalidUTF8 = errors.New("node name is not valid UTF-8")
 // its destination-node rows (field 14: every destination node of the rank,
 // a thousand and more for an all-to-all job), which are decoded straight
 // into one buffer (nodeRows) that the tracker packs against the job's node
-// table, and its peer rows (field 15), decoded straight into the store's
-// rows with one array for all their histograms; the message's own Nodes
-// and Peers stay empty. proto.Unmarshal made three objects per node row
+// table, and its peer rows (field 15), decoded by hand, sorted and packed
+// as the store keeps them (store.PeerRows); the message's own Nodes and
+// Peers stay empty. proto.Unmarshal made three objects per node row
 // (row, name, traffic), and a 64-byte store row per row after it was still
 // a fifth of the daemon's CPU at ten times Stampede's load, with its
 // zeroing and garbage; for peers it made five objects each (row, three
@@ -108,14 +108,12 @@ func FromProto(m *agentpb.Datagram) *Datagram {
 	if len(m.Peers) > 0 {
 		var p peerRows
 		for _, x := range m.Peers {
-			pt := store.PeerTraffic{Peer: int(x.Peer), Classes: store.Classes{P2P: traffic(x.P2P), Coll: traffic(x.Coll), RMA: traffic(x.Rma)}}
 			p.hist = append(p.hist, x.SizeHistogram...)
-			mi := -1
+			var mon *store.Classes
 			if x.MonitoredP2P != nil || x.MonitoredColl != nil || x.MonitoredRma != nil {
-				mi = len(p.mon)
-				p.mon = append(p.mon, store.Classes{P2P: traffic(x.MonitoredP2P), Coll: traffic(x.MonitoredColl), RMA: traffic(x.MonitoredRma)})
+				mon = &store.Classes{P2P: traffic(x.MonitoredP2P), Coll: traffic(x.MonitoredColl), RMA: traffic(x.MonitoredRma)}
 			}
-			p.peers, p.ends, p.mons = append(p.peers, pt), append(p.ends, len(p.hist)), append(p.mons, mi)
+			p.end(store.PeerTraffic{Peer: int(x.Peer), Classes: store.Classes{P2P: traffic(x.P2P), Coll: traffic(x.Coll), RMA: traffic(x.Rma)}}, mon)
 		}
 		d.peers = p.pack()
 	}
@@ -263,14 +261,7 @@ func (r *nodeRows) decode(row []byte) error {
 				return errMalformed
 			}
 			off = next
-			field := &c.P2P
-			switch num {
-			case fieldNodeP2P + 1:
-				field = &c.Coll
-			case fieldNodeRMA:
-				field = &c.RMA
-			}
-			if err := decodeTraffic(v, field); err != nil {
+			if err := decodeClass(v, &c, num-fieldNodeP2P); err != nil {
 				return err
 			}
 		default:
@@ -391,14 +382,7 @@ func (p *peerRows) decode(row []byte) error {
 			if num >= fieldPeerMonitored {
 				c, class, monitored = &mon, num-fieldPeerMonitored, true
 			}
-			field := &c.P2P
-			switch class {
-			case 1:
-				field = &c.Coll
-			case 2:
-				field = &c.RMA
-			}
-			if err := decodeTraffic(v, field); err != nil {
+			if err := decodeClass(v, c, class); err != nil {
 				return err
 			}
 		case num == fieldPeerHistogram && typ == protowire.VarintType:
@@ -428,15 +412,25 @@ func (p *peerRows) decode(row []byte) error {
 			off = at + m
 		}
 	}
-	m := -1
 	if monitored {
+		p.end(pt, &mon)
+	} else {
+		p.end(pt, nil)
+	}
+	return nil
+}
+
+// end adds a row whose histogram's bins were appended to p.hist since the
+// last row, with its monitored counters if any.
+func (p *peerRows) end(pt store.PeerTraffic, mon *store.Classes) {
+	m := -1
+	if mon != nil {
 		m = len(p.mon)
-		p.mon = append(p.mon, mon)
+		p.mon = append(p.mon, *mon)
 	}
 	p.peers = append(p.peers, pt)
 	p.ends = append(p.ends, len(p.hist))
 	p.mons = append(p.mons, m)
-	return nil
 }
 
 // ascii says whether b is ASCII, inline (node names nearly always are,
@@ -489,6 +483,19 @@ func varintAt(b []byte, off int) (uint64, int) {
 		return 0, -1
 	}
 	return v, off + n
+}
+
+// decodeClass merges one encoded Traffic into c's class-th class (0
+// point-to-point, 1 collective, 2 one-sided), as rows list them.
+func decodeClass(b []byte, c *store.Classes, class protowire.Number) error {
+	t := &c.P2P
+	switch class {
+	case 1:
+		t = &c.Coll
+	case 2:
+		t = &c.RMA
+	}
+	return decodeTraffic(b, t)
 }
 
 // decodeTraffic merges one encoded Traffic into t.
