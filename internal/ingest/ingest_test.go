@@ -882,28 +882,19 @@ func TestVisibleDelayObserved(t *testing.T) {
 // process again when it ends.
 func TestProcessesSavedLessOften(t *testing.T) {
 	tr, sk, _, _ := newTracker(Options{SaveEvery: time.Second, ProcessSaveEvery: 10 * time.Second})
-	now := t0
 	const jobs = 20
 	first := map[string]int{} // each job's first tick with processes
-	for tick := range 8 {     // at 3, 6, ... 24 s
-		addJobs(t, tr, "s", jobs, uint64(tick), now)
-		now = now.Add(3 * time.Second)
-		tr.Tick(now)
-		for _, j := range sk.saved {
-			if len(j.Processes) == 0 {
-				continue
+	// Ticks at 3, 6, ... 24 s.
+	now := saveTicks(t, tr, sk, "s", jobs, 8, func(tick int, _ time.Time, j *store.Job) {
+		if f, ok := first[j.ID]; !ok {
+			if tick > 3 || len(j.Processes) != 2 {
+				t.Errorf("job %s: first processes saved at tick %d: %d", j.ID, tick, len(j.Processes))
 			}
-			if f, ok := first[j.ID]; !ok {
-				if tick > 3 || len(j.Processes) != 2 {
-					t.Errorf("job %s: first processes saved at tick %d: %d", j.ID, tick, len(j.Processes))
-				}
-				first[j.ID] = tick
-			} else if tick != f+4 { // 10 s later: the fourth tick after
-				t.Errorf("job %s: processes saved at ticks %d and %d", j.ID, f, tick)
-			}
+			first[j.ID] = tick
+		} else if tick != f+4 { // 10 s later: the fourth tick after
+			t.Errorf("job %s: processes saved at ticks %d and %d", j.ID, f, tick)
 		}
-		sk.saved = nil
-	}
+	})
 	if len(first) != jobs {
 		t.Fatalf("%d of %d jobs saved their processes", len(first), jobs)
 	}
@@ -1078,6 +1069,26 @@ func TestViewMatchesProcesses(t *testing.T) {
 	}
 }
 
+// saveTicks sends snapshot tick of every rank of jobs PREFIX0... and ticks
+// 3 s later, ticks times from t0, calling f with each job saved with its
+// processes at a tick; it returns the time of the last tick.
+func saveTicks(t *testing.T, tr *Tracker, sk *sink, prefix string, jobs, ticks int, f func(tick int, now time.Time, j *store.Job)) time.Time {
+	t.Helper()
+	now := t0
+	for tick := range ticks {
+		addJobs(t, tr, prefix, jobs, uint64(tick), now)
+		now = now.Add(3 * time.Second)
+		tr.Tick(now)
+		for _, j := range sk.saved {
+			if len(j.Processes) > 0 {
+				f(tick, now, j)
+			}
+		}
+		sk.saved = nil
+	}
+	return now
+}
+
 // addJobs adds snapshot seq of both ranks of jobs PREFIX0...
 func addJobs(t *testing.T, tr *Tracker, prefix string, jobs int, seq uint64, now time.Time) {
 	t.Helper()
@@ -1094,26 +1105,16 @@ func addJobs(t *testing.T, tr *Tracker, prefix string, jobs int, seq uint64, now
 // ProcessRowsPerSecond.
 func TestProcessSavesFollowBudget(t *testing.T) {
 	tr, sk, _, _ := newTracker(Options{SaveEvery: time.Second, ProcessSaveEvery: 10 * time.Second, ProcessRowsPerSecond: 2})
-	now := t0
 	const jobs, ticks = 20, 24 // 40 ranks at 2 rows/s: every 20 s
 	rows := 0
 	last := map[string]time.Time{}
-	for tick := range ticks {
-		addJobs(t, tr, "b", jobs, uint64(tick), now)
-		now = now.Add(3 * time.Second)
-		tr.Tick(now)
-		for _, j := range sk.saved {
-			if len(j.Processes) == 0 {
-				continue
-			}
-			rows += len(j.Processes)
-			if l, ok := last[j.ID]; ok && now.Sub(l) < 20*time.Second {
-				t.Errorf("job %s: processes saved %v apart", j.ID, now.Sub(l))
-			}
-			last[j.ID] = now
+	saveTicks(t, tr, sk, "b", jobs, ticks, func(_ int, now time.Time, j *store.Job) {
+		rows += len(j.Processes)
+		if l, ok := last[j.ID]; ok && now.Sub(l) < 20*time.Second {
+			t.Errorf("job %s: processes saved %v apart", j.ID, now.Sub(l))
 		}
-		sk.saved = nil
-	}
+		last[j.ID] = now
+	})
 	if secs := float64(ticks * 3); float64(rows) > 2*secs+2*jobs || rows < jobs*2 {
 		t.Errorf("%d process rows saved in %g s at 2 rows/s", rows, secs)
 	}
