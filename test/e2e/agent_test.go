@@ -616,6 +616,18 @@ func listen(t *testing.T) (addr string, got func() [][]byte, stop func()) {
 		}
 }
 
+// runPatterns runs testdata/mpi/patterns.c on agentRanks ranks of m with
+// the agent and env, and returns the datagrams its agents sent.
+func runPatterns(t *testing.T, m mpiImpl, env ...string) [][]byte {
+	t.Helper()
+	prog := compile(t, m, "testdata/mpi/patterns.c")
+	addr, got, stop := listen(t)
+	runJob(t, m, agentRanks, m.lib, append([]string{"NETLOOM_DAEMON=" + addr}, env...), nil, prog)
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	return got()
+}
+
 // decodeAll decodes the datagrams listen received; one that is not an
 // agent datagram fails the test.
 func decodeAll(t *testing.T, raw [][]byte) []*agentpb.Datagram {
@@ -639,18 +651,12 @@ func TestAgentUDP(t *testing.T) {
 	for _, m := range impls(t) {
 		t.Run(m.name, func(t *testing.T) {
 			needMPI(t, m)
-			prog := compile(t, m, "testdata/mpi/patterns.c")
-			addr, got, stop := listen(t)
-			runJob(t, m, agentRanks, m.lib, []string{"NETLOOM_DAEMON=" + addr, "NETLOOM_INTERVAL=0.2",
-				"NETLOOM_DGRAM_LIMIT=300", "PATTERNS_LINGER_MS=1500"}, nil, prog)
-			time.Sleep(200 * time.Millisecond)
-			stop()
+			raw := runPatterns(t, m, "NETLOOM_INTERVAL=0.2", "NETLOOM_DGRAM_LIMIT=300", "PATTERNS_LINGER_MS=1500")
 			type key struct {
 				rank uint32
 				seq  uint64
 			}
 			snaps := map[key][]*agentpb.Datagram{}
-			raw := got()
 			for _, b := range raw {
 				if len(b) >= 64*1024 {
 					t.Errorf("datagram of %d bytes", len(b))
@@ -712,15 +718,11 @@ func TestAgentReportPhase(t *testing.T) {
 	buildAgent(t)
 	m := impls(t)[0]
 	needMPI(t, m)
-	prog := compile(t, m, "testdata/mpi/patterns.c")
-	addr, got, stop := listen(t)
 	const interval = 4 * time.Second
-	runJob(t, m, agentRanks, m.lib, []string{"NETLOOM_DAEMON=" + addr, "NETLOOM_INTERVAL=4", "PATTERNS_LINGER_MS=8000"}, nil, prog)
-	time.Sleep(200 * time.Millisecond)
-	stop()
+	raw := runPatterns(t, m, "NETLOOM_INTERVAL=4", "PATTERNS_LINGER_MS=8000")
 	first := map[uint32]time.Duration{} // each rank's first live snapshot, after its MPI_Init
 	reports := map[uint32][]time.Duration{}
-	for _, d := range decodeAll(t, got()) {
+	for _, d := range decodeAll(t, raw) {
 		if d.Final || d.Chunk != 0 {
 			continue
 		}
@@ -787,15 +789,10 @@ func TestAgentTopPeers(t *testing.T) {
 	buildAgent(t)
 	m := impls(t)[0]
 	needMPI(t, m)
-	prog := compile(t, m, "testdata/mpi/patterns.c")
-	addr, got, stop := listen(t)
 	out := t.TempDir()
-	runJob(t, m, agentRanks, m.lib, []string{"NETLOOM_DAEMON=" + addr, "NETLOOM_OUTPUT=" + out,
-		"NETLOOM_PEER_LIMIT=2", "NETLOOM_TOP_PEERS=1"}, nil, prog)
-	time.Sleep(200 * time.Millisecond)
-	stop()
+	raw := runPatterns(t, m, "NETLOOM_OUTPUT="+out, "NETLOOM_PEER_LIMIT=2", "NETLOOM_TOP_PEERS=1")
 	finals := 0
-	for _, d := range decodeAll(t, got()) {
+	for _, d := range decodeAll(t, raw) {
 		if !d.Final {
 			continue
 		}
