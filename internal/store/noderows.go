@@ -48,13 +48,10 @@ func (t *NodeTable) Pack(rows []NodeTraffic) NodeRows {
 	return t.Packed(append([]byte(nil), b...), len(rows))
 }
 
-// IndexOf returns the table index of a node's name, adding the name when
-// the table does not have it yet.
-func (t *NodeTable) IndexOf(name []byte) uint32 { return indexOf(t, name) }
-
-// IndexNear is IndexOf when the name is likely the one at index hint (a
-// rank's rows usually come in table order): comparing it there costs much
-// less than hashing it.
+// IndexNear returns the table index of a node's name, adding the name
+// when the table does not have it yet. The name is likely the one at
+// index hint (a rank's rows usually come in table order): comparing it
+// there costs much less than hashing it.
 func (t *NodeTable) IndexNear(name []byte, hint uint32) uint32 {
 	if int(hint) < len(t.names) && t.names[hint] == string(name) {
 		return hint
@@ -77,7 +74,7 @@ func indexOf[S string | []byte](t *NodeTable, name S) uint32 {
 }
 
 // Packed wraps n rows already packed, as Pack packs them (each row its
-// node's index, from IndexOf, then its classes as AppendClasses packs
+// node's index, from IndexNear, then its classes as AppendClasses packs
 // them); b is kept.
 func (t *NodeTable) Packed(b []byte, n int) NodeRows {
 	if n == 0 {
