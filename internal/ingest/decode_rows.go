@@ -187,6 +187,7 @@ func unmarshal(b []byte) (*Datagram, error) {
 	if scratch == nil {
 		rest = b
 	}
+	d.rows.fit()
 	if err := proto.Unmarshal(rest, d.Datagram); err != nil {
 		return nil, err
 	}
@@ -206,19 +207,31 @@ var (
 	classesPool = sync.Pool{New: func() any { return new([]store.Classes) }}
 )
 
-// pooledRows is the size from which rows' buffers come from rowsPool.
+// pooledRows is the size from which decoded rows keep their buffer from
+// rowsPool (until the tracker has packed them); fewer are copied out.
 const pooledRows = 4 << 10
 
 // rowsBuffer returns an empty buffer for rows that take n bytes on the wire.
 func rowsBuffer(n int) []byte {
-	if n < pooledRows {
-		return make([]byte, 0, n)
-	}
 	b := *rowsPool.Get().(*[]byte)
 	if cap(b) < n {
 		b = make([]byte, 0, max(n, 64<<10))
 	}
 	return b[:0]
+}
+
+// fit copies small rows out of their pooled buffer, which goes back to
+// the pool. (Made for each datagram at the size of the rest of it, their
+// buffers were a third of what the daemon allocated per datagram of a
+// halo job: a few rows, and the peers after them.)
+func (r *nodeRows) fit() {
+	if r.b == nil || len(r.b) >= pooledRows {
+		return
+	}
+	b := r.b
+	r.b = bytes.Clone(b)
+	b = b[:0]
+	rowsPool.Put(&b)
 }
 
 // release gives the rows' buffer back for reuse; the rows are empty after.
