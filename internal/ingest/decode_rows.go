@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/netloom/netloom/internal/ingest/agentpb"
 	"github.com/netloom/netloom/internal/store"
@@ -46,6 +45,7 @@ type Datagram struct {
 	*agentpb.Datagram
 	rows  nodeRows
 	peers packedPeers
+	own   storage // where unmarshal puts the message
 }
 
 // nodeRows are destination-node rows as the reader decoded them, one
@@ -121,22 +121,12 @@ func FromProto(m *agentpb.Datagram) *Datagram {
 	return d
 }
 
-// unmarshal decodes a datagram (see Datagram): node and peer rows as it
-// meets them, the other fields by proto.Unmarshal.
+// unmarshal decodes a datagram (see Datagram and decode_msg.go).
 func unmarshal(b []byte) (*Datagram, error) {
-	d := &Datagram{Datagram: new(agentpb.Datagram)}
-	// The other fields, in order, when there are rows to take out (in a
-	// pooled buffer: proto.Unmarshal copies what it keeps).
-	var (
-		rest    []byte
-		scratch *[]byte
-		peers   *peerRows
-	)
+	d := new(Datagram)
+	d.Datagram = &d.own.msg
+	var peers *peerRows
 	defer func() {
-		if scratch != nil {
-			*scratch = rest[:0]
-			scratchPool.Put(scratch)
-		}
 		if peers != nil {
 			peers.reset()
 			peersPool.Put(peers)
@@ -147,50 +137,44 @@ func unmarshal(b []byte) (*Datagram, error) {
 		if at < 0 {
 			return nil, errMalformed
 		}
-		if (num == fieldNodes || num == fieldPeers) && typ == protowire.BytesType {
-			row, next := bytesAt(b, at)
-			if next < 0 {
+		next := -1
+		var err error
+		switch {
+		case num == fieldNodes && typ == protowire.BytesType:
+			var row []byte
+			if row, next = bytesAt(b, at); next < 0 {
 				return nil, errMalformed
 			}
-			if scratch == nil { // the first row (rest may be empty, and nil)
-				scratch = scratchPool.Get().(*[]byte)
-				rest = append((*scratch)[:0], b[:off]...)
+			if d.rows.b == nil {
+				// A row packs to no more bytes than it takes on the wire.
+				d.rows.b = rowsBuffer(len(b) - off)
 			}
-			var err error
-			if num == fieldNodes {
-				if d.rows.b == nil {
-					// A row packs to no more bytes than it takes on the wire.
-					d.rows.b = rowsBuffer(len(b) - off)
-				}
-				err = d.rows.decode(row)
-			} else {
-				if peers == nil {
-					peers = peersPool.Get().(*peerRows)
-				}
-				err = peers.decode(row)
+			err = d.rows.decode(row)
+		case num == fieldPeers && typ == protowire.BytesType:
+			var row []byte
+			if row, next = bytesAt(b, at); next < 0 {
+				return nil, errMalformed
 			}
-			if err != nil {
-				return nil, err
+			if peers == nil {
+				peers = peersPool.Get().(*peerRows)
 			}
-			off = next
-			continue
+			err = peers.decode(row)
+		default:
+			next, err = d.field(b, num, typ, at)
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[at:])
-		if m < 0 {
-			return nil, protowire.ParseError(m)
+		if err != nil {
+			return nil, err
 		}
-		if scratch != nil {
-			rest = append(rest, b[off:at+m]...)
+		if next < 0 { // unknown: skipped
+			n := protowire.ConsumeFieldValue(num, typ, b[at:])
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			next = at + n
 		}
-		off = at + m
-	}
-	if scratch == nil {
-		rest = b
+		off = next
 	}
 	d.rows.fit()
-	if err := proto.Unmarshal(rest, d.Datagram); err != nil {
-		return nil, err
-	}
 	if peers != nil {
 		d.peers = peers.pack()
 	}
@@ -202,7 +186,6 @@ func unmarshal(b []byte) (*Datagram, error) {
 // 1,024-node all-to-all rank's), 8% of the daemon's CPU at ten times
 // Stampede's load.
 var (
-	scratchPool = sync.Pool{New: func() any { return new([]byte) }}
 	rowsPool    = sync.Pool{New: func() any { return new([]byte) }}
 	classesPool = sync.Pool{New: func() any { return new([]store.Classes) }}
 )

@@ -2,18 +2,20 @@ package ingest
 
 import (
 	"encoding/binary"
+	"fmt"
 	"reflect"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/netloom/netloom/internal/ingest/agentpb"
 )
 
 // sameAsProto checks that unmarshal agrees with proto.Unmarshal on b: both
-// fail, or both give the same datagram (but for unknown fields inside node
-// and peer rows, which unmarshal drops).
+// fail, or both give the same datagram (but for unknown fields, which
+// unmarshal drops).
 func sameAsProto(t *testing.T, b []byte) {
 	t.Helper()
 	want := new(agentpb.Datagram)
@@ -25,6 +27,7 @@ func sameAsProto(t *testing.T, b []byte) {
 	if werr != nil {
 		return
 	}
+	dropUnknown(want.ProtoReflect())
 	w := FromProto(want)
 	if g, w := got.rows.slice(), w.rows.slice(); !proto.Equal(got.Datagram, want) || len(got.Datagram.Nodes) > 0 || !reflect.DeepEqual(g, w) {
 		t.Fatalf("unmarshal differs from proto.Unmarshal:\n got %v %+v\nwant %v %+v", got.Datagram, g, want, w)
@@ -123,10 +126,74 @@ func TestUnmarshalPeerRows(t *testing.T) {
 	}
 }
 
+// TestUnmarshalMessage checks the hand decoder of the datagram's own
+// fields, its process block and its function rows against proto.Unmarshal.
+func TestUnmarshalMessage(t *testing.T) {
+	d := snapshot("m", 1, 8, 3, true)
+	d.Credential, d.Mac, d.PeersTruncated, d.IntervalNs, d.StartUnixNs = []byte("cred"), make([]byte, 32), true, 45e9, -5
+	d.Process.Cpu, d.Process.CpuSystemSeconds, d.Process.DatagramsDropped = -1, 0.25, 7
+	d.Process.IntraNode, d.Process.InterNode = &agentpb.Traffic{Bytes: 1}, &agentpb.Traffic{Msgs: 2}
+	d.Regions = []*agentpb.Region{{Name: "solve", Entries: 3, Coll: &agentpb.Traffic{Bytes: 9}}}
+	for i := range 11 { // more than the datagram's own storage holds
+		d.Functions = append(d.Functions, &agentpb.FunctionStat{Name: fmt.Sprintf("MPI_F%d", i), Calls: uint64(i), TimeNs: 1,
+			BytesSent: 2, BytesReceived: 3})
+	}
+	sameAsProto(t, encode(t, d))
+	sameAsProto(t, nil)
+
+	proc := func(fields ...[]byte) []byte { return msg(11, cat(fields...)) }
+	fn := func(fields ...[]byte) []byte { return msg(12, cat(fields...)) }
+	fixed := func(num protowire.Number, v uint64) []byte {
+		return protowire.AppendFixed64(protowire.AppendTag(nil, num, protowire.Fixed64Type), v)
+	}
+	for name, in := range map[string][]byte{
+		"scalars twice: last wins":       cat(varint(3, 1), str(2, "a"), varint(3, 2), str(2, "b"), varint(9, 1), varint(9, 0)),
+		"scalars above their width":      cat(varint(1, 1<<33|1), varint(8, 1<<63), varint(4, 1<<32)),
+		"process twice: merged":          cat(proc(str(1, "n"), varint(3, 4)), proc(str(2, "h"), msg(30, varint(1, 1))), proc(msg(30, varint(2, 2)))),
+		"process doubles":                proc(fixed(10, 0x3ff0000000000000), fixed(13, 0x7ff8000000000001), fixed(12, 1)),
+		"function fields twice":          fn(str(1, "a"), varint(2, 1), str(1, "b"), varint(5, 9), varint(2, 3)),
+		"unknown fields":                 cat(varint(30, 1), proc(varint(40, 1), str(8, "x")), fn(varint(9, 1)), str(99, "y")),
+		"wrong wire types":               cat(str(1, "x"), varint(2, 5), varint(11, 1), proc(varint(1, 1), str(3, "x"), varint(10, 1), fixed(14, 1)), fn(varint(1, 1), str(2, "x"))),
+		"traffic with a wrong wire type": proc(msg(30, cat(str(1, "x"), varint(2, 3)))),
+		"invalid UTF-8 job id":           str(2, "\xff"),
+		"invalid UTF-8 process string":   proc(str(6, "a\xc0")),
+		"invalid UTF-8 function name":    fn(str(1, "\xfe")),
+		"truncated double":               proc(fixed(11, 1)[:5]),
+		"truncated process":              proc(str(1, "node"))[:4],
+		"truncated function":             fn(varint(3, 1<<40))[:4],
+		"bad varint in function":         fn([]byte{0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02}),
+		"truncated traffic in process":   proc(msg(31, varint(1, 1<<40)[:3])),
+		"malformed region":               msg(13, []byte{0x0a, 0x05}),
+		"empty credential":               msg(20, nil),
+		"field number 0 in process":      proc([]byte{0x00}),
+		"truncated varint at the top":    []byte{0x08, 0x80},
+		"group at the top":               []byte{0x0b, 0x0c},
+	} {
+		t.Run(name, func(t *testing.T) { sameAsProto(t, in) })
+	}
+}
+
 func TestUvarintLen(t *testing.T) {
 	for _, v := range []uint64{0, 1, 127, 128, 16383, 16384, 1<<21 - 1, 1 << 21, 1<<63 - 1, 1 << 63, ^uint64(0)} {
 		if got, want := uvarintLen(v), len(binary.AppendUvarint(nil, v)); got != want {
 			t.Errorf("uvarintLen(%d) = %d, want %d", v, got, want)
 		}
 	}
+}
+
+// dropUnknown clears the unknown fields of m and of the messages in it.
+func dropUnknown(m protoreflect.Message) {
+	m.SetUnknown(nil)
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.Message() == nil || fd.IsMap():
+		case fd.IsList():
+			for i := range v.List().Len() {
+				dropUnknown(v.List().Get(i).Message())
+			}
+		default:
+			dropUnknown(v.Message())
+		}
+		return true
+	})
 }

@@ -1,0 +1,289 @@
+package ingest
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/netloom/netloom/internal/ingest/agentpb"
+)
+
+// The datagram's own fields, its process block and its function rows are
+// decoded by hand too, into storage that comes with the Datagram (one
+// allocation where proto.Unmarshal made a dozen objects a datagram, with
+// reflection: together a tenth of the daemon's CPU at ten times
+// Stampede's load). The result is what proto.Unmarshal gives, but for
+// unknown fields, which are dropped (nothing reads them); regions, rare,
+// are still decoded by proto.Unmarshal. A field whose wire type is not
+// its own is an unknown field, as for proto.Unmarshal.
+
+// storage is where a decoded datagram's message lives.
+type storage struct {
+	msg     agentpb.Datagram
+	proc    agentpb.Process
+	traffic [2]agentpb.Traffic
+	fns     [8]agentpb.FunctionStat
+	fnPtrs  [8]*agentpb.FunctionStat
+}
+
+var errStringUTF8 = errors.New("string field is not valid UTF-8")
+
+// field decodes one of the datagram's own fields (not node or peer rows)
+// at b[at:], whose tag said num and typ, into d; it returns the offset
+// after the field, negative with err nil when the field is unknown to it
+// (to be skipped).
+func (d *Datagram) field(b []byte, num protowire.Number, typ protowire.Type, at int) (int, error) {
+	m := d.Datagram
+	switch typ {
+	case protowire.VarintType:
+		v, next := varintAt(b, at)
+		if next < 0 {
+			return 0, errMalformed
+		}
+		switch num {
+		case 1:
+			m.Version = uint32(v)
+		case 3:
+			m.Rank = uint32(v)
+		case 4:
+			m.WorldSize = uint32(v)
+		case 5:
+			m.Seq = v
+		case 6:
+			m.Chunk = uint32(v)
+		case 7:
+			m.Chunks = uint32(v)
+		case 8:
+			m.TimeUnixNs = int64(v)
+		case 9:
+			m.Final = v != 0
+		case 10:
+			m.StartUnixNs = int64(v)
+		case 16:
+			m.PeersTruncated = v != 0
+		case 17:
+			m.IntervalNs = v
+		default:
+			return -1, nil
+		}
+		return next, nil
+	case protowire.BytesType:
+		v, next := bytesAt(b, at)
+		if next < 0 {
+			return 0, errMalformed
+		}
+		switch num {
+		case 2:
+			s, err := stringOf(v)
+			m.JobId = s
+			return next, err
+		case 11:
+			if m.Process == nil {
+				m.Process = &d.own.proc
+			}
+			return next, d.process(v, m.Process)
+		case 12:
+			var f *agentpb.FunctionStat
+			if n := len(m.Functions); n < len(d.own.fns) {
+				if m.Functions == nil {
+					m.Functions = d.own.fnPtrs[:0]
+				}
+				f = &d.own.fns[n]
+			} else {
+				f = new(agentpb.FunctionStat)
+			}
+			m.Functions = append(m.Functions, f)
+			return next, decodeFunction(v, f)
+		case 13:
+			r := new(agentpb.Region)
+			m.Regions = append(m.Regions, r)
+			return next, proto.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(v, r)
+		case 20:
+			m.Credential = append([]byte{}, v...)
+		case 21:
+			m.Mac = append([]byte{}, v...)
+		default:
+			return -1, nil
+		}
+		return next, nil
+	}
+	return -1, nil
+}
+
+// process merges an encoded Process into p.
+func (d *Datagram) process(b []byte, p *agentpb.Process) error {
+	return fields(b, func(num protowire.Number, typ protowire.Type, at int) (int, error) {
+		switch typ {
+		case protowire.VarintType:
+			v, next := varintAt(b, at)
+			if next < 0 {
+				return 0, errMalformed
+			}
+			switch num {
+			case 3:
+				p.Pid = uint32(v)
+			case 4:
+				p.Cpu = int32(v)
+			case 14:
+				p.VmSize = v
+			case 15:
+				p.VmPeak = v
+			case 16:
+				p.VmRss = v
+			case 17:
+				p.VmHwm = v
+			case 18:
+				p.IoReadBytes = v
+			case 19:
+				p.IoWriteBytes = v
+			case 20:
+				p.MpiioReadBytes = v
+			case 21:
+				p.MpiioWriteBytes = v
+			case 32:
+				p.DatagramsDropped = v
+			default:
+				return -1, nil
+			}
+			return next, nil
+		case protowire.Fixed64Type:
+			if at+8 > len(b) {
+				return 0, errMalformed
+			}
+			v := math.Float64frombits(binary.LittleEndian.Uint64(b[at:]))
+			switch num {
+			case 10:
+				p.CpuUserSeconds = v
+			case 11:
+				p.CpuSystemSeconds = v
+			case 12:
+				p.WallSeconds = v
+			case 13:
+				p.MpiSeconds = v
+			default:
+				return -1, nil
+			}
+			return at + 8, nil
+		case protowire.BytesType:
+			v, next := bytesAt(b, at)
+			if next < 0 {
+				return 0, errMalformed
+			}
+			var err error
+			switch num {
+			case 1:
+				p.Node, err = stringOf(v)
+			case 2:
+				p.Host, err = stringOf(v)
+			case 5:
+				p.MpiLibrary, err = stringOf(v)
+			case 6:
+				p.Program, err = stringOf(v)
+			case 7:
+				p.User, err = stringOf(v)
+			case 30:
+				if p.IntraNode == nil {
+					p.IntraNode = &d.own.traffic[0]
+				}
+				err = decodeTrafficMsg(v, p.IntraNode)
+			case 31:
+				if p.InterNode == nil {
+					p.InterNode = &d.own.traffic[1]
+				}
+				err = decodeTrafficMsg(v, p.InterNode)
+			default:
+				return -1, nil
+			}
+			return next, err
+		}
+		return -1, nil
+	})
+}
+
+// decodeFunction merges an encoded FunctionStat into f.
+func decodeFunction(b []byte, f *agentpb.FunctionStat) error {
+	return fields(b, func(num protowire.Number, typ protowire.Type, at int) (int, error) {
+		switch {
+		case typ == protowire.VarintType && num >= 2 && num <= 5:
+			v, next := varintAt(b, at)
+			if next < 0 {
+				return 0, errMalformed
+			}
+			switch num {
+			case 2:
+				f.Calls = v
+			case 3:
+				f.TimeNs = v
+			case 4:
+				f.BytesSent = v
+			default:
+				f.BytesReceived = v
+			}
+			return next, nil
+		case typ == protowire.BytesType && num == 1:
+			v, next := bytesAt(b, at)
+			if next < 0 {
+				return 0, errMalformed
+			}
+			s, err := stringOf(v)
+			f.Name = s
+			return next, err
+		}
+		return -1, nil
+	})
+}
+
+// decodeTrafficMsg merges an encoded Traffic into t.
+func decodeTrafficMsg(b []byte, t *agentpb.Traffic) error {
+	return fields(b, func(num protowire.Number, typ protowire.Type, at int) (int, error) {
+		if typ != protowire.VarintType || (num != 1 && num != 2) {
+			return -1, nil
+		}
+		v, next := varintAt(b, at)
+		if next < 0 {
+			return 0, errMalformed
+		}
+		if num == 1 {
+			t.Bytes = v
+		} else {
+			t.Msgs = v
+		}
+		return next, nil
+	})
+}
+
+// fields calls f for each field of the message b, skipping those f does
+// not know (it returns a negative offset and no error for them).
+func fields(b []byte, f func(num protowire.Number, typ protowire.Type, at int) (int, error)) error {
+	for off := 0; off < len(b); {
+		num, typ, at := tagAt(b, off)
+		if at < 0 {
+			return errMalformed
+		}
+		next, err := f(num, typ, at)
+		if err != nil {
+			return err
+		}
+		if next < 0 {
+			n := protowire.ConsumeFieldValue(num, typ, b[at:])
+			if n < 0 {
+				return protowire.ParseError(n)
+			}
+			next = at + n
+		}
+		off = next
+	}
+	return nil
+}
+
+// stringOf is a string field's value, which must be UTF-8.
+func stringOf(v []byte) (string, error) {
+	if !ascii(v) && !utf8.Valid(v) {
+		return "", errStringUTF8
+	}
+	return string(v), nil
+}
