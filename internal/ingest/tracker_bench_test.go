@@ -3,6 +3,7 @@ package ingest
 import (
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -204,4 +205,65 @@ func benchTracker(b *testing.B, snap snapshotFunc, jobs, ranks, world int) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "datagrams/s")
 	b.ReportMetric(float64(after-before)/float64(perSeq), "heap-B/process")
 	b.ReportMetric(float64(len(load[0])), "B/datagram")
+}
+
+// BenchmarkTrackerMark fills a tracker with 262,144 halo-like ranks (two
+// snapshots each, published as the daemon does) and reports the CPU time
+// the collector spends marking it, per process: at ten times Stampede the
+// daemon marks a million of them every 20 s or so, in bursts that the
+// reader and aggregators must absorb. Each iteration is one forced
+// collection.
+func BenchmarkTrackerMark(b *testing.B) {
+	const jobs, ranks = 64, 4096
+	lim := Limits{}.WithDefaults()
+	tr := NewTracker(Options{Samples: func([]store.ProcessSample) {}, SaveJob: func(*store.Job) {}}, nil)
+	idle := markTime(1)
+	before := heapInUse()
+	now := t0
+	for seq := range uint64(2) {
+		for j := range jobs {
+			job := fmt.Sprintf("bench-%d", j)
+			for r := range ranks {
+				raw, err := proto.Marshal(lgSnapshot(job, r, ranks, seq))
+				if err != nil {
+					b.Fatal(err)
+				}
+				d, err := Decode(raw, lim)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := tr.Add(d, len(raw), now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		now = now.Add(time.Second)
+		tr.Tick(now)
+		tr.Publish(now)
+	}
+	heap := heapInUse() - before
+	b.ResetTimer()
+	mark := markTime(b.N) - idle
+	b.StopTimer()
+	b.ReportMetric(float64(mark.Nanoseconds())/(jobs*ranks), "mark-ns/process")
+	b.ReportMetric(float64(heap)/(jobs*ranks), "heap-B/process")
+	runtime.KeepAlive(tr)
+}
+
+// markTime is the least CPU time the collector spent marking in n forced
+// collections.
+func markTime(n int) time.Duration {
+	read := func() time.Duration {
+		s := []metrics.Sample{{Name: "/cpu/classes/gc/mark/dedicated:cpu-seconds"},
+			{Name: "/cpu/classes/gc/mark/assist:cpu-seconds"}, {Name: "/cpu/classes/gc/mark/idle:cpu-seconds"}}
+		metrics.Read(s)
+		return time.Duration((s[0].Value.Float64() + s[1].Value.Float64() + s[2].Value.Float64()) * 1e9)
+	}
+	best := time.Duration(1<<63 - 1)
+	for range max(n, 1) {
+		start := read()
+		runtime.GC()
+		best = min(best, read()-start)
+	}
+	return best
 }
