@@ -218,6 +218,7 @@ type slabs struct {
 	procs []store.Process
 	fns   []store.Function
 	ranks []rankState
+	bytes []byte // for packed node and peer rows
 }
 
 // slabLen is how many processes (and ranks' states) an array holds.
@@ -246,6 +247,31 @@ func (j *jobState) newFunctions(n int) []store.Function {
 	f := j.slab.fns[:0:n]
 	j.slab.fns = j.slab.fns[n:]
 	return f
+}
+
+// newBytes returns an empty slice for n bytes, from the job's slab when
+// small (a 1,024-node all-to-all rank's rows, 10 KB, are not): packed
+// node and peer rows, which would otherwise be two objects a process.
+func (j *jobState) newBytes(n int) []byte {
+	// The slab grows with the job, so that a small one holds little.
+	size := min(64<<10, max(1<<10, j.world<<9))
+	if n > size/4 {
+		return make([]byte, 0, n)
+	}
+	if cap(j.slab.bytes)-len(j.slab.bytes) < n {
+		j.slab.bytes = make([]byte, 0, size)
+	}
+	k := len(j.slab.bytes)
+	j.slab.bytes = j.slab.bytes[:k+n]
+	return j.slab.bytes[k : k : k+n]
+}
+
+// keepBytes returns a copy of b from the job's slab (see newBytes).
+func (j *jobState) keepBytes(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return append(j.newBytes(len(b)), b...)
 }
 
 // newRank returns a new rank's state from the job's slab.
@@ -615,7 +641,7 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 	// Packed straight into the rows' own array (packed into a scratch
 	// buffer and then copied, they were 3% of the daemon's CPU at ten
 	// times Stampede).
-	b := make([]byte, 0, size)
+	b := j.newBytes(size)
 	for i, o := range order {
 		if i > 0 && o.idx == order[i-1].idx {
 			t.m.drop(ReasonPeer, int(p.n)-1) // Add counts the last one
@@ -653,6 +679,7 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 		j.finals++
 	}
 	np.ToNodes = j.nodes.Packed(b, len(order))
+	np.Peers = store.PackedPeers(j.keepBytes(np.Peers.Packed()), np.Peers.Len())
 	first := !r.has // the rank's first snapshot (of its run)
 	r.cur, r.sent, r.has = j.newProcess(np), sent, true
 	// While the lists exist they hold exactly the ranks with a snapshot (a
