@@ -214,6 +214,10 @@ type jobState struct {
 // process is never changed once current, so a slot is never reused: an
 // array is garbage once every process in it has been replaced, about one
 // snapshot interval later (a rank that stops reporting keeps its array).
+// Until then its replaced processes keep what they point to, so an array
+// holds what the job sends in a sixteenth of an interval (slabSpan): with
+// arrays of 256 processes whatever the job's size, a job of 256 ranks
+// kept twice its data, a whole interval's more.
 type slabs struct {
 	procs []store.Process
 	fns   []store.Function
@@ -222,7 +226,11 @@ type slabs struct {
 }
 
 // slabLen is how many processes (and ranks' states) an array holds.
-func (j *jobState) slabLen() int { return min(viewChunk, max(j.world, 1)) }
+func (j *jobState) slabLen() int { return min(viewChunk, slabSpan(j.world)) }
+
+// slabSpan is how many snapshots a job of world ranks sends in a
+// sixteenth of an interval.
+func slabSpan(world int) int { return max(world/16, 1) }
 
 // newProcess returns a copy of p from the job's slab.
 func (j *jobState) newProcess(p *store.Process) *store.Process {
@@ -242,7 +250,7 @@ func (j *jobState) newFunctions(n int) []store.Function {
 		return nil
 	}
 	if len(j.slab.fns) < n {
-		j.slab.fns = make([]store.Function, max(n, min(4*viewChunk, n*j.world)))
+		j.slab.fns = make([]store.Function, max(n, min(4*viewChunk, n*slabSpan(j.world))))
 	}
 	f := j.slab.fns[:0:n]
 	j.slab.fns = j.slab.fns[n:]
@@ -250,11 +258,10 @@ func (j *jobState) newFunctions(n int) []store.Function {
 }
 
 // newBytes returns an empty slice for n bytes, from the job's slab when
-// small (a 1,024-node all-to-all rank's rows, 10 KB, are not): packed
-// node and peer rows, which would otherwise be two objects a process.
+// small: packed node and peer rows, which would otherwise be two objects
+// a process.
 func (j *jobState) newBytes(n int) []byte {
-	// The slab grows with the job, so that a small one holds little.
-	size := min(64<<10, max(1<<10, j.world<<9))
+	size := min(64<<10, max(1<<10, n*slabSpan(j.world)))
 	if n > size/4 {
 		return make([]byte, 0, n)
 	}
