@@ -571,7 +571,7 @@ func (s *Server) link(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkLink(r.Context(), l, v.at.Add(-time.Hour), v.at, s.owners(r.Context())); err != nil {
+	if _, err := s.checkLink(r.Context(), l, v.at.Add(-time.Hour), v.at, s.owners(r.Context())); err != nil {
 		return nil, err
 	}
 	latest, err := s.latest(r.Context(), v)
@@ -635,7 +635,7 @@ func (s *Server) linkCounters(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkLink(r.Context(), l, from, to, s.owners(r.Context())); err != nil {
+	if _, err := s.checkLink(r.Context(), l, from, to, s.owners(r.Context())); err != nil {
 		return nil, err
 	}
 	return map[string]any{"link": newLinkJSON(*l), "from": from, "to": to, "series": ser}, nil

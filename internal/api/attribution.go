@@ -180,13 +180,17 @@ type directionJSON struct {
 	UnmonitoredUtilization float64        `json:"unmonitored_utilization_pct"`
 }
 
-// splitLink builds both directions of l over [from, to].
-func (a *attribAPI) splitLink(ctx context.Context, t *fabric.Topology, l *fabric.Link, from, to time.Time) ([2]directionJSON, []dirJob, error) {
+// splitLink builds both directions of l over [from, to]; got is the
+// jobs' bytes on the link over the range when already read (checkLink),
+// else nil.
+func (a *attribAPI) splitLink(ctx context.Context, t *fabric.Topology, l *fabric.Link, from, to time.Time, got []store.LinkJobBytes) ([2]directionJSON, []dirJob, error) {
 	var out [2]directionJSON
 	seconds := to.Sub(from).Seconds()
-	got, err := a.s.opt.Store.LinkJobs(ctx, []fabric.PortRef{l.A, l.B}, from, to)
-	if err != nil {
-		return out, nil, err
+	if got == nil {
+		var err error
+		if got, err = a.s.opt.Store.LinkJobs(ctx, []fabric.PortRef{l.A, l.B}, from, to); err != nil {
+			return out, nil, err
+		}
 	}
 	samples, err := a.s.opt.Store.PortSamples(ctx, []fabric.PortRef{l.A, l.B}, from, to)
 	if err != nil {
@@ -247,10 +251,12 @@ func (a *attribAPI) linkJobs(r *http.Request) (any, error) {
 		return nil, err
 	}
 	owners := a.s.owners(r.Context())
-	if err := a.s.checkLink(r.Context(), l, from, to, owners); err != nil {
+	// A user's check reads the link's jobs; the answer reuses them.
+	got, err := a.s.checkLink(r.Context(), l, from, to, owners)
+	if err != nil {
 		return nil, err
 	}
-	dirs, all, err := a.splitLink(r.Context(), v.topo, l, from, to)
+	dirs, all, err := a.splitLink(r.Context(), v.topo, l, from, to, got)
 	if err != nil {
 		return nil, err
 	}
@@ -630,7 +636,7 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 		if !ok {
 			continue
 		}
-		dirs, _, err := a.splitLink(r.Context(), v.topo, l, from, to)
+		dirs, _, err := a.splitLink(r.Context(), v.topo, l, from, to, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -67,30 +67,32 @@ func canSeeJob(ctx context.Context, j *store.JobSummary) bool {
 func jobHidden(id string) error { return notFound("no job %q", id) }
 
 // checkLink lets a user see link l over [from, to] only when one of
-// their jobs' traffic crossed it then; owner tells a job id's owner.
-func (s *Server) checkLink(ctx context.Context, l *fabric.Link, from, to time.Time, owner func(id string) string) error {
+// their jobs' traffic crossed it then; owner tells a job id's owner. For
+// a user it returns the jobs' bytes on the link that it read to decide
+// (nil for an administrator, whom it lets through unread).
+func (s *Server) checkLink(ctx context.Context, l *fabric.Link, from, to time.Time, owner func(id string) string) ([]store.LinkJobBytes, error) {
 	p := principal(ctx)
 	if p == nil {
-		return errUnauthenticated
+		return nil, errUnauthenticated
 	}
 	if p.Admin {
-		return nil
+		return nil, nil
 	}
 	got, err := s.opt.Store.LinkJobs(ctx, []fabric.PortRef{l.A, l.B}, from, to)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	seen := map[string]bool{}
 	for _, x := range got {
 		if !seen[x.Job] {
 			seen[x.Job] = true
 			if owner(x.Job) == p.Name {
-				return nil
+				return got, nil
 			}
 		}
 	}
 	// As for jobs: not "forbidden", which would confirm the link exists.
-	return notFound("no link %q crossed by your jobs between %s and %s", l.ID(), from.Format(time.RFC3339), to.Format(time.RFC3339))
+	return nil, notFound("no link %q crossed by your jobs between %s and %s", l.ID(), from.Format(time.RFC3339), to.Format(time.RFC3339))
 }
 
 // anonymizer renames other users' jobs "other-1", "other-2", ... in the
