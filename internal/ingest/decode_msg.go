@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/netloom/netloom/internal/ingest/agentpb"
+	"github.com/netloom/netloom/internal/store"
 )
 
 // The datagram's own fields, its process block and its function rows are
@@ -238,23 +239,13 @@ func decodeFunction(b []byte, f *agentpb.FunctionStat) error {
 	})
 }
 
-// decodeTrafficMsg merges an encoded Traffic into t.
+// decodeTrafficMsg merges an encoded Traffic into t, as decodeTraffic
+// does into a store.Traffic.
 func decodeTrafficMsg(b []byte, t *agentpb.Traffic) error {
-	return fields(b, func(num protowire.Number, typ protowire.Type, at int) (int, error) {
-		if typ != protowire.VarintType || (num != 1 && num != 2) {
-			return -1, nil
-		}
-		v, next := varintAt(b, at)
-		if next < 0 {
-			return 0, errMalformed
-		}
-		if num == 1 {
-			t.Bytes = v
-		} else {
-			t.Msgs = v
-		}
-		return next, nil
-	})
+	v := store.Traffic{Bytes: t.Bytes, Msgs: t.Msgs}
+	err := decodeTraffic(b, &v)
+	t.Bytes, t.Msgs = v.Bytes, v.Msgs
+	return err
 }
 
 // fields calls f for each field of the message b, skipping those f does
