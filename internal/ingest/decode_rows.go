@@ -132,47 +132,32 @@ func unmarshal(b []byte) (*Datagram, error) {
 			peersPool.Put(peers)
 		}
 	}()
-	for off := 0; off < len(b); {
-		num, typ, at := tagAt(b, off)
-		if at < 0 {
-			return nil, errMalformed
-		}
-		next := -1
-		var err error
+	err := fields(b, func(num protowire.Number, typ protowire.Type, at int) (int, error) {
 		switch {
 		case num == fieldNodes && typ == protowire.BytesType:
-			var row []byte
-			if row, next = bytesAt(b, at); next < 0 {
-				return nil, errMalformed
+			row, next := bytesAt(b, at)
+			if next < 0 {
+				return 0, errMalformed
 			}
 			if d.rows.b == nil {
 				// A row packs to no more bytes than it takes on the wire.
-				d.rows.b = rowsBuffer(len(b) - off)
+				d.rows.b = rowsBuffer(len(b) - at)
 			}
-			err = d.rows.decode(row)
+			return next, d.rows.decode(row)
 		case num == fieldPeers && typ == protowire.BytesType:
-			var row []byte
-			if row, next = bytesAt(b, at); next < 0 {
-				return nil, errMalformed
+			row, next := bytesAt(b, at)
+			if next < 0 {
+				return 0, errMalformed
 			}
 			if peers == nil {
 				peers = peersPool.Get().(*peerRows)
 			}
-			err = peers.decode(row)
-		default:
-			next, err = d.field(b, num, typ, at)
+			return next, peers.decode(row)
 		}
-		if err != nil {
-			return nil, err
-		}
-		if next < 0 { // unknown: skipped
-			n := protowire.ConsumeFieldValue(num, typ, b[at:])
-			if n < 0 {
-				return nil, protowire.ParseError(n)
-			}
-			next = at + n
-		}
-		off = next
+		return d.field(b, num, typ, at)
+	})
+	if err != nil {
+		return nil, err
 	}
 	d.rows.fit()
 	if peers != nil {
