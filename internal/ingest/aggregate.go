@@ -79,33 +79,43 @@ func sumChunk(sums []rankSum) chunkSum {
 	var c chunkSum
 	for i := range sums {
 		p := &sums[i]
-		c.reporting++
+		r := chunkSum{reporting: 1, start: p.start, updated: p.time, cpu: p.cpu, mpi: p.mpi,
+			mem: p.rss, peak: p.hwm, ior: p.ior, iow: p.iow, mpir: p.mpir, mpiw: p.mpiw, drops: p.drops,
+			traffic: p.sent, intra: p.intra, inter: p.inter, truncated: p.truncated}
 		if p.final {
-			c.finalized++
+			r.finalized = 1
 		}
-		if i == 0 || p.start < c.start {
-			c.start = p.start
-		}
-		c.updated = max(c.updated, p.time)
-		c.cpu += p.cpu
-		c.mpi += p.mpi
 		if p.wall > 0 {
-			c.cpuPct += 100 * p.cpu / p.wall
-			c.mpiPct += 100 * p.mpi / p.wall
+			r.cpuPct, r.mpiPct = 100*p.cpu/p.wall, 100*p.mpi/p.wall
 		}
-		c.mem += p.rss
-		c.peak += p.hwm
-		c.ior += p.ior
-		c.iow += p.iow
-		c.mpir += p.mpir
-		c.mpiw += p.mpiw
-		c.traffic = c.traffic.Add(p.sent)
-		c.intra = c.intra.Add(p.intra)
-		c.inter = c.inter.Add(p.inter)
-		c.drops += p.drops
-		c.truncated = c.truncated || p.truncated
+		c.add(&r)
 	}
 	return c
+}
+
+// add adds the ranks of o to c: ranks to a chunk, and chunks to a job.
+func (c *chunkSum) add(o *chunkSum) {
+	if c.reporting == 0 || o.start < c.start {
+		c.start = o.start
+	}
+	c.reporting += o.reporting
+	c.finalized += o.finalized
+	c.updated = max(c.updated, o.updated)
+	c.cpu += o.cpu
+	c.mpi += o.mpi
+	c.cpuPct += o.cpuPct
+	c.mpiPct += o.mpiPct
+	c.mem += o.mem
+	c.peak += o.peak
+	c.ior += o.ior
+	c.iow += o.iow
+	c.mpir += o.mpir
+	c.mpiw += o.mpiw
+	c.traffic = c.traffic.Add(o.traffic)
+	c.intra = c.intra.Add(o.intra)
+	c.inter = c.inter.Add(o.inter)
+	c.drops += o.drops
+	c.truncated = c.truncated || o.truncated
 }
 
 // summarizeChunks fills s from its ranks' chunk sums and processes, in
@@ -119,38 +129,25 @@ func summarizeChunks(s *store.JobSummary, chunks []chunkSum, procs []*store.Proc
 			break
 		}
 	}
-	var cpuPct, mpiPct float64
-	var updated int64
+	var t chunkSum
 	for i := range chunks {
-		c := &chunks[i]
-		if c.reporting == 0 {
-			continue
+		if chunks[i].reporting > 0 {
+			t.add(&chunks[i])
 		}
-		s.Reporting += c.reporting
-		s.Finalized += c.finalized
-		if s.Start.IsZero() || c.start < s.Start.UnixNano() {
-			s.Start = time.Unix(0, c.start).UTC()
-		}
-		updated = max(updated, c.updated)
-		s.CPUSeconds += c.cpu
-		s.MPISeconds += c.mpi
-		cpuPct += c.cpuPct
-		mpiPct += c.mpiPct
-		s.Memory += c.mem
-		s.MemoryPeak += c.peak
-		s.IORead += c.ior
-		s.IOWrite += c.iow
-		s.MPIIORead += c.mpir
-		s.MPIIOWrite += c.mpiw
-		s.Traffic = s.Traffic.Add(c.traffic)
-		s.IntraNode = s.IntraNode.Add(c.intra)
-		s.InterNode = s.InterNode.Add(c.inter)
-		s.AgentDrops += c.drops
-		s.PeersCapped = s.PeersCapped || c.truncated
 	}
-	if updated != 0 {
-		s.Updated = time.Unix(0, updated).UTC()
+	if t.reporting > 0 && (s.Start.IsZero() || t.start < s.Start.UnixNano()) {
+		s.Start = time.Unix(0, t.start).UTC()
 	}
+	if t.updated != 0 {
+		s.Updated = time.Unix(0, t.updated).UTC()
+	}
+	s.Reporting, s.Finalized = t.reporting, t.finalized
+	s.CPUSeconds, s.MPISeconds = t.cpu, t.mpi
+	s.Memory, s.MemoryPeak = t.mem, t.peak
+	s.IORead, s.IOWrite, s.MPIIORead, s.MPIIOWrite = t.ior, t.iow, t.mpir, t.mpiw
+	s.Traffic, s.IntraNode, s.InterNode = t.traffic, t.intra, t.inter
+	s.AgentDrops, s.PeersCapped = t.drops, t.truncated
+	cpuPct, mpiPct := t.cpuPct, t.mpiPct
 	if s.Reporting > 0 {
 		cpuPct /= float64(s.Reporting)
 		mpiPct /= float64(s.Reporting)
