@@ -88,30 +88,26 @@ const (
 	DefaultSchedInterval    = 10 * time.Second
 )
 
+// set sets *v to d when it is the zero value.
+func set[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
+
 // WithDefaults fills every zero field with its default.
 func (c Config) WithDefaults() Config {
-	set := func(s *string, d string) {
-		if *s == "" {
-			*s = d
-		}
-	}
-	setD := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
 	set(&c.Listen, DefaultListen)
 	set(&c.DB, DefaultDB)
 	set(&c.Fabric, DefaultFabric)
 	set(&c.AgentAddressFile, DefaultAgentAddressFile)
 	set(&c.Scheduler, DefaultScheduler)
-	setD(&c.SchedulerInterval, DefaultSchedInterval)
-	setD(&c.JobTimeout, DefaultJobTimeout)
-	if c.AgentReadBuffer == 0 {
-		c.AgentReadBuffer = DefaultAgentReadBuffer
-	}
-	setD(&c.DiscoverInterval, DefaultDiscoverInterval)
-	setD(&c.SweepInterval, DefaultSweepInterval)
+	set(&c.SchedulerInterval, DefaultSchedInterval)
+	set(&c.JobTimeout, DefaultJobTimeout)
+	set(&c.AgentReadBuffer, DefaultAgentReadBuffer)
+	set(&c.DiscoverInterval, DefaultDiscoverInterval)
+	set(&c.SweepInterval, DefaultSweepInterval)
 	c.Retention = c.Retention.withDefaults()
 	set(&c.AgentAuth, "auto")
 	c.Auth = c.Auth.WithDefaults()
