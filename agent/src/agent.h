@@ -34,13 +34,9 @@ struct nl_agent {
 	char mpi_library[128];
 	char program[256];
 	char user[64];
-	int64_t start_unix_ns;
-	uint64_t start_mono_ns, start_tsc;
-
-	/* nodes: names of all nodes of the job, and the node of each world rank */
-	int nnodes;
-	char (*node_names)[NL_NAME_MAX];
-	int *peer_node;
+	int64_t start_unix_ns;         /* MPI_Init's entry */
+	uint64_t wall_start_mono_ns;   /* MPI_Init's entry: wall time starts here */
+	uint64_t start_mono_ns, start_tsc; /* the agent's start: the TSC rate is measured from here */
 
 	/* configuration */
 	double interval_s;

@@ -28,11 +28,14 @@ struct nl_tcache nl_tcache[NL_TCACHE];
 static uint64_t time_span = 1; /* 2N-1 for NETLOOM_TIME_SAMPLE=N: gaps uniform in [1, 2N-1] */
 
 /* nl_fn_timed records the time of a timed call (the call-th of f, 0-based)
- * and picks the next call to time: the first call is always timed and kept
+ * and picks the next call to time. A function that can wait for another
+ * process (nl_fn_blocks) is timed at every call: its durations are heavy-tailed
+ * (a late peer, a descheduled rank), and a sample scaled up by N multiplies
+ * one long wait by N. The others: the first call is always timed and kept
  * apart (it often pays for lazy set-up), the second too, then one call in N on
  * average, at gaps drawn uniformly from [1, 2N-1] (from the measured duration's low bits, so the
  * samples do not lock onto a periodic pattern of the application). N = 1: every
- * call. Out of line: it runs for one call in N only. */
+ * call. Out of line: it runs for the timed calls only. */
 void nl_fn_timed(int f, uint64_t call, uint64_t ticks)
 {
 	struct nl_fn *p = &nl_fns[f];
@@ -42,7 +45,7 @@ void nl_fn_timed(int f, uint64_t call, uint64_t ticks)
 	} else {
 		nl_add(&p->ticks, ticks);
 		nl_add(&p->timed, 1);
-		if (time_span > 1) {
+		if (time_span > 1 && !nl_fn_blocks[f]) {
 			uint64_t x = (ticks ^ (call << 20)) * 0x9E3779B97F4A7C15ull; /* the duration's low bits are noise */
 			gap = 1 + (((x >> 32) * time_span) >> 32);
 		}
@@ -1096,48 +1099,35 @@ static void library_version(void)
 	}
 }
 
+/* job_id finds the job's id without any MPI call, so that every rank of a
+ * launch finds the same one: the scheduler's, NETLOOM_JOB_ID (`netloom run`
+ * sets it), Open MPI's (its mpirun's address and the job's number, which
+ * every rank of one mpirun shares), else one made from the host and the
+ * parent process: the ranks of a single-host MPICH/Hydra launch share their
+ * proxy (Hydra gives no job id; on several hosts set NETLOOM_JOB_ID or use
+ * `netloom run`). */
 static void job_id(char *out, size_t n)
 {
 	copy_env(out, n, "SLURM_JOB_ID", "PBS_JOBID");
 	if (!*out)
 		copy_env(out, n, "NETLOOM_JOB_ID", NULL);
+	const char *ompi = getenv("OMPI_MCA_ess_base_jobid"), *hnp = getenv("OMPI_MCA_orte_hnp_uri");
+	if (!*out && ompi && *ompi) {
+		/* the HNP's URI: "<jobfam>.0;tcp://<addr>:<port>;..." */
+		const char *addr = hnp ? strstr(hnp, "://") : NULL;
+		int len = addr ? (int)strcspn(addr + 3, ";") : 0;
+		snprintf(out, n, "ompi-%s-%.*s", ompi, len, addr ? addr + 3 : "");
+	}
 	if (!*out) {
-		/* one per launch: rank 0 makes it, MPI_Init broadcasts it */
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
 		char host[NL_NAME_MAX];
 		gethostname(host, sizeof host);
 		host[sizeof host - 1] = 0;
 		host[strcspn(host, ".")] = 0;
-		snprintf(out, n, "%s-%lld-%d", host, (long long)ts.tv_sec, (int)getpid());
+		snprintf(out, n, "%s-%d", host, (int)getppid());
 	}
 	for (char *p = out; *p; p++) /* it names a directory */
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '-' || *p == '_'))
 			*p = '_';
-}
-
-static void exchange_nodes(void)
-{
-	int n = nl_world_size;
-	char(*all)[NL_NAME_MAX] = calloc((size_t)n, NL_NAME_MAX);
-	nl_agent.node_names = calloc((size_t)n, NL_NAME_MAX);
-	nl_agent.peer_node = calloc((size_t)n, sizeof(int));
-	if (!all || !nl_agent.node_names || !nl_agent.peer_node) {
-		fprintf(stderr, "netloom: out of memory\n");
-		abort();
-	}
-	PMPI_Allgather(nl_agent.node, NL_NAME_MAX, MPI_CHAR, all, NL_NAME_MAX, MPI_CHAR, MPI_COMM_WORLD);
-	for (int r = 0; r < n; r++) {
-		all[r][NL_NAME_MAX - 1] = 0;
-		int k;
-		for (k = 0; k < nl_agent.nnodes; k++)
-			if (strcmp(nl_agent.node_names[k], all[r]) == 0)
-				break;
-		if (k == nl_agent.nnodes)
-			memcpy(nl_agent.node_names[nl_agent.nnodes++], all[r], NL_NAME_MAX);
-		nl_agent.peer_node[r] = k;
-	}
-	free(all);
 }
 
 static double env_double(const char *name, double def)
@@ -1150,6 +1140,19 @@ static double env_double(const char *name, double def)
 	return end != v && d > 0 ? d : def;
 }
 
+/* The clocks at MPI_Init's entry: a rank's wall time starts there, as its
+ * MPI time does (MPI_Init's own time is part of both). */
+static uint64_t init_mono_ns;
+static int64_t init_unix_ns;
+
+void nl_init_begin(void)
+{
+	if (init_mono_ns)
+		return;
+	init_mono_ns = nl_mono_ns();
+	init_unix_ns = nl_unix_ns();
+}
+
 void nl_start_agent(void)
 {
 	if (nl_agent.started)
@@ -1157,7 +1160,9 @@ void nl_start_agent(void)
 	nl_agent.started = 1;
 	nl_agent.start_mono_ns = nl_mono_ns();
 	nl_agent.start_tsc = nl_ticks();
-	nl_agent.start_unix_ns = nl_unix_ns();
+	nl_init_begin(); /* MPI_Init was not seen (the agent linked after it?) */
+	nl_agent.wall_start_mono_ns = init_mono_ns;
+	nl_agent.start_unix_ns = init_unix_ns;
 
 	int provided = MPI_THREAD_SINGLE;
 	PMPI_Query_thread(&provided);
@@ -1186,12 +1191,7 @@ void nl_start_agent(void)
 	copy_env(nl_agent.node, sizeof nl_agent.node, "NETLOOM_NODE", "SLURMD_NODENAME");
 	if (!*nl_agent.node)
 		memcpy(nl_agent.node, nl_agent.host, sizeof nl_agent.node);
-	exchange_nodes();
-
-	if (nl_world_rank_self == 0)
-		job_id(nl_agent.job_id, sizeof nl_agent.job_id);
-	PMPI_Bcast(nl_agent.job_id, sizeof nl_agent.job_id, MPI_CHAR, 0, MPI_COMM_WORLD);
-	nl_agent.job_id[sizeof nl_agent.job_id - 1] = 0;
+	job_id(nl_agent.job_id, sizeof nl_agent.job_id);
 
 	library_version();
 	char exe[256];
@@ -1240,6 +1240,7 @@ void nl_stop_agent(void)
 int MPI_Init(int *argc, char ***argv)
 {
 	const uint64_t t0 = nl_ticks();
+	nl_init_begin();
 	int rc = PMPI_Init(argc, argv);
 	if (rc == MPI_SUCCESS)
 		nl_start_agent();
@@ -1250,6 +1251,7 @@ int MPI_Init(int *argc, char ***argv)
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
 	const uint64_t t0 = nl_ticks();
+	nl_init_begin();
 	int rc = PMPI_Init_thread(argc, argv, required, provided);
 	if (rc == MPI_SUCCESS)
 		nl_start_agent();

@@ -21,6 +21,7 @@ void mpi_init_f08_(MPI_Fint *ierr)
 	f08_init_t real = (f08_init_t)nl_fsym((void **)&real_init, "mpi_init_f08_");
 	MPI_Fint rc = MPI_SUCCESS;
 	const uint64_t t0 = nl_ticks();
+	nl_init_begin();
 	real(&rc);
 	if (rc == MPI_SUCCESS)
 		nl_start_agent();
@@ -34,6 +35,7 @@ void mpi_init_thread_f08_(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr
 	f08_init_thread_t real = (f08_init_thread_t)nl_fsym((void **)&real_init_thread, "mpi_init_thread_f08_");
 	MPI_Fint rc = MPI_SUCCESS;
 	const uint64_t t0 = nl_ticks();
+	nl_init_begin();
 	real(required, provided, &rc);
 	if (rc == MPI_SUCCESS)
 		nl_start_agent();

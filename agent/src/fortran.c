@@ -17,6 +17,7 @@ void mpi_init_(MPI_Fint *ierr)
 {
 	f_init_t real = (f_init_t)nl_fsym((void **)&real_init, "pmpi_init_");
 	const uint64_t t0 = nl_ticks();
+	nl_init_begin();
 	real(ierr);
 	if (*ierr == MPI_SUCCESS)
 		nl_start_agent();
@@ -27,6 +28,7 @@ void mpi_init_thread_(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)
 {
 	f_init_thread_t real = (f_init_thread_t)nl_fsym((void **)&real_init_thread, "pmpi_init_thread_");
 	const uint64_t t0 = nl_ticks();
+	nl_init_begin();
 	real(required, provided, ierr);
 	if (*ierr == MPI_SUCCESS)
 		nl_start_agent();

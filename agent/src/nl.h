@@ -55,6 +55,7 @@ struct nl_tcache {
 /* hidden: the wrappers reach them PC-relative, not through the GOT */
 #pragma GCC visibility push(hidden)
 extern const char *const nl_fn_names[NL_NFUNCS];
+extern const unsigned char nl_fn_blocks[NL_NFUNCS]; /* timed at every call */
 extern struct nl_fn nl_fns[NL_NFUNCS];
 extern struct nl_tcache nl_tcache[NL_TCACHE];
 extern struct nl_peer *nl_peers; /* world_size entries, NULL before MPI_Init */
@@ -371,6 +372,7 @@ void *nl_fsym(void **cache, const char *name);
 const void *nl_fbuf(const void *fortran_buf);
 
 /* lifecycle (core.c) and reporting (report.c) */
+void nl_init_begin(void); /* at MPI_Init's entry: wall time starts there */
 void nl_start_agent(void);
 void nl_stop_agent(void);
 void nl_pcontrol(int level);

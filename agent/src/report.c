@@ -28,7 +28,6 @@ static size_t dgram_limit = DGRAM_LIMIT;
 typedef Netloom__Agent__V1__Datagram Datagram;
 typedef Netloom__Agent__V1__Traffic Traffic;
 typedef Netloom__Agent__V1__Process Process;
-typedef Netloom__Agent__V1__NodeTraffic NodeTraffic;
 typedef Netloom__Agent__V1__PeerTraffic PeerTraffic;
 typedef Netloom__Agent__V1__FunctionStat FunctionStat;
 typedef Netloom__Agent__V1__Region Region;
@@ -90,16 +89,12 @@ static void read_proc(Process *p)
 struct snapshot {
 	Datagram head;
 	Process proc;
-	Traffic intra, inter;
-	size_t nfns, nregions, nnodes, npeers;
+	size_t nfns, nregions, npeers;
 	FunctionStat *fns;
 	FunctionStat **fnp;
 	Region *regions;
 	Region **regionp;
 	Traffic *rtraffic; /* 3 per region */
-	NodeTraffic *nodes;
-	NodeTraffic **nodep;
-	Traffic *ntraffic; /* 3 per node */
 	PeerTraffic *peers;
 	PeerTraffic **peerp;
 	Traffic *ptraffic; /* 6 per peer */
@@ -137,9 +132,6 @@ static void snapshot_free(struct snapshot *s)
 	free(s->regions);
 	free(s->regionp);
 	free(s->rtraffic);
-	free(s->nodes);
-	free(s->nodep);
-	free(s->ntraffic);
 	free(s->peers);
 	free(s->peerp);
 	free(s->ptraffic);
@@ -148,11 +140,16 @@ static void snapshot_free(struct snapshot *s)
 }
 
 /* take builds a snapshot of the counters; with all_peers, every peer with
- * traffic is included whatever the job size. */
+ * traffic is included however many there are.
+ *
+ * A rank knows its own node only (learning the others' would take MPI
+ * traffic the application never asked for), so it sends peer rows, not
+ * destination-node rows: the daemon turns them into node rows with the node
+ * every rank reports of itself. */
 static int take(struct snapshot *s, int final, int all_peers)
 {
 	memset(s, 0, sizeof *s);
-	int n = nl_world_size, nn = nl_agent.nnodes;
+	int n = nl_world_size;
 	double npt = nl_ns_per_tick();
 
 	/* per-peer counters, read once */
@@ -164,21 +161,16 @@ static int take(struct snapshot *s, int final, int all_peers)
 	s->regions = calloc(NL_MAX_REGIONS, sizeof *s->regions);
 	s->regionp = calloc(NL_MAX_REGIONS, sizeof *s->regionp);
 	s->rtraffic = calloc(NL_MAX_REGIONS * 3, sizeof(Traffic));
-	s->nodes = calloc((size_t)nn, sizeof *s->nodes);
-	s->nodep = calloc((size_t)nn, sizeof *s->nodep);
-	s->ntraffic = calloc((size_t)nn * 3, sizeof(Traffic));
 	s->peers = calloc((size_t)n, sizeof *s->peers);
 	s->peerp = calloc((size_t)n, sizeof *s->peerp);
 	s->ptraffic = calloc((size_t)n * 6, sizeof(Traffic));
 	s->hist = calloc((size_t)n * NL_NBINS, sizeof(uint64_t));
-	uint64_t *nodesum = calloc((size_t)nn * 2 * NL_NCLASS, sizeof(uint64_t));
 	struct nl_region *regs = calloc(NL_MAX_REGIONS, sizeof *regs);
 	if (!pb || !tot || !order || !s->fns || !s->fnp || !s->regions || !s->regionp || !s->rtraffic ||
-	    !s->nodes || !s->nodep || !s->ntraffic || !s->peers || !s->peerp || !s->ptraffic || !s->hist || !nodesum || !regs) {
+	    !s->peers || !s->peerp || !s->ptraffic || !s->hist || !regs) {
 		free(pb);
 		free(tot);
 		free(order);
-		free(nodesum);
 		free(regs);
 		snapshot_free(s);
 		return -1;
@@ -196,21 +188,17 @@ static int take(struct snapshot *s, int final, int all_peers)
 	d->start_unix_ns = nl_agent.start_unix_ns;
 	d->interval_ns = (uint64_t)(nl_agent.interval_s * 1e9);
 
-	uint64_t intra[2] = {0, 0}, inter[2] = {0, 0};
-	int self_node = nl_agent.peer_node[nl_world_rank_self];
+	int active = 0; /* peers with traffic */
 	for (int i = 0; i < n; i++) {
 		uint64_t *row = &pb[(size_t)i * 2 * NL_NCLASS];
+		uint64_t msgs = 0;
 		for (int c = 0; c < NL_NCLASS; c++) {
 			row[c] = ld(&nl_peers[i].bytes[c]);
 			row[NL_NCLASS + c] = ld(&nl_peers[i].msgs[c]);
 			tot[i] += row[c];
-			uint64_t *ns = &nodesum[(size_t)nl_agent.peer_node[i] * 2 * NL_NCLASS];
-			ns[c] += row[c];
-			ns[NL_NCLASS + c] += row[NL_NCLASS + c];
-			uint64_t *side = nl_agent.peer_node[i] == self_node ? intra : inter;
-			side[0] += row[c];
-			side[1] += row[NL_NCLASS + c];
+			msgs += row[NL_NCLASS + c];
 		}
+		active += tot[i] || msgs;
 		order[i] = i;
 	}
 
@@ -224,11 +212,9 @@ static int take(struct snapshot *s, int final, int all_peers)
 	p->program = nl_agent.program;
 	p->user = nl_agent.user;
 	read_proc(p);
-	p->wall_seconds = (double)(nl_mono_ns() - nl_agent.start_mono_ns) / 1e9;
+	p->wall_seconds = (double)(nl_mono_ns() - nl_agent.wall_start_mono_ns) / 1e9;
 	p->mpiio_read_bytes = ld(&nl_io_bytes[0]);
 	p->mpiio_write_bytes = ld(&nl_io_bytes[1]);
-	p->intra_node = traffic(&s->intra, intra[0], intra[1]);
-	p->inter_node = traffic(&s->inter, inter[0], inter[1]);
 	p->datagrams_dropped = nl_agent.datagrams_dropped;
 	d->process = p;
 
@@ -281,23 +267,10 @@ static int take(struct snapshot *s, int final, int all_peers)
 	d->n_regions = s->nregions;
 	d->regions = s->regionp;
 
-	/* nodes: all of them, always */
-	for (int k = 0; k < nn; k++) {
-		NodeTraffic *t = &s->nodes[k];
-		uint64_t *ns = &nodesum[(size_t)k * 2 * NL_NCLASS];
-		netloom__agent__v1__node_traffic__init(t);
-		t->node = nl_agent.node_names[k];
-		t->p2p = traffic(&s->ntraffic[3 * k], ns[NL_P2P], ns[NL_NCLASS + NL_P2P]);
-		t->coll = traffic(&s->ntraffic[3 * k + 1], ns[NL_COLL], ns[NL_NCLASS + NL_COLL]);
-		t->rma = traffic(&s->ntraffic[3 * k + 2], ns[NL_RMA], ns[NL_NCLASS + NL_RMA]);
-		s->nodep[s->nnodes++] = t;
-	}
-	d->n_nodes = s->nnodes;
-	d->nodes = s->nodep;
-
-	/* peers: all for small jobs, else the top K by bytes */
+	/* peers: every one with traffic when they are few enough, else the top
+	 * K by bytes (then the daemon cannot tell the traffic to each node) */
 	int limit = n;
-	if (!all_peers && n > nl_agent.peer_limit) {
+	if (!all_peers && active > nl_agent.peer_limit) {
 		sort_bytes = tot;
 		qsort(order, (size_t)n, sizeof(int), by_bytes_desc);
 		limit = nl_agent.top_peers < n ? nl_agent.top_peers : n;
@@ -347,7 +320,6 @@ static int take(struct snapshot *s, int final, int all_peers)
 	free(pb);
 	free(tot);
 	free(order);
-	free(nodesum);
 	/* region names live in regs; copy them into the snapshot's own storage */
 	for (size_t i = 0; i < s->nregions; i++)
 		s->regions[i].name = strdup(regs[i].name);
@@ -478,13 +450,13 @@ static void send_snapshot(struct snapshot *s)
 		d->credential.len = cred_len;
 		limit -= NL_AUTH_OVERHEAD;
 	}
-	/* plan: chunk 0 carries process, functions, regions; nodes then peers fill chunks */
-	size_t nitems = s->nnodes + s->npeers;
+	/* plan: chunk 0 carries process, functions, regions; peers fill chunks */
+	size_t nitems = s->npeers;
 	size_t *cut = calloc(nitems + 2, sizeof(size_t)); /* item index where each chunk starts */
 	if (!cut)
 		return;
 	Datagram base = *d;
-	base.n_nodes = base.n_peers = 0;
+	base.n_peers = 0;
 	base.chunk = base.chunks = 0xffffffffu; /* room for the largest values */
 	base.peers_truncated = 1;
 	size_t head0 = netloom__agent__v1__datagram__get_packed_size(&base);
@@ -494,9 +466,8 @@ static void send_snapshot(struct snapshot *s)
 	size_t nchunks = 1, cur = head0;
 	cut[0] = 0;
 	for (size_t i = 0; i < nitems; i++) {
-		size_t sz = i < s->nnodes ? field_size(netloom__agent__v1__node_traffic__get_packed_size(s->nodep[i]))
-		                          : field_size(netloom__agent__v1__peer_traffic__get_packed_size(s->peerp[i - s->nnodes]));
-		if (cur + sz > limit && cur > (nchunks == 1 ? head0 : headn)) {
+		size_t sz = field_size(netloom__agent__v1__peer_traffic__get_packed_size(s->peerp[i]));
+		if (cur + sz > limit && (nchunks == 1 || cur > headn)) { /* chunk 0 carries the process: never empty */
 			cut[nchunks++] = i;
 			cur = headn;
 		}
@@ -512,13 +483,8 @@ static void send_snapshot(struct snapshot *s)
 			k.process = NULL;
 			k.n_functions = k.n_regions = 0;
 		}
-		size_t a = cut[c], b = cut[c + 1];
-		size_t na = a < s->nnodes ? a : s->nnodes, nb = b < s->nnodes ? b : s->nnodes;
-		k.nodes = s->nodep + na;
-		k.n_nodes = nb - na;
-		size_t pa = a > s->nnodes ? a - s->nnodes : 0, pbk = b > s->nnodes ? b - s->nnodes : 0;
-		k.peers = s->peerp + pa;
-		k.n_peers = pbk - pa;
+		k.peers = s->peerp + cut[c];
+		k.n_peers = cut[c + 1] - cut[c];
 		size_t len = netloom__agent__v1__datagram__get_packed_size(&k);
 		if (len + (sign ? NL_AUTH_OVERHEAD : 0) > DGRAM_MAX || !have) {
 			nl_agent.datagrams_dropped += have;
@@ -606,8 +572,19 @@ static void *helper(void *arg)
 	(void)arg;
 	/* credentials from the start, off the application's thread (resolve
 	 * may ask DNS) */
-	if (resolve() == 0)
+	if (resolve() == 0) {
 		nl_auth_start();
+		/* A first report at once, before the phase below: it tells the
+		 * daemon this rank's node, which it needs to place the other
+		 * ranks' traffic to this one (a rank knows no other's node), even
+		 * in a job that ends before this rank's first phase. */
+		nl_auth_wait_first(500);
+		struct snapshot s;
+		if (take(&s, 0, 0) == 0) {
+			send_snapshot(&s);
+			take_free(&s);
+		}
+	}
 	pthread_mutex_lock(&nl_agent.lock);
 	struct timespec next;
 	clock_gettime(CLOCK_MONOTONIC, &next);

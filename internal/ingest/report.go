@@ -71,13 +71,34 @@ func ReadProfile(dir string) (*store.Job, []error, error) {
 	tr := NewTracker(Options{Limits: lim, MaxPendingBytes: 1 << 40, JobTimeout: 1 << 62, Linger: 1 << 62}, nil)
 	var warnings []error
 	var latest time.Time
-	for _, f := range files {
-		n, err := readProfileFile(f, lim, tr, &latest)
+	// Every file is read before any is added: each rank's node must be
+	// known when the other ranks' traffic to it is placed (KnowNode).
+	recs := make([][]profileRecord, len(files))
+	for i, f := range files {
+		var err error
+		recs[i], err = readProfileFile(f, lim)
 		if err != nil {
 			warnings = append(warnings, err)
 		}
-		if n == 0 && err == nil {
+		if len(recs[i]) == 0 && err == nil {
 			warnings = append(warnings, fmt.Errorf("%s: no records", f))
+		}
+		for _, r := range recs[i] {
+			if r.d.Process != nil {
+				tr.KnowNode(r.d.JobId, int(r.d.Rank), r.d.Process.Node)
+			}
+		}
+	}
+	for i, f := range files {
+		for _, r := range recs[i] {
+			now := time.Unix(0, r.d.TimeUnixNs)
+			if now.After(latest) {
+				latest = now
+			}
+			if err := tr.Add(r.d, r.size, now); err != nil {
+				warnings = append(warnings, fmt.Errorf("%s record %d: %w", f, r.n, err))
+				break
+			}
 		}
 	}
 	tr.Flush()
@@ -113,36 +134,35 @@ func ReadProfile(dir string) (*store.Job, []error, error) {
 	panic("unreachable")
 }
 
-func readProfileFile(path string, lim Limits, tr *Tracker, latest *time.Time) (int, error) {
+// profileRecord is one valid record of a profile file: the n-th.
+type profileRecord struct {
+	d       *Datagram
+	size, n int
+}
+
+// readProfileFile reads a profile file's records up to the first bad one.
+func readProfileFile(path string, lim Limits) ([]profileRecord, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 1<<20)
-	n := 0
-	for {
+	var recs []profileRecord
+	for n := 1; ; n++ {
 		m := new(agentpb.Datagram)
 		err := protodelim.UnmarshalOptions{MaxSize: maxProfileRecord}.UnmarshalFrom(r, m)
 		if errors.Is(err, io.EOF) {
-			return n, nil
+			return recs, nil
 		}
 		if err != nil {
-			return n, fmt.Errorf("%s record %d: %w", path, n+1, err)
+			return recs, fmt.Errorf("%s record %d: %w", path, n, err)
 		}
-		n++
-		size := proto.Size(m)
 		d := FromProto(m)
 		if err := Validate(d, lim); err != nil {
-			return n, fmt.Errorf("%s record %d: %w", path, n, err)
+			return recs, fmt.Errorf("%s record %d: %w", path, n, err)
 		}
-		now := time.Unix(0, d.TimeUnixNs)
-		if now.After(*latest) {
-			*latest = now
-		}
-		if err := tr.Add(d, size, now); err != nil {
-			return n, fmt.Errorf("%s record %d: %w", path, n, err)
-		}
+		recs = append(recs, profileRecord{d: d, size: proto.Size(m), n: n})
 	}
 }
 

@@ -121,6 +121,12 @@ type Tracker struct {
 	// the trackers of all aggregators
 	running, finished int
 	order             []rowRef // scratch: a snapshot's node rows by table index
+	// nodeSums is scratch for nodesFromPeers: a snapshot's traffic per
+	// destination node, in the order the nodes came.
+	nodeSums []nodeSum
+	// hints are ranks' nodes known before their snapshots are added
+	// (KnowNode: an offline profile's files are read in rank order).
+	hints map[rankKey]string
 	// whole assembles each snapshot that comes in one datagram.
 	whole    pending
 	wholeGot [1]uint64
@@ -595,6 +601,9 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 	if p.hasDup {
 		t.m.drop(ReasonPeer, int(p.n)-1) // Add counts the last one
 		return reject(ReasonPeer, "job %s rank %d snapshot %d: peer %d twice", j.id, np.Rank, np.Seq, p.dupPeer)
+	}
+	if p.rows.n == 0 && np.Peers.Len() > 0 && !np.PeersTruncated {
+		t.nodesFromPeers(j, np, &p.rows)
 	}
 	// A hostile agent could invent node names forever: past a bound the
 	// job starts a new table (rows packed earlier keep theirs).
@@ -1227,4 +1236,68 @@ func (j *jobState) anyRank() bool {
 		}
 	}
 	return false
+}
+
+type nodeSum struct {
+	node string
+	c    store.Classes
+}
+
+// KnowNode tells the tracker the node of a job's rank before that rank's
+// snapshots are added, so that other ranks' traffic to it can be placed on
+// its node (nodesFromPeers) whatever order snapshots come in.
+func (t *Tracker) KnowNode(job string, rank int, node string) {
+	if t.hints == nil {
+		t.hints = map[rankKey]string{}
+	}
+	t.hints[rankKey{job, rank}] = node
+}
+
+// nodeOf is the node of rank in job j ("" while unknown): the one its
+// current snapshot reports, else a hint.
+func (t *Tracker) nodeOf(j *jobState, rank int) string {
+	if r := j.ranks[rank]; r != nil && r.has {
+		return r.cur.Node
+	}
+	return t.hints[rankKey{j.id, rank}]
+}
+
+// nodesFromPeers makes a snapshot's destination-node rows, and its intra-
+// and inter-node totals, from its peer rows and the node each peer rank
+// reports of itself. Agents send peer rows only: a rank learning the other
+// ranks' nodes would take MPI traffic the application never asked for. A
+// peer whose node is not known yet (every rank reports once at its start, so
+// this is rare) is left out for now; counters are cumulative, so its traffic
+// shows in the rank's next snapshot.
+func (t *Tracker) nodesFromPeers(j *jobState, np *store.Process, rows *nodeRows) {
+	sums := t.nodeSums[:0]
+	var intra, inter store.Traffic
+	for peer, c := range np.Peers.Traffic() {
+		node := np.Node
+		if peer != np.Rank {
+			node = t.nodeOf(j, peer)
+		}
+		if node == "" {
+			continue
+		}
+		k := slices.IndexFunc(sums, func(s nodeSum) bool { return s.node == node })
+		if k < 0 {
+			k = len(sums)
+			sums = append(sums, nodeSum{node: node})
+		}
+		sums[k].c = sums[k].c.Add(c)
+		sum := c.P2P.Add(c.Coll).Add(c.RMA)
+		if node == np.Node {
+			intra = intra.Add(sum)
+		} else {
+			inter = inter.Add(sum)
+		}
+	}
+	for i := range sums {
+		rows.add([]byte(sums[i].node), &sums[i].c)
+	}
+	if np.IntraNode == (store.Traffic{}) && np.InterNode == (store.Traffic{}) {
+		np.IntraNode, np.InterNode = intra, inter
+	}
+	t.nodeSums = sums[:0]
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/netloom/netloom/internal/ingest/agentpb"
+	"github.com/netloom/netloom/internal/store"
 )
 
 // expectF08 is what rank r of n reports for patterns_f08.f90: the traffic of
@@ -45,8 +46,8 @@ func expectF08(n, r int) expectation {
 
 func TestAgentFortranF08(t *testing.T) {
 	profileEachMPI(t, "testdata/mpi/patterns_f08.f90", "patterns_f08 done on 4 ranks", nil,
-		func(t *testing.T, m mpiImpl, ds []*agentpb.Datagram) {
-			checkProfilesAgainst(t, m, ds, false, expectF08)
+		func(t *testing.T, m mpiImpl, ds []*agentpb.Datagram, job *store.Job) {
+			checkProfilesAgainst(t, m, ds, job, false, expectF08)
 		})
 }
 

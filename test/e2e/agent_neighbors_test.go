@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/netloom/netloom/internal/ingest/agentpb"
+	"github.com/netloom/netloom/internal/store"
 )
 
 // expectNeighbors is what rank r of n reports for neighbors.c (agent/README.md,
@@ -64,7 +65,7 @@ func expectNeighbors(n, r int) expectation {
 
 func TestAgentNeighbors(t *testing.T) {
 	profileEachMPI(t, "testdata/mpi/neighbors.c", "neighbors done on 4 ranks", nil,
-		func(t *testing.T, m mpiImpl, ds []*agentpb.Datagram) {
-			checkProfilesAgainst(t, m, ds, false, expectNeighbors)
+		func(t *testing.T, m mpiImpl, ds []*agentpb.Datagram, job *store.Job) {
+			checkProfilesAgainst(t, m, ds, job, false, expectNeighbors)
 		})
 }

@@ -28,7 +28,9 @@ import (
 	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/netloom/netloom/internal/ingest"
 	"github.com/netloom/netloom/internal/ingest/agentpb"
+	"github.com/netloom/netloom/internal/store"
 )
 
 const (
@@ -193,6 +195,20 @@ func readProfiles(t *testing.T, dir string, np int) []*agentpb.Datagram {
 	return out
 }
 
+// joinProfiles joins DIR/<job>/rank-*.pb into one job as `netloom report`
+// does.
+func joinProfiles(t *testing.T, dir string) *store.Job {
+	t.Helper()
+	j, warnings, err := ingest.ReadProfile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range warnings {
+		t.Errorf("reading %s: %v", dir, w)
+	}
+	return j
+}
+
 // traffic is bytes and messages of one class to one peer.
 type traffic struct{ bytes, msgs uint64 }
 
@@ -325,19 +341,29 @@ func tr(t *agentpb.Traffic) traffic {
 func nodeOf(r int) string { return fmt.Sprintf("node%d", r/agentPPN) }
 
 // checkProfiles compares the rank profiles of patterns.c/.f90 with the expectations.
-func checkProfiles(t *testing.T, m mpiImpl, ds []*agentpb.Datagram, full, io bool) {
+func checkProfiles(t *testing.T, m mpiImpl, ds []*agentpb.Datagram, job *store.Job, full, io bool) {
 	t.Helper()
-	checkProfilesAgainst(t, m, ds, full, func(n, r int) expectation { return expectPatterns(n, r, full, io) })
+	checkProfilesAgainst(t, m, ds, job, full, func(n, r int) expectation { return expectPatterns(n, r, full, io) })
 }
 
 // checkProfilesAgainst compares the rank profiles with what expect says rank
-// r of n must report: per peer and per node traffic by class, histograms,
-// function calls and bytes, the pcontrol-1 region when the ring ran, and with
-// full the C program's halo region.
-func checkProfilesAgainst(t *testing.T, m mpiImpl, ds []*agentpb.Datagram, full bool, expect func(n, r int) expectation) {
+// r of n must report: per peer traffic by class, histograms, function calls
+// and bytes, the pcontrol-1 region when the ring ran, and with full the C
+// program's halo region; and the per-node traffic of each rank in job, the
+// profiles joined as `netloom report` joins them (the agent knows no other
+// rank's node: the join places each peer's traffic on the node that peer
+// reported).
+func checkProfilesAgainst(t *testing.T, m mpiImpl, ds []*agentpb.Datagram, job *store.Job, full bool, expect func(n, r int) expectation) {
 	t.Helper()
 	n := len(ds)
+	if len(job.Processes) != n {
+		t.Fatalf("the joined job has %d processes, want %d", len(job.Processes), n)
+	}
 	for r, d := range ds {
+		jp := &job.Processes[r]
+		if len(d.Nodes) != 0 || d.GetProcess().GetIntraNode() != nil || d.GetProcess().GetInterNode() != nil {
+			t.Errorf("rank %d: the agent sent node rows or intra/inter-node totals, which it cannot know", r)
+		}
 		e := expect(n, r)
 		if d.Version != 1 || !d.Final || d.Chunk != 0 || d.Chunks != 1 || int(d.WorldSize) != n || d.PeersTruncated {
 			t.Errorf("rank %d: header version=%d final=%v chunk=%d/%d world=%d truncated=%v", r, d.Version, d.Final, d.Chunk, d.Chunks, d.WorldSize, d.PeersTruncated)
@@ -397,19 +423,19 @@ func checkProfilesAgainst(t *testing.T, m mpiImpl, ds []*agentpb.Datagram, full 
 				t.Errorf("%s rank %d -> %d histogram %v, want %v", m.name, r, q, got, wantHist)
 			}
 		}
-		if got := tr(p.GetIntraNode()); got != intra {
+		if got := (traffic{jp.IntraNode.Bytes, jp.IntraNode.Msgs}); got != intra {
 			t.Errorf("rank %d: intra-node %+v, want %+v", r, got, intra)
 		}
-		if got := tr(p.GetInterNode()); got != inter {
+		if got := (traffic{jp.InterNode.Bytes, jp.InterNode.Msgs}); got != inter {
 			t.Errorf("rank %d: inter-node %+v, want %+v", r, got, inter)
 		}
-		if len(d.Nodes) != n/agentPPN {
-			t.Errorf("rank %d: %d nodes, want %d", r, len(d.Nodes), n/agentPPN)
+		if jp.ToNodes.Len() != n/agentPPN {
+			t.Errorf("rank %d: %d nodes, want %d", r, jp.ToNodes.Len(), n/agentPPN)
 		}
-		for _, nt := range d.Nodes {
+		for nt := range jp.ToNodes.All() {
 			want := nodes[nt.Node]
-			got := [3]traffic{tr(nt.P2P), tr(nt.Coll), tr(nt.Rma)}
-			if got != want {
+			st := func(x store.Traffic) traffic { return traffic{x.Bytes, x.Msgs} }
+			if got := [3]traffic{st(nt.P2P), st(nt.Coll), st(nt.RMA)}; got != want {
 				t.Errorf("rank %d: node %s traffic %+v, want %+v", r, nt.Node, got, want)
 			}
 		}
@@ -455,7 +481,7 @@ func checkProfilesAgainst(t *testing.T, m mpiImpl, ds []*agentpb.Datagram, full 
 // profileEachMPI compiles src under each MPI, runs it on agentRanks ranks
 // under the agent (program arguments args), checks that it printed done
 // ("" for nothing) and hands the ranks' offline profiles to check.
-func profileEachMPI(t *testing.T, src, done string, args []string, check func(t *testing.T, m mpiImpl, ds []*agentpb.Datagram)) {
+func profileEachMPI(t *testing.T, src, done string, args []string, check func(t *testing.T, m mpiImpl, ds []*agentpb.Datagram, job *store.Job)) {
 	buildAgent(t)
 	for _, m := range impls(t) {
 		t.Run(m.name, func(t *testing.T) {
@@ -466,19 +492,23 @@ func profileEachMPI(t *testing.T, src, done string, args []string, check func(t 
 			if done != "" && !strings.Contains(stdout, done) {
 				t.Fatalf("program output: %s", stdout)
 			}
-			check(t, m, readProfiles(t, out, agentRanks))
+			check(t, m, readProfiles(t, out, agentRanks), joinProfiles(t, out))
 		})
 	}
 }
 
 func TestAgentPatternsC(t *testing.T) {
 	profileEachMPI(t, "testdata/mpi/patterns.c", "patterns done on 4 ranks", []string{filepath.Join(t.TempDir(), "io.dat")},
-		func(t *testing.T, m mpiImpl, ds []*agentpb.Datagram) { checkProfiles(t, m, ds, true, true) })
+		func(t *testing.T, m mpiImpl, ds []*agentpb.Datagram, job *store.Job) {
+			checkProfiles(t, m, ds, job, true, true)
+		})
 }
 
 func TestAgentPatternsFortran(t *testing.T) {
 	profileEachMPI(t, "testdata/mpi/patterns.f90", "", nil,
-		func(t *testing.T, m mpiImpl, ds []*agentpb.Datagram) { checkProfiles(t, m, ds, false, false) })
+		func(t *testing.T, m mpiImpl, ds []*agentpb.Datagram, job *store.Job) {
+			checkProfiles(t, m, ds, job, false, false)
+		})
 }
 
 // monLine is an "E src dst N bytes M msgs sent" line of Open MPI's monitoring output.
@@ -690,7 +720,9 @@ func TestAgentUDP(t *testing.T) {
 				}
 				// A live snapshot may be taken before a rank met all its
 				// peers (a loaded machine delays the job); the final one not.
-				if nodes != agentRanks/agentPPN || (ds[0].Final && len(peers) < 2) || len(peers) < 1 {
+				// The start report (seq 0) may come before any traffic. No
+				// node rows: the agent knows no other rank's node.
+				if nodes != 0 || (ds[0].Final && len(peers) < 2) || (k.seq > 0 && len(peers) < 1) {
 					t.Errorf("rank %d seq %d: %d nodes, %d peers over the chunks", k.rank, k.seq, nodes, len(peers))
 				}
 				if ds[0].Final {
@@ -711,9 +743,11 @@ func TestAgentUDP(t *testing.T) {
 	}
 }
 
-// TestAgentReportPhase: the ranks of a job spread their live reports over
-// the interval, rank r of n first reporting (r + 1/2) / n of an interval
-// after MPI_Init, then every interval, instead of all at once.
+// TestAgentReportPhase: each rank reports once at its start (the daemon
+// learns every rank's node before it places traffic to it), then the ranks
+// of a job spread their live reports over the interval, rank r of n
+// reporting (r + 1/2) / n of an interval after MPI_Init, then every
+// interval, instead of all at once.
 func TestAgentReportPhase(t *testing.T) {
 	buildAgent(t)
 	m := impls(t)[0]
@@ -727,6 +761,12 @@ func TestAgentReportPhase(t *testing.T) {
 			continue
 		}
 		at := time.Duration(d.TimeUnixNs - d.StartUnixNs)
+		if d.Seq == 0 { // the start report: at once (after at most 0.5 s for a MUNGE credential)
+			if at > time.Second || d.GetProcess().GetNode() != nodeOf(int(d.Rank)) {
+				t.Errorf("rank %d: start report %v after MPI_Init, node %q", d.Rank, at, d.GetProcess().GetNode())
+			}
+			continue
+		}
 		reports[d.Rank] = append(reports[d.Rank], at)
 		if f, ok := first[d.Rank]; !ok || at < f {
 			first[d.Rank] = at
@@ -782,9 +822,10 @@ func TestAgentDaemonAbsent(t *testing.T) {
 	}
 }
 
-// TestAgentTopPeers runs a job larger than NETLOOM_PEER_LIMIT: the live
-// reports carry only the top NETLOOM_TOP_PEERS peers, marked truncated, and
-// still every node; the offline profile keeps every peer.
+// TestAgentTopPeers runs a job whose ranks have traffic with more peers than
+// NETLOOM_PEER_LIMIT: the live reports carry only the top NETLOOM_TOP_PEERS
+// peers, marked truncated (and no node rows: the agent knows no other
+// rank's node); the offline profile keeps every peer.
 func TestAgentTopPeers(t *testing.T) {
 	buildAgent(t)
 	m := impls(t)[0]
@@ -798,7 +839,7 @@ func TestAgentTopPeers(t *testing.T) {
 		}
 		finals++
 		right := (d.Rank + 1) % agentRanks // the ring's bytes make it the top peer
-		if !d.PeersTruncated || len(d.Peers) != 1 || d.Peers[0].Peer != right || len(d.Nodes) != agentRanks/agentPPN {
+		if !d.PeersTruncated || len(d.Peers) != 1 || d.Peers[0].Peer != right || len(d.Nodes) != 0 {
 			t.Errorf("rank %d: truncated=%v peers=%v nodes=%d", d.Rank, d.PeersTruncated, d.Peers, len(d.Nodes))
 		}
 	}
