@@ -177,7 +177,18 @@ type Report struct {
 	NodeMatrix map[string]map[string]map[string]any `json:"node_matrix"`
 	Histogram  *Histogram                           `json:"histogram"`
 	Regions    []RegionTotal                        `json:"regions"`
-	Warnings   []string                             `json:"warnings,omitempty"`
+	// Startup is the time in MPI_Init (and _thread) and MPI_Finalize, all
+	// ranks: part of the MPI and wall times (which both start at
+	// MPI_Init's entry), given apart so that start-up does not swamp the
+	// profile.
+	Startup  Startup  `json:"startup"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Startup is the seconds all ranks spent starting and stopping MPI.
+type Startup struct {
+	InitSeconds     float64 `json:"mpi_init_seconds"`
+	FinalizeSeconds float64 `json:"mpi_finalize_seconds"`
 }
 
 // BuildReport assembles the report of a job.
@@ -187,6 +198,14 @@ func BuildReport(j *store.Job, warnings []error) (*Report, error) {
 		Histogram: BuildHistogram(j, -1), Regions: BuildRegions(j)}
 	for i := range j.Processes {
 		r.Processes[i] = ViewProcess(&j.Processes[i])
+	}
+	for _, t := range r.Profile.Totals {
+		switch t.Name {
+		case "MPI_Init", "MPI_Init_thread":
+			r.Startup.InitSeconds += float64(t.TimeNS) / 1e9
+		case "MPI_Finalize":
+			r.Startup.FinalizeSeconds += float64(t.TimeNS) / 1e9
+		}
 	}
 	for _, c := range Classes {
 		r.Matrix[c] = map[string][][]uint64{}
@@ -227,6 +246,14 @@ func WriteText(w io.Writer, r *Report) error {
 	}
 	fmt.Fprintf(bw, "\nWall %.3fs, MPI %.3fs in all ranks (%.1f%% of wall), CPU %.1f%%; sent %s in %d messages (%s inter-node)\n",
 		sumF(r.Profile.Wall), j.MPISeconds, j.MPIPercent, j.CPUPercent, bytesText(j.Total.Bytes), j.Total.Msgs, bytesText(j.InterNode.Bytes))
+	if st := r.Startup; st.InitSeconds+st.FinalizeSeconds > 0 {
+		rest := j.MPISeconds - st.InitSeconds - st.FinalizeSeconds
+		fmt.Fprintf(bw, "Of the MPI time, MPI_Init %.3fs and MPI_Finalize %.3fs; the rest %.3fs", st.InitSeconds, st.FinalizeSeconds, max(rest, 0))
+		if wall := sumF(r.Profile.Wall); wall > 0 {
+			fmt.Fprintf(bw, " (%.1f%% of wall)", 100*max(rest, 0)/wall)
+		}
+		fmt.Fprintln(bw)
+	}
 	for _, wn := range r.Warnings {
 		fmt.Fprintf(bw, "warning: %s\n", wn)
 	}
