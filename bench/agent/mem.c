@@ -9,12 +9,9 @@
 int main(int argc, char **argv)
 {
 	long n = argc > 1 ? atol(argv[1]) : 1024;
-	long nodes = argc > 2 ? atol(argv[2]) : n / 32;
 	struct item { const char *what; long bytes; } it[] = {
 		{"per-peer counters (nl_peer)", n * (long)sizeof(struct nl_peer)},
 		{"per-peer size histograms (p2p peers)", n * NL_NBINS * (long)sizeof(uint64_t)},
-		{"node of each peer", n * (long)sizeof(int)},
-		{"node names", nodes * NL_NAME_MAX},
 		{"function table (one 64 B line per function)", NL_NFUNCS * (long)sizeof(struct nl_fn)},
 		{"datatype size cache", NL_TCACHE * (long)sizeof(struct nl_tcache)},
 		{"communicator/window cache (1024 slots of 32 B)", 1024 * 32L},
@@ -24,7 +21,7 @@ int main(int argc, char **argv)
 		{"Open MPI monitoring pvars (only with MPI_T)", n * (long)(sizeof(struct nl_monitored) + 8)},
 	};
 	long total = 0;
-	printf("agent memory per rank, %ld ranks on %ld nodes, all-to-all:\n", n, nodes);
+	printf("agent memory per rank, %ld ranks, all-to-all (no per-node state: the daemon places peers on nodes):\n", n);
 	for (size_t i = 0; i < sizeof it / sizeof it[0]; i++) {
 		printf("  %-48s %9ld bytes\n", it[i].what, it[i].bytes);
 		total += it[i].bytes;

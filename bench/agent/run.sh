@@ -52,4 +52,4 @@ END {
 	print "(ns, except kernel in us per iteration; ping-pong one-way = 2 MPI calls per rank: added per call is half)"
 }' "$tmp/results"
 mpicc -O2 -I"$root/agent/src" -I"$root/agent/build/ompi" -o "$tmp/mem" "$here/mem.c"
-"$tmp/mem" 1024 32
+"$tmp/mem" 1024

@@ -522,11 +522,7 @@ func monitoringOutput(t *testing.T, dir string, np int) map[string]map[[2]int]tr
 	t.Helper()
 	out := map[string]map[[2]int]traffic{}
 	for r := 0; r < np; r++ {
-		data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("prof.%d.prof", r)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(data), "\n") {
+		for _, line := range monitoringLines(t, dir, r) {
 			f := monLine.FindStringSubmatch(line)
 			if f == nil {
 				continue
@@ -893,15 +889,21 @@ func monitoringFiles(t *testing.T, dir string, np int) []string {
 	t.Helper()
 	out := make([]string, np)
 	for r := range np {
-		data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("prof.%d.prof", r)))
-		if err != nil {
-			t.Fatalf("Open MPI wrote no monitoring file for rank %d: %v", r, err)
-		}
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		lines := monitoringLines(t, dir, r)
 		sort.Strings(lines)
 		out[r] = strings.Join(lines, "\n")
 	}
 	return out
+}
+
+// monitoringLines reads rank r's monitoring output file, prof.<r>.prof.
+func monitoringLines(t *testing.T, dir string, r int) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("prof.%d.prof", r)))
+	if err != nil {
+		t.Fatalf("Open MPI wrote no monitoring file for rank %d: %v", r, err)
+	}
+	return strings.Split(strings.TrimSpace(string(data)), "\n")
 }
 
 // TestAgentLeavesMonitoringAlone runs the patterns with Open MPI's own
