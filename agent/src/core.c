@@ -893,9 +893,14 @@ static int polling;
 
 static void mpit_start(void)
 {
+	/* With the agent's pvar handles, Open MPI writes none of its own
+	 * monitoring files (pml_monitoring_enable_output): reading the pvars
+	 * by default would take the user's output away, so by default they
+	 * are read only when no output was asked for. */
 	const char *e = getenv("NETLOOM_MPIT");
 	const char *mon = getenv("OMPI_MCA_pml_monitoring_enable");
-	int want = e ? atoi(e) != 0 : (mon && atoi(mon) != 0);
+	const char *output = getenv("OMPI_MCA_pml_monitoring_enable_output");
+	int want = e ? atoi(e) != 0 : (mon && atoi(mon) != 0 && !(output && atoi(output) != 0));
 	if (!want)
 		return;
 	int prov;
