@@ -25,6 +25,7 @@ struct nl_port {
 	int agent_perf;
 	int cancel;
 	uint32_t gen;
+	size_t buf_size; /* umad_size() + MAD_SIZE, once a port is open */
 	void *send_buf;
 	void *recv_buf;
 	struct slot slots[NL_MAX_WINDOW];
@@ -59,7 +60,6 @@ static uint32_t get32(const uint8_t *b)
 struct nl_port *nl_open(const char *ca, int port, char *err, int errlen)
 {
 	struct nl_port *p;
-	size_t sz = umad_size() + MAD_SIZE;
 
 	if (umad_init() < 0) {
 		snprintf(err, errlen, "umad_init failed");
@@ -70,16 +70,20 @@ struct nl_port *nl_open(const char *ca, int port, char *err, int errlen)
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	p->send_buf = calloc(1, sz);
-	p->recv_buf = calloc(1, sz);
-	if (!p->send_buf || !p->recv_buf) {
-		snprintf(err, errlen, "out of memory");
-		goto fail;
-	}
 	p->fd = umad_open_port(ca && *ca ? ca : NULL, port);
 	if (p->fd < 0) {
 		snprintf(err, errlen, "umad_open_port(%s, %d): %s", ca && *ca ? ca : "(first)", port,
 			 strerror(-p->fd));
+		goto fail;
+	}
+	/* umad_size() grows (pkey_index) once the first port of the process is
+	 * open, so the buffers are sized after that. */
+	p->buf_size = umad_size() + MAD_SIZE;
+	p->send_buf = calloc(1, p->buf_size);
+	p->recv_buf = calloc(1, p->buf_size);
+	if (!p->send_buf || !p->recv_buf) {
+		snprintf(err, errlen, "out of memory");
+		umad_close_port(p->fd);
 		goto fail;
 	}
 	p->agent_smi = umad_register(p->fd, NL_CLASS_SMI, 1, 0, NULL);
@@ -125,7 +129,7 @@ static int send_query(struct nl_port *p, struct nl_query *q, int idx, int s, int
 	int smi = q->mgmt_class == NL_CLASS_SMI;
 	int rc;
 
-	memset(p->send_buf, 0, umad_size() + MAD_SIZE);
+	memset(p->send_buf, 0, p->buf_size);
 	umad_set_addr(p->send_buf, q->dlid, smi ? 0 : 1, 0, smi ? 0 : QP1_QKEY);
 	mad = umad_get_mad(p->send_buf);
 	p->gen++;
