@@ -3,13 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/netloom/netloom/internal/daemon"
 	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/fabric/ib"
+	"github.com/netloom/netloom/internal/store"
 )
 
 func runFabric(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -22,11 +27,89 @@ func runFabric(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 const sourceHelp = `The fabric is reached like the infiniband-diags tools reach it: through the
 local umad device (so under ibsim, run with the umad2sim LD_PRELOAD and
-IBSIM_SOCKNAME set), or a simulated fabric with --fabric sim:SPEC.`
+IBSIM_SOCKNAME set), or a simulated fabric with --fabric sim:SPEC.
+
+A known topology skips discovery, as the diags' --load-cache does:
+--load-cache FILE reads an ibnetdiscover cache (ibnetdiscover --cache FILE,
+or --cache FILE here), --db DB the topology a netloom daemon stored last.
+--cache FILE discovers and writes the cache for later runs.`
 
 func sourceFlags(fs *flag.FlagSet) (src *string, asJSON *bool) {
 	return fs.String("fabric", daemon.DefaultFabric, "fabric `source`: ib, ib:CA:PORT or sim:SPEC"),
 		fs.Bool("json", false, "print JSON (documented in docs/cli.md)")
+}
+
+// topoFlags say where a command's topology comes from.
+type topoFlags struct {
+	loadCache, cache, db *string
+}
+
+func topologyFlags(fs *flag.FlagSet) topoFlags {
+	return topoFlags{
+		loadCache: fs.String("load-cache", "", "read the topology from an ibnetdiscover cache `file` instead of discovering"),
+		cache:     fs.String("cache", "", "discover, and write the topology to `file` as an ibnetdiscover cache"),
+		db:        fs.String("db", "", "read the topology a netloom daemon stored last in `db` instead of discovering"),
+	}
+}
+
+// check reports conflicting topology flags as a usage error.
+func (tf topoFlags) check(fs *flag.FlagSet, spec string) error {
+	var set []string
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"--load-cache", tf.loadCache}, {"--db", tf.db}, {"--cache", tf.cache}} {
+		if *f.v != "" {
+			set = append(set, f.name)
+		}
+	}
+	if len(set) > 1 {
+		fmt.Fprintf(fs.Output(), "netloom %s: %s: choose one\n", fs.Name(), strings.Join(set, " and "))
+		return errUsage
+	}
+	if *tf.cache != "" && !strings.HasPrefix(spec, "ib") {
+		fmt.Fprintf(fs.Output(), "netloom %s: --cache writes what libibnetdisc discovers; it needs --fabric ib, not %q\n", fs.Name(), spec)
+		return errUsage
+	}
+	return nil
+}
+
+// known returns the topology the flags name without touching the fabric,
+// with what it came from, or nil when the fabric must be discovered.
+func (tf topoFlags) known(ctx context.Context) (t *fabric.Topology, from string, err error) {
+	switch {
+	case *tf.loadCache != "":
+		t, err := ib.LoadCache(*tf.loadCache)
+		return t, "cache " + *tf.loadCache, err
+	case *tf.db != "":
+		t, err := storedTopology(ctx, *tf.db)
+		return t, "db " + *tf.db, err
+	}
+	return nil, "", nil
+}
+
+// storedTopology reads the newest topology a daemon stored in db.
+func storedTopology(ctx context.Context, db string) (*fabric.Topology, error) {
+	path := strings.TrimPrefix(strings.TrimPrefix(db, "sqlite://"), "sqlite:")
+	if !strings.Contains(db, "://") || strings.HasPrefix(db, "sqlite:") {
+		// Opening a store creates it; a mistyped path would give an empty one.
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("db %s: %w", db, err)
+		}
+	}
+	st, err := daemon.OpenStore(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	t, _, err := st.TopologyAt(ctx, time.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("db %s: no fabric topology stored (a daemon writes one once it has discovered the fabric)", db)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("db %s: %w", db, err)
+	}
+	return t, nil
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -35,41 +118,78 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// discoverWith opens a source and discovers the fabric.
-func discoverWith(ctx context.Context, spec string) (fabric.Source, *fabric.Topology, time.Duration, error) {
+// openTopology opens the fabric source and gets the topology the flags
+// name, discovering it when they name none. It returns how long getting
+// the topology took and where it came from.
+func openTopology(ctx context.Context, spec string, tf topoFlags) (fabric.Source, *fabric.Topology, time.Duration, string, error) {
+	start := time.Now()
+	t, from, err := tf.known(ctx)
+	if err != nil {
+		return nil, nil, 0, "", err
+	}
+	took := time.Since(start)
 	src, err := daemon.OpenSource(ctx, spec)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, "", err
 	}
-	start := time.Now()
-	t, err := src.Discover(ctx)
+	if t != nil {
+		return src, t, took, from, nil
+	}
+	start = time.Now()
+	if *tf.cache != "" {
+		ibSrc, ok := src.(*ib.Source)
+		if !ok {
+			src.Close()
+			return nil, nil, 0, "", fmt.Errorf("--cache: fabric %q is no InfiniBand source", spec)
+		}
+		t, err = ibSrc.DiscoverCache(ctx, *tf.cache)
+	} else {
+		t, err = src.Discover(ctx)
+	}
 	if err != nil {
 		src.Close()
-		return nil, nil, 0, fmt.Errorf("discover: %w", err)
+		return nil, nil, 0, "", fmt.Errorf("discover: %w", err)
 	}
-	return src, t, time.Since(start), nil
+	return src, t, time.Since(start), "discovery", nil
 }
 
 func fabricDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("fabric discover", "[--json] [--fabric SOURCE]", `
+	fs := newFlags("fabric discover", "[--json] [--fabric SOURCE] [--load-cache FILE | --db DB | --cache FILE]", `
 Discovers the fabric once and prints every node (GUID, LID, type, ports,
-description) and every link (both ends, width, speed, state).
+description) and every link (both ends, width, speed, state). With
+--load-cache or --db it prints that topology and does not touch the fabric.
 
 `+sourceHelp, stderr)
 	spec, asJSON := sourceFlags(fs)
+	tf := topologyFlags(fs)
 	if err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	src, t, took, err := discoverWith(ctx, *spec)
+	if err := tf.check(fs, *spec); err != nil {
+		return err
+	}
+	start := time.Now()
+	t, from, err := tf.known(ctx)
 	if err != nil {
 		return err
 	}
-	defer src.Close()
+	took := time.Since(start)
+	if t == nil {
+		var src fabric.Source
+		if src, t, took, from, err = openTopology(ctx, *spec, tf); err != nil {
+			return err
+		}
+		src.Close()
+	}
 	if *asJSON {
-		return writeJSON(stdout, map[string]any{"nodes": t.Nodes, "links": t.Links, "seconds": took.Seconds()})
+		return writeJSON(stdout, map[string]any{"nodes": t.Nodes, "links": t.Links, "seconds": took.Seconds(), "from": from})
 	}
 	c := t.Counts()
-	fmt.Fprintf(stdout, "# %d switches, %d channel adapters, %d links; discovered in %.3fs\n", c.Switches, c.CAs, c.Links, took.Seconds())
+	verb := "discovered"
+	if from != "discovery" {
+		verb = "read from " + from
+	}
+	fmt.Fprintf(stdout, "# %d switches, %d channel adapters, %d links; %s in %.3fs\n", c.Switches, c.CAs, c.Links, verb, took.Seconds())
 	for _, n := range t.Nodes {
 		fmt.Fprintf(stdout, "%-6s %s lid %-5d ports %-3d %q\n", n.Type, n.GUID, n.LID, n.Ports, n.Description)
 	}
@@ -80,8 +200,9 @@ description) and every link (both ends, width, speed, state).
 }
 
 func fabricSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("fabric sweep", "[--json] [--counters] [--fabric SOURCE]", `
-Discovers the fabric, then reads the counters of every switch port once
+	fs := newFlags("fabric sweep", "[--json] [--counters] [--ca-ports] [--all-ports] [--fabric SOURCE] [--load-cache FILE | --db DB | --cache FILE]", `
+Gets the topology (discovers the fabric, unless --load-cache or --db names
+it), then reads the counters of every linked switch port once
 (PortCountersExtended where supported, PortCounters for errors and XmitWait)
 and prints how many ports were read, how many failed, and how long the sweep
 took. With --counters, every port's raw values are printed too (data
@@ -89,19 +210,27 @@ counters in bytes).
 
 `+sourceHelp, stderr)
 	spec, asJSON := sourceFlags(fs)
+	tf := topologyFlags(fs)
 	withCounters := fs.Bool("counters", false, "print each port's counters")
 	caPorts := fs.Bool("ca-ports", false, "also read host adapter ports")
+	allPorts := fs.Bool("all-ports", false, "read every port of every switch, linked or not, as ibqueryerrors does (with --ca-ports: and every CA port with a LID)")
 	timeout := fs.Duration("timeout", 0, "per-query `timeout` (default 200ms)")
 	parallel := fs.Int("parallel", 0, "queries in flight (default 64)")
 	if err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	src, t, _, err := discoverWith(ctx, *spec)
+	if err := tf.check(fs, *spec); err != nil {
+		return err
+	}
+	src, t, _, _, err := openTopology(ctx, *spec, tf)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
 	ports := t.SwitchPorts(*caPorts)
+	if *allPorts {
+		ports = t.AllPorts(*caPorts)
+	}
 	start := time.Now()
 	readings, err := src.Sweep(ctx, t, ports, fabric.SweepOptions{Timeout: *timeout, Parallel: *parallel}.WithDefaults())
 	took := time.Since(start)
@@ -156,17 +285,22 @@ counters in bytes).
 }
 
 func fabricRoute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("fabric route", "[--json] [--fabric SOURCE] SRC DST", `
-Reads the switches' linear forwarding tables and prints the path from SRC to
-DST hop by hop, like ibtracert. SRC and DST are nodes by name ("n17", or the
-whole node description), GUID (0x…), or LID (decimal).
+	fs := newFlags("fabric route", "[--json] [--fabric SOURCE] [--load-cache FILE | --db DB | --cache FILE] SRC DST", `
+Prints the path from SRC to DST hop by hop, like ibtracert: from SRC, it
+reads the linear forwarding table entry for DST of each switch on the way
+(one SMP per switch). SRC and DST are nodes by name ("n17", or the whole
+node description), GUID (0x…), or LID (decimal).
 
 `+sourceHelp, stderr)
 	spec, asJSON := sourceFlags(fs)
-	if err := parse(fs, args, 2, 2); err != nil {
+	tf := topologyFlags(fs)
+	if err := parseMixed(fs, args, 2, 2); err != nil {
 		return err
 	}
-	src, t, _, err := discoverWith(ctx, *spec)
+	if err := tf.check(fs, *spec); err != nil {
+		return err
+	}
+	src, t, _, _, err := openTopology(ctx, *spec, tf)
 	if err != nil {
 		return err
 	}
@@ -177,7 +311,12 @@ whole node description), GUID (0x…), or LID (decimal).
 			return err
 		}
 	}
-	ft, err := src.ForwardingTables(ctx, t)
+	var ft fabric.ForwardingTables
+	if ibSrc, ok := src.(*ib.Source); ok {
+		ft, err = ibSrc.RouteTables(ctx, t, lids[0], lids[1])
+	} else {
+		ft, err = src.ForwardingTables(ctx, t)
+	}
 	if err != nil {
 		return fmt.Errorf("reading forwarding tables: %w", err)
 	}

@@ -419,3 +419,19 @@ func (t *Topology) EndpointLID(key string) (LID, error) {
 	}
 	return n.LID, nil
 }
+
+// AllPorts lists every physical port (1..N) of every switch, linked or
+// not, the ports ibqueryerrors reads; with cas it adds every CA port that
+// has a LID.
+func (t *Topology) AllPorts(cas bool) []PortRef {
+	var out []PortRef
+	for i := range t.Nodes {
+		n := &t.Nodes[i]
+		for p := 1; p <= n.Ports; p++ {
+			if n.Type == Switch || (cas && p < len(n.PortLIDs) && n.PortLIDs[p] != 0) {
+				out = append(out, PortRef{GUID: n.GUID, Port: p})
+			}
+		}
+	}
+	return out
+}

@@ -34,6 +34,14 @@ import (
 // Canceling ctx is noticed only before the walk starts: libibnetdisc
 // offers no way to stop it.
 func (s *Source) Discover(ctx context.Context) (*fabric.Topology, error) {
+	return s.DiscoverCache(ctx, "")
+}
+
+// DiscoverCache is Discover that also writes what it found to the file
+// cache in ibnetdiscover's cache format (as `ibnetdiscover --cache` does),
+// for LoadCache, `ibnetdiscover --load-cache` and `ibqueryerrors
+// --load-cache` to reuse; "" writes none.
+func (s *Source) DiscoverCache(ctx context.Context, cache string) (*fabric.Topology, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -75,7 +83,16 @@ func (s *Source) Discover(ctx context.Context) (*fabric.Topology, error) {
 		return nil, fmt.Errorf("ib: discover from %s port %d: ibnd_discover_fabric failed", caName(s.opt.CA), s.opt.Port)
 	}
 	defer C.ibnd_destroy_fabric(f)
-	return convert(f)
+	t, err := convert(f)
+	if err != nil {
+		return nil, err
+	}
+	if cache != "" {
+		if err := writeCache(f, cache); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
 }
 
 // convert turns libibnetdisc's node list into the fabric model.

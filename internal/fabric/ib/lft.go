@@ -91,3 +91,68 @@ func (s *Source) ForwardingTables(ctx context.Context, t *fabric.Topology) (fabr
 	}
 	return ft, nil
 }
+
+// RouteTables reads what one route needs, the way ibtracert does: walking
+// from src toward dst over t's links, the one LinearForwardingTable block
+// of each switch on the way that holds dst's entry. The tables it returns
+// hold those entries only (every other one is fabric.NoPort), enough for
+// fabric.NewRoutes(t, ft).Path(src, dst), at one SMP per switch on the
+// path instead of every block of every switch. Where the walk cannot go
+// on (no entry, a port that leads nowhere, a loop) it stops and leaves it
+// to Path to say why.
+func (s *Source) RouteTables(ctx context.Context, t *fabric.Topology, src, dst fabric.LID) (fabric.ForwardingTables, error) {
+	cur, ok := t.PortByLID(src)
+	if !ok {
+		return nil, fmt.Errorf("ib: route %d -> %d: no port has source LID %d", src, dst, src)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ft := fabric.ForwardingTables{}
+	block := int(dst) / lftBlock
+	for hop := 0; hop <= maxRouteHops; hop++ {
+		n, ok := t.Node(cur.GUID)
+		if !ok {
+			return ft, nil
+		}
+		if n.Type != fabric.Switch {
+			if hop > 0 {
+				return ft, nil
+			}
+			if cur, ok = t.Peer(cur); !ok {
+				return ft, nil
+			}
+			continue
+		}
+		if _, seen := ft[n.GUID]; seen || n.LID == dst {
+			return ft, nil
+		}
+		if n.LID == 0 {
+			return nil, fmt.Errorf("ib: route %d -> %d: switch %s %q has no LID", src, dst, n.GUID, n.Description)
+		}
+		q := []query{{lid: n.LID, class: classSMI, method: methodGet, attr: attrLFT, mod: uint32(block)}}
+		res, err := s.batch(ctx, q, 1, s.opt.Timeout, s.opt.Retries)
+		if err != nil {
+			return nil, fmt.Errorf("ib: route %d -> %d: %w", src, dst, err)
+		}
+		if res[0].err != nil {
+			return nil, fmt.Errorf("ib: route %d -> %d: switch %s %q: %w", src, dst, n.GUID, n.Description, res[0].err)
+		}
+		tbl := make([]uint8, (block+1)*lftBlock)
+		for i := range tbl[:block*lftBlock] {
+			tbl[i] = fabric.NoPort
+		}
+		copy(tbl[block*lftBlock:], res[0].out[:lftBlock])
+		ft[n.GUID] = tbl
+		out := int(tbl[dst])
+		if out == 0 || out > n.Ports {
+			return ft, nil
+		}
+		if cur, ok = t.Peer(fabric.PortRef{GUID: n.GUID, Port: out}); !ok {
+			return ft, nil
+		}
+	}
+	return ft, nil
+}
+
+// maxRouteHops bounds RouteTables' walk (IBA directed routes: 63 hops).
+const maxRouteHops = 64
