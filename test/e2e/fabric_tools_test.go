@@ -154,8 +154,8 @@ func sameTopology(t *testing.T, what string, got liveTopology, want *fabric.Topo
 }
 
 // TestFabricKnownTopology gives sweep, route and discover the topology as
-// users keep it: ibnetdiscover's cache (read and written by libibnetdisc,
-// on both sides) and the daemon's store, and checks them against
+// users keep it: ibnetdiscover's cache (netloom reads what ibnetdiscover
+// wrote, and ibnetdiscover what netloom wrote) and the daemon's store, and checks them against
 // ibnetdiscover, ibqueryerrors, perfquery and ibtracert.
 func TestFabricKnownTopology(t *testing.T) {
 	f, _ := startFabric(t, 24, 8)
@@ -364,7 +364,7 @@ func TestFabricKnownTopologyBadInput(t *testing.T) {
 		{"truncated", write("short.cache", b[:len(b)-50]), []string{"short.cache", "truncated", "port record"}},
 		{"trailing bytes", write("long.cache", append(append([]byte{}, b...), 1, 2, 3)), []string{"long.cache", "3 bytes follow"}},
 		{"port beyond the node's ports", write("ports.cache", fewPorts), []string{"ports.cache", "node record 1", "has 0 ports"}},
-		{"remote port missing", write("lost.cache", lostPort), []string{"lost.cache", "libibnetdisc could not load it"}},
+		{"port key without a record", write("lost.cache", lostPort), []string{"lost.cache", "node record 1", "0x000000000000dead", "has no port record"}},
 	}
 	for _, c := range cases {
 		for _, cmd := range [][]string{{"discover"}, {"sweep"}, {"route", "n1", "n2"}} {

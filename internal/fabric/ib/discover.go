@@ -95,21 +95,78 @@ func (s *Source) DiscoverCache(ctx context.Context, cache string) (*fabric.Topol
 	return t, nil
 }
 
+// rawNode is a node as libibnetdisc holds it and its cache file stores
+// it, before it becomes a fabric.Node.
+type rawNode struct {
+	guid     uint64
+	typ      int
+	desc     string
+	numPorts int
+	smaLID   uint16
+	ports    []*rawPort // by port number, 0..numPorts; nil where none
+}
+
+// rawPort is one port of a rawNode: its PortInfo and where it leads.
+type rawPort struct {
+	guid    uint64
+	lid     uint16
+	info    []byte // PortInfo, 64 bytes
+	extInfo []byte // Mellanox ExtendedPortInfo, 64 bytes, or nil
+	// the port at the other end of the link, if any
+	remoteNode uint64
+	remotePort int
+	linked     bool
+}
+
 // convert turns libibnetdisc's node list into the fabric model.
 func convert(f *C.ibnd_fabric_t) (*fabric.Topology, error) {
-	var nodes []fabric.Node
+	var raw []rawNode
+	for n := f.nodes; n != nil; n = n.next {
+		rn := rawNode{
+			guid:     uint64(n.guid),
+			typ:      int(n._type),
+			desc:     C.GoString(&n.nodedesc[0]),
+			numPorts: int(n.numports),
+			smaLID:   uint16(n.smalid),
+			ports:    make([]*rawPort, int(n.numports)+1),
+		}
+		for i := range rn.ports {
+			p := C.nl_node_port(n, C.int(i))
+			if p == nil {
+				continue
+			}
+			rp := &rawPort{
+				guid:    uint64(p.guid),
+				lid:     uint16(p.base_lid),
+				info:    C.GoBytes(unsafe.Pointer(&p.info[0]), C.int(len(p.info))),
+				extInfo: C.GoBytes(unsafe.Pointer(&p.ext_info[0]), C.int(len(p.ext_info))),
+			}
+			if r := p.remoteport; r != nil && r.node != nil {
+				rp.remoteNode, rp.remotePort, rp.linked = uint64(r.node.guid), int(r.portnum), true
+			}
+			rn.ports[i] = rp
+		}
+		raw = append(raw, rn)
+	}
+	return build(raw)
+}
+
+// build turns raw nodes into the fabric model, in time linear in the
+// nodes and ports.
+func build(raw []rawNode) (*fabric.Topology, error) {
+	nodes := make([]fabric.Node, 0, len(raw))
 	var links []fabric.Link
 	seen := map[[2]fabric.PortRef]bool{}
-	for n := f.nodes; n != nil; n = n.next {
+	for _, n := range raw {
 		node := fabric.Node{
 			GUID:        fabric.GUID(n.guid),
-			Description: C.GoString(&n.nodedesc[0]),
-			Ports:       int(n.numports),
+			Description: n.desc,
+			Ports:       n.numPorts,
 		}
-		switch n._type {
+		switch n.typ {
 		case C.IB_NODE_SWITCH:
 			node.Type = fabric.Switch
-			node.LID = fabric.LID(n.smalid)
+			node.LID = fabric.LID(n.smaLID)
 		case C.IB_NODE_ROUTER:
 			node.Type = fabric.Router
 		default:
@@ -122,34 +179,31 @@ func convert(f *C.ibnd_fabric_t) (*fabric.Topology, error) {
 		// Extended link speeds are advertised in the capability mask of
 		// a switch's port 0 or of the CA port itself.
 		var swCap uint32
-		if node.Type == fabric.Switch {
-			if p0 := C.nl_node_port(n, 0); p0 != nil {
-				swCap = uint32(C.mad_get_field(unsafe.Pointer(&p0.info[0]), 0, C.IB_PORT_CAPMASK_F))
-			}
+		if node.Type == fabric.Switch && len(n.ports) > 0 && n.ports[0] != nil {
+			swCap = field(n.ports[0].info, C.IB_PORT_CAPMASK_F)
 		}
-		for i := 1; i <= node.Ports; i++ {
-			p := C.nl_node_port(n, C.int(i))
+		for i := 1; i <= node.Ports && i < len(n.ports); i++ {
+			p := n.ports[i]
 			if p == nil {
 				continue
 			}
 			if node.Type != fabric.Switch {
-				node.PortLIDs[i] = fabric.LID(p.base_lid)
+				node.PortLIDs[i] = fabric.LID(p.lid)
 				node.PortGUIDs[i] = fabric.GUID(p.guid)
-				if node.LID == 0 && p.base_lid != 0 && p.remoteport != nil {
-					node.LID = fabric.LID(p.base_lid)
+				if node.LID == 0 && p.lid != 0 && p.linked {
+					node.LID = fabric.LID(p.lid)
 				}
 			}
-			r := p.remoteport
-			if r == nil || r.node == nil {
+			if !p.linked {
 				continue
 			}
 			capMask := swCap
 			if node.Type != fabric.Switch {
-				capMask = uint32(C.mad_get_field(unsafe.Pointer(&p.info[0]), 0, C.IB_PORT_CAPMASK_F))
+				capMask = field(p.info, C.IB_PORT_CAPMASK_F)
 			}
 			l := fabric.NewLink(
 				fabric.PortRef{GUID: node.GUID, Port: i},
-				fabric.PortRef{GUID: fabric.GUID(r.node.guid), Port: int(r.portnum)},
+				fabric.PortRef{GUID: fabric.GUID(p.remoteNode), Port: p.remotePort},
 				width(p), speed(p, capMask), state(p))
 			k := [2]fabric.PortRef{l.A, l.B}
 			if !seen[k] {
@@ -174,13 +228,17 @@ func convert(f *C.ibnd_fabric_t) (*fabric.Topology, error) {
 	return t, nil
 }
 
-func field(p *C.ibnd_port_t, f C.enum_MAD_FIELDS) uint32 {
-	return uint32(C.mad_get_field(unsafe.Pointer(&p.info[0]), 0, f))
+// field reads a PortInfo field with libibmad's decoder.
+func field(info []byte, f C.enum_MAD_FIELDS) uint32 {
+	if len(info) < smpDataSize {
+		return 0
+	}
+	return uint32(C.mad_get_field(unsafe.Pointer(&info[0]), 0, f))
 }
 
 // width names PortInfo.LinkWidthActive the way ibnetdiscover prints it.
-func width(p *C.ibnd_port_t) string {
-	switch field(p, C.IB_PORT_LINK_WIDTH_ACTIVE_F) {
+func width(p *rawPort) string {
+	switch field(p.info, C.IB_PORT_LINK_WIDTH_ACTIVE_F) {
 	case 1:
 		return "1X"
 	case 2:
@@ -201,9 +259,9 @@ const capHasExtSpeeds = 1 << 14
 // speed names the active link speed: an extended speed (FDR and later)
 // when the port supports and uses one, else FDR10 (Mellanox extended
 // PortInfo), else the base speed.
-func speed(p *C.ibnd_port_t, capMask uint32) string {
+func speed(p *rawPort, capMask uint32) string {
 	if capMask&capHasExtSpeeds != 0 {
-		switch field(p, C.IB_PORT_LINK_SPEED_EXT_ACTIVE_F) {
+		switch field(p.info, C.IB_PORT_LINK_SPEED_EXT_ACTIVE_F) {
 		case 1:
 			return "FDR"
 		case 2:
@@ -214,10 +272,10 @@ func speed(p *C.ibnd_port_t, capMask uint32) string {
 			return "NDR"
 		}
 	}
-	if C.mad_get_field(unsafe.Pointer(&p.ext_info[0]), 0, C.IB_MLNX_EXT_PORT_LINK_SPEED_ACTIVE_F) == 1 {
+	if field(p.extInfo, C.IB_MLNX_EXT_PORT_LINK_SPEED_ACTIVE_F) == 1 {
 		return "FDR10"
 	}
-	switch field(p, C.IB_PORT_LINK_SPEED_ACTIVE_F) {
+	switch field(p.info, C.IB_PORT_LINK_SPEED_ACTIVE_F) {
 	case 1:
 		return "SDR"
 	case 2:
@@ -228,8 +286,8 @@ func speed(p *C.ibnd_port_t, capMask uint32) string {
 	return "unknown"
 }
 
-func state(p *C.ibnd_port_t) string {
-	switch field(p, C.IB_PORT_STATE_F) {
+func state(p *rawPort) string {
+	switch field(p.info, C.IB_PORT_STATE_F) {
 	case 1:
 		return "Down"
 	case 2:
