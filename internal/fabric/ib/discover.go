@@ -30,17 +30,28 @@ import (
 	"github.com/netloom/netloom/internal/fabric"
 )
 
-// Discover walks the fabric with libibnetdisc from the local port.
-// Canceling ctx is noticed only before the walk starts: libibnetdisc
-// offers no way to stop it.
+// Discover walks the fabric from the local port with directed-route SMPs
+// on the pipelined engine (see walk): its time grows linearly with the
+// fabric, and canceling ctx stops it between steps.
 func (s *Source) Discover(ctx context.Context) (*fabric.Topology, error) {
-	return s.DiscoverCache(ctx, "")
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.port == nil {
+		return nil, fmt.Errorf("ib: source is closed")
+	}
+	return s.walk(ctx)
 }
 
-// DiscoverCache is Discover that also writes what it found to the file
-// cache in ibnetdiscover's cache format (as `ibnetdiscover --cache` does),
-// for LoadCache, `ibnetdiscover --load-cache` and `ibqueryerrors
-// --load-cache` to reuse; "" writes none.
+// DiscoverCache discovers the fabric with libibnetdisc and also writes
+// what it found to the file cache in ibnetdiscover's cache format (as
+// `ibnetdiscover --cache` does, with libibnetdisc's own writer), for
+// LoadCache, `ibnetdiscover --load-cache` and `ibqueryerrors --load-cache`
+// to reuse; "" writes none. libibnetdisc's walk costs more than Discover's
+// on big fabrics (it files every port of a switch in one chain of a
+// 137-bucket hash table) and cannot be canceled once started.
 func (s *Source) DiscoverCache(ctx context.Context, cache string) (*fabric.Topology, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

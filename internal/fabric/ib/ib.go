@@ -150,6 +150,8 @@ type query struct {
 	mod     uint32
 	in      [C.NL_IN_LEN]byte
 	inBytes int
+	// directed route (class classSMIDR): the port to leave by at each hop
+	path []byte
 }
 
 // result is one query's outcome.
@@ -184,6 +186,10 @@ func (s *Source) batch(ctx context.Context, qs []query, window int, timeout time
 		for j := 0; j < q.inBytes; j++ {
 			c.in[j] = C.uint8_t(q.in[j])
 		}
+		c.dr_hops = C.uint8_t(len(q.path))
+		for j, port := range q.path {
+			c.dr_path[j+1] = C.uint8_t(port)
+		}
 	}
 	res := make([]result, len(qs))
 	if len(qs) == 0 {
@@ -208,22 +214,35 @@ func (s *Source) batch(ctx context.Context, qs []query, window int, timeout time
 			r.out = unsafe.Slice((*byte)(unsafe.Pointer(&c.out[0])), len(c.out))
 		case C.NL_ETIMEOUT:
 			if c.sys_errno != 0 {
-				r.err = fmt.Errorf("%s to LID %d: failed %d tries, last with umad status %d (%v)", q.name(), q.lid, c.tries, c.sys_errno, syscall.Errno(c.sys_errno))
+				r.err = fmt.Errorf("%s to %s: failed %d tries, last with umad status %d (%v)", q.name(), q.target(), c.tries, c.sys_errno, syscall.Errno(c.sys_errno))
 			} else {
-				r.err = fmt.Errorf("%s to LID %d: no reply after %d tries of %s", q.name(), q.lid, c.tries, timeout)
+				r.err = fmt.Errorf("%s to %s: no reply after %d tries of %s", q.name(), q.target(), c.tries, timeout)
 			}
 		case C.NL_ESEND:
-			r.err = fmt.Errorf("%s to LID %d: send: %w", q.name(), q.lid, syscall.Errno(c.sys_errno))
+			r.err = fmt.Errorf("%s to %s: send: %w", q.name(), q.target(), syscall.Errno(c.sys_errno))
 		case C.NL_ESTATUS:
-			r.err = fmt.Errorf("%s to LID %d: MAD status 0x%04x", q.name(), q.lid, uint16(c.status))
+			r.err = fmt.Errorf("%s to %s: MAD status 0x%04x", q.name(), q.target(), uint16(c.status))
 		default:
-			r.err = fmt.Errorf("%s to LID %d: %w", q.name(), q.lid, context.Cause(ctx))
+			r.err = fmt.Errorf("%s to %s: %w", q.name(), q.target(), context.Cause(ctx))
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
 	return res, nil
+}
+
+// target names where q goes: "LID 7", or a directed route "route 0,1,3".
+func (q *query) target() string {
+	if q.class != classSMIDR {
+		return fmt.Sprintf("LID %d", q.lid)
+	}
+	var b strings.Builder
+	b.WriteString("route 0")
+	for _, p := range q.path {
+		fmt.Fprintf(&b, ",%d", p)
+	}
+	return b.String()
 }
 
 func (q *query) name() string {
@@ -242,12 +261,16 @@ func (q *query) name() string {
 }
 
 const (
-	classSMI  = C.NL_CLASS_SMI
-	classPerf = C.NL_CLASS_PERF
-	methodGet = C.NL_GET
-	methodSet = C.NL_SET
+	classSMI   = C.NL_CLASS_SMI
+	classSMIDR = C.NL_CLASS_SMI_DR
+	classPerf  = C.NL_CLASS_PERF
+	methodGet  = C.NL_GET
+	methodSet  = C.NL_SET
 
 	attrClassPortInfo = 0x0001
+	attrNodeDesc      = 0x0010
+	attrNodeInfo      = 0x0011
+	attrPortInfo      = 0x0015
 	attrPortCounters  = 0x0012
 	attrPortCountersX = 0x001D
 	attrSwitchInfo    = 0x0012
@@ -262,8 +285,14 @@ func attrName(class uint8, attr uint16) string {
 		return "PortCounters"
 	case class == classPerf && attr == attrPortCountersX:
 		return "PortCountersExtended"
-	case class == classSMI && attr == attrSwitchInfo:
+	case class != classPerf && attr == attrSwitchInfo:
 		return "SwitchInfo"
+	case class != classPerf && attr == attrNodeDesc:
+		return "NodeDescription"
+	case class != classPerf && attr == attrNodeInfo:
+		return "NodeInfo"
+	case class != classPerf && attr == attrPortInfo:
+		return "PortInfo"
 	case class == classSMI && attr == attrLFT:
 		return "LinearForwardingTable"
 	}

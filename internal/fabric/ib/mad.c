@@ -12,6 +12,7 @@
 #define MAD_DATA_OFFS 64 /* SMP (LID-routed) and PMA data both start here */
 #define QP1_QKEY 0x80010000u
 #define SLOT_BITS 12     /* low TID bits name the in-flight slot */
+#define DR_PATH_OFFS 128 /* a directed-route SMP's initial path */
 
 struct slot {
 	int idx; /* query index, -1 when free */
@@ -22,6 +23,7 @@ struct slot {
 struct nl_port {
 	int fd;
 	int agent_smi;
+	int agent_dr;
 	int agent_perf;
 	int cancel;
 	uint32_t gen;
@@ -87,9 +89,11 @@ struct nl_port *nl_open(const char *ca, int port, char *err, int errlen)
 		goto fail;
 	}
 	p->agent_smi = umad_register(p->fd, NL_CLASS_SMI, 1, 0, NULL);
+	p->agent_dr = umad_register(p->fd, NL_CLASS_SMI_DR, 1, 0, NULL);
 	p->agent_perf = umad_register(p->fd, NL_CLASS_PERF, 1, 0, NULL);
-	if (p->agent_smi < 0 || p->agent_perf < 0) {
-		snprintf(err, errlen, "umad_register: SMI %d, PMA %d", p->agent_smi, p->agent_perf);
+	if (p->agent_smi < 0 || p->agent_dr < 0 || p->agent_perf < 0) {
+		snprintf(err, errlen, "umad_register: SMI %d, directed-route SMI %d, PMA %d",
+			 p->agent_smi, p->agent_dr, p->agent_perf);
 		umad_close_port(p->fd);
 		goto fail;
 	}
@@ -107,6 +111,7 @@ void nl_close(struct nl_port *p)
 		return;
 	/* umad2sim keeps agent ids per process until unregistered. */
 	umad_unregister(p->fd, p->agent_smi);
+	umad_unregister(p->fd, p->agent_dr);
 	umad_unregister(p->fd, p->agent_perf);
 	umad_close_port(p->fd);
 	free(p->send_buf);
@@ -126,11 +131,14 @@ static int send_query(struct nl_port *p, struct nl_query *q, int idx, int s, int
 {
 	uint8_t *mad;
 	uint32_t tid;
-	int smi = q->mgmt_class == NL_CLASS_SMI;
+	int dr = q->mgmt_class == NL_CLASS_SMI_DR;
+	int smi = q->mgmt_class == NL_CLASS_SMI || dr;
+	int agent = dr ? p->agent_dr : smi ? p->agent_smi : p->agent_perf;
 	int rc;
 
 	memset(p->send_buf, 0, p->buf_size);
-	umad_set_addr(p->send_buf, q->dlid, smi ? 0 : 1, 0, smi ? 0 : QP1_QKEY);
+	/* A directed-route SMP goes to the permissive LID. */
+	umad_set_addr(p->send_buf, dr ? 0xffff : q->dlid, smi ? 0 : 1, 0, smi ? 0 : QP1_QKEY);
 	mad = umad_get_mad(p->send_buf);
 	p->gen++;
 	tid = (p->gen << SLOT_BITS) | (uint32_t)s;
@@ -142,9 +150,15 @@ static int send_query(struct nl_port *p, struct nl_query *q, int idx, int s, int
 	put16(mad + 16, q->attr_id);
 	put32(mad + 20, q->attr_mod);
 	memcpy(mad + MAD_DATA_OFFS, q->in, NL_IN_LEN);
+	if (dr) {
+		mad[6] = 0;          /* hop pointer */
+		mad[7] = q->dr_hops; /* hop count */
+		put16(mad + 32, 0xffff); /* DrSLID: permissive, both ends routed */
+		put16(mad + 34, 0xffff); /* DrDLID */
+		memcpy(mad + DR_PATH_OFFS, q->dr_path, NL_DR_PATH);
+	}
 	q->tries++;
-	rc = umad_send(p->fd, smi ? p->agent_smi : p->agent_perf, p->send_buf, MAD_SIZE,
-		       timeout_ms, 0);
+	rc = umad_send(p->fd, agent, p->send_buf, MAD_SIZE, timeout_ms, 0);
 	if (rc < 0) {
 		q->err = NL_ESEND;
 		q->sys_errno = rc == -1 ? errno : -rc;
@@ -288,6 +302,6 @@ void nl_unregister_others(struct nl_port *p)
 	int id;
 
 	for (id = 0; id < 64; id++)
-		if (id != p->agent_smi && id != p->agent_perf)
+		if (id != p->agent_smi && id != p->agent_dr && id != p->agent_perf)
 			umad_unregister(p->fd, id);
 }

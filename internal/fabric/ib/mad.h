@@ -8,6 +8,8 @@
 
 enum {
 	NL_CLASS_SMI = 0x01, /* LID-routed subnet management */
+	NL_CLASS_SMI_DR = 0x81, /* directed-route subnet management */
+	NL_DR_PATH = 64,        /* initial path bytes of a directed-route SMP */
 	NL_CLASS_PERF = 0x04,
 	NL_GET = 0x01,
 	NL_SET = 0x02,
@@ -43,12 +45,17 @@ struct nl_query {
 	uint32_t pad2;
 	int64_t time_ns; /* CLOCK_REALTIME when the reply arrived */
 	uint8_t out[NL_OUT_LEN];
+	/* directed route (NL_CLASS_SMI_DR): hop count and the port to leave
+	 * by at each hop, dr_path[1..dr_hops]; dlid is not used */
+	uint8_t dr_hops;
+	uint8_t pad3[7];
+	uint8_t dr_path[NL_DR_PATH];
 };
 
 struct nl_port;
 
 /* nl_open opens a umad port (ca NULL or "" and port 0: the first) and
- * registers SMI and PMA agents. On failure it returns NULL and writes a
+ * registers SMI (LID-routed and directed-route) and PMA agents. On failure it returns NULL and writes a
  * message to err. */
 struct nl_port *nl_open(const char *ca, int port, char *err, int errlen);
 void nl_close(struct nl_port *p);
