@@ -1,24 +1,41 @@
-// Command fabric benchmarks Netloom's fabric side against the
-// infiniband-diags baselines on the same ibsim fabric, in one run:
+// Command fabric benchmarks Netloom's fabric commands against the
+// infiniband-diags tools on the same ibsim fabrics, whole processes on
+// both sides, in one run per fabric size:
 //
-//   - sweep: `netloom fabric sweep` (all switch ports, data and error
-//     counters) versus `perfquery -x -l LID 255` run once per switch, which is
-//     what infiniband_exporter does;
-//   - discovery: `netloom fabric discover` versus `ibnetdiscover`.
+//   - cached sweep: `netloom fabric sweep --load-cache C --ca-ports
+//     --all-ports` versus `ibqueryerrors --load-cache C`, the same ports
+//     (every switch port and every CA port; the bench checks the counts
+//     agree) from the same ibnetdiscover cache. ibqueryerrors reads the
+//     error counters only (PortCounters); the data and packet counters
+//     netloom also reads (PortCountersExtended) take a second run,
+//     `ibqueryerrors --load-cache C --counters`, so both are timed: errors
+//     only, and errors + counters (the same values netloom reads);
+//   - uncached sweep: the same without the cache versus `ibqueryerrors`,
+//     which discovers the fabric itself (ibnetdiscover's walk) and then
+//     reads it;
+//   - discovery: `netloom fabric discover` versus `ibnetdiscover`, and
+//     the cost per node of each;
+//   - route: `netloom fabric route --load-cache C` versus `ibtracert`.
 //
-// It prints the times and their ratios. Usage:
+// Each time is the best of --runs. It prints one row per fabric and the
+// per-node and per-port costs, so growth with the fabric's size shows.
+// Usage:
 //
-//	go run ./bench/fabric --sizes small,stampede,large --netloom bin/netloom
+//	go run ./bench/fabric --hosts 800,3200,6400 --netloom bin/netloom
+//	go run ./bench/fabric --sizes small,stampede --netloom bin/netloom
 package main
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -28,35 +45,46 @@ import (
 	"github.com/netloom/netloom/test/ibsim"
 )
 
-type size struct {
-	name string
-	spec string
-	opt  ibsim.Options
-}
-
-var sizes = map[string]size{
-	"small":    {"small (~650 hosts)", "fat-tree:hosts=648,radix=36", ibsim.Options{}},
-	"stampede": {"Stampede (6,541 hosts, 764 switches)", "stampede", ibsim.Options{Nodes: 16384, Switches: 2048, Ports: 80000}},
-	"large":    {"large (11,664 hosts)", "fat-tree:hosts=11664,radix=36,levels=3", ibsim.Options{Nodes: 16384, Switches: 2048, Ports: 80000}},
-}
-
 func main() {
-	which := flag.String("sizes", "small,stampede", "comma-separated fabric sizes: small, stampede, large")
+	hosts := flag.String("hosts", "800,3200,6400", "comma-separated fat-tree sizes (hosts)")
+	sizes := flag.String("sizes", "", "named fabrics instead of --hosts: small (648 hosts), stampede (6,541 hosts, 764 switches), large (11,664 hosts)")
+	radix := flag.Int("radix", 36, "switch ports of the fat trees")
 	bin := flag.String("netloom", "bin/netloom", "netloom binary")
-	runs := flag.Int("runs", 3, "sweeps to time per fabric (best is reported)")
+	runs := flag.Int("runs", 3, "runs of each command (best is reported)")
+	parallel := flag.Int("parallel", 0, "netloom sweep --parallel (0: its default)")
 	flag.Parse()
 	abs, err := filepath.Abs(*bin)
 	if err != nil {
 		fail(err)
 	}
-	fmt.Printf("%-38s %10s %10s %8s   %10s %10s %8s\n", "fabric", "sweep", "baseline", "ratio", "discover", "ibnetdisc", "ratio")
-	for _, name := range strings.Split(*which, ",") {
-		sz, ok := sizes[name]
-		if !ok {
-			fail(fmt.Errorf("unknown size %q", name))
+	if b, err := os.ReadFile("/proc/sys/net/unix/max_dgram_qlen"); err == nil {
+		fmt.Printf("# net.unix.max_dgram_qlen = %s", b)
+	}
+	fmt.Printf("%-24s %7s %7s | %9s %9s %6s %9s %6s | %9s %9s %6s | %9s %9s %6s %7s %7s %7s | %7s %8s | %7s %7s\n",
+		"fabric", "nodes", "ports",
+		"sw cached", "iqe cache", "ratio", "+counters", "ratio",
+		"sw", "iqe", "ratio",
+		"discover", "ibnetdisc", "ratio", "us/node", "ibnd/nd", "us/port",
+		"sweep", "us/port",
+		"route", "tracert")
+	specs := map[string]string{"small": "fat-tree:hosts=648,radix=36", "stampede": "stampede", "large": "fat-tree:hosts=11664,radix=36,levels=3"}
+	var list []string
+	if *sizes != "" {
+		for _, name := range strings.Split(*sizes, ",") {
+			spec, ok := specs[name]
+			if !ok {
+				fail(fmt.Errorf("--sizes: unknown size %q; want small, stampede or large", name))
+			}
+			list = append(list, spec)
 		}
-		if err := benchOne(sz, abs, *runs); err != nil {
-			fail(fmt.Errorf("%s: %w", name, err))
+	} else {
+		for _, h := range strings.Split(*hosts, ",") {
+			list = append(list, fmt.Sprintf("fat-tree:hosts=%s,radix=%d", strings.TrimSpace(h), *radix))
+		}
+	}
+	for _, spec := range list {
+		if err := benchOne(spec, abs, *runs, *parallel); err != nil {
+			fail(fmt.Errorf("%s: %w", spec, err))
 		}
 	}
 }
@@ -66,12 +94,33 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-func benchOne(sz size, bin string, runs int) error {
-	sp, err := sim.ParseSpec(sz.spec)
+// timed runs a whole command on the fabric runs times and returns the
+// best wall time and the last standard output.
+func timed(ctx context.Context, f *ibsim.Fabric, runs int, name string, args ...string) (time.Duration, []byte, error) {
+	best := time.Duration(1 << 62)
+	var out []byte
+	for i := 0; i < runs; i++ {
+		start := time.Now()
+		o, err := f.Run(ctx, name, args...)
+		took := time.Since(start)
+		var exit *exec.ExitError
+		// ibqueryerrors exits 1 when it finds errors; the time still counts.
+		if err != nil && !(name == "ibqueryerrors" && errors.As(err, &exit) && exit.ExitCode() == 1) {
+			return 0, nil, err
+		}
+		best, out = min(best, took), o
+	}
+	return best, out, nil
+}
+
+var portsChecked = regexp.MustCompile(`(\d+) ports checked`)
+
+func benchOne(spec, bin string, runs, parallel int) error {
+	ctx := context.Background()
+	sp, err := sim.ParseSpec(spec)
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
 	topo, _, err := sim.Generate(ctx, sp)
 	if err != nil {
 		return err
@@ -89,67 +138,125 @@ func benchOne(sz size, bin string, runs int) error {
 	if err := os.WriteFile(net, buf.Bytes(), 0o644); err != nil {
 		return err
 	}
-	sz.opt.Timeout = 5 * time.Minute
-	fmt.Fprintf(os.Stderr, "starting ibsim + OpenSM for %s ...\n", sz.name)
-	f, err := ibsim.Start(ctx, net, sz.opt)
+	c := topo.Counts()
+	hosts := c.CAs
+	ports := c.SwitchPorts + hosts
+	opt := ibsim.Options{Timeout: 10 * time.Minute}
+	if nodes := c.Switches + c.CAs; nodes > 2048 || c.Switches > 256 || ports > 13312 {
+		opt.Nodes, opt.Switches, opt.Ports = 2*nodes, 2*c.Switches, 2*(ports+c.Switches)
+	}
+	fmt.Fprintf(os.Stderr, "starting ibsim + OpenSM for %d hosts, %d switches ...\n", hosts, c.Switches)
+	start := time.Now()
+	f, err := ibsim.Start(ctx, net, opt)
 	if err != nil {
 		return err
 	}
 	defer f.Stop()
+	fmt.Fprintf(os.Stderr, "fabric up in %s\n", time.Since(start).Round(time.Second))
 
-	// Discovery, ours then the tool's; ours also gives the live LIDs
-	// (ibsim and OpenSM assign their own GUIDs and LIDs).
-	start := time.Now()
-	out, err := f.Run(ctx, bin, "fabric", "discover", "--json")
+	cache := filepath.Join(dir, "fabric.cache")
+	if _, err := f.Run(ctx, "ibnetdiscover", "--cache", cache); err != nil {
+		return err
+	}
+	sweepArgs := []string{"fabric", "sweep", "--ca-ports", "--all-ports", "--json"}
+	if parallel > 0 {
+		sweepArgs = append(sweepArgs, "--parallel", strconv.Itoa(parallel))
+	}
+	type sweepOut struct {
+		Ports, Errors int
+		Seconds       float64
+	}
+	sweep := func(extra ...string) (time.Duration, sweepOut, error) {
+		d, out, err := timed(ctx, f, runs, bin, append(append([]string{}, sweepArgs...), extra...)...)
+		var r sweepOut
+		if err == nil {
+			if err = json.Unmarshal(out, &r); err == nil && r.Errors > 0 {
+				err = fmt.Errorf("sweep: %d of %d ports failed", r.Errors, r.Ports)
+			}
+		}
+		return d, r, err
+	}
+
+	// Cached sweep, both sides from the same cache.
+	swCached, r, err := sweep("--load-cache", cache)
 	if err != nil {
 		return err
 	}
-	disc := time.Since(start)
+	iqeCached, out, err := timed(ctx, f, runs, "ibqueryerrors", "--load-cache", cache)
+	if err != nil {
+		return err
+	}
+	m := portsChecked.FindSubmatch(out)
+	if m == nil {
+		return fmt.Errorf("no port count in ibqueryerrors output")
+	}
+	if checked, _ := strconv.Atoi(string(m[1])); checked != r.Ports {
+		return fmt.Errorf("netloom swept %d ports, ibqueryerrors checked %d", r.Ports, checked)
+	}
+	iqeCounters, _, err := timed(ctx, f, runs, "ibqueryerrors", "--load-cache", cache, "--counters")
+	if err != nil {
+		return err
+	}
+	// Per-port cost: the best sweep-only time netloom reports.
+	bestSweep := r.Seconds
+	for i := 1; i < runs; i++ {
+		if _, r2, err := sweep("--load-cache", cache); err == nil {
+			bestSweep = min(bestSweep, r2.Seconds)
+		}
+	}
+
+	// Without a cache: both discover, then read.
+	sw, _, err := sweep()
+	if err != nil {
+		return err
+	}
+	iqe, _, err := timed(ctx, f, runs, "ibqueryerrors")
+	if err != nil {
+		return err
+	}
+
+	disc, out, err := timed(ctx, f, runs, bin, "fabric", "discover", "--json")
+	if err != nil {
+		return err
+	}
 	var live struct{ Nodes []fabric.Node }
 	if err := json.Unmarshal(out, &live); err != nil {
 		return fmt.Errorf("discover output: %w", err)
 	}
-	start = time.Now()
-	if _, err := f.Run(ctx, "ibnetdiscover"); err != nil {
+	ibnd, _, err := timed(ctx, f, runs, "ibnetdiscover")
+	if err != nil {
 		return err
 	}
-	ibnd := time.Since(start)
 
-	// Our sweep: best of runs, as reported by the command (sweep only).
-	best := time.Duration(1 << 62)
-	var ports int
-	for i := 0; i < runs; i++ {
-		out, err := f.Run(ctx, bin, "fabric", "sweep", "--json")
-		if err != nil {
-			return err
-		}
-		var r struct {
-			Ports, Errors int
-			Seconds       float64
-		}
-		if err := json.Unmarshal(out, &r); err != nil {
-			return fmt.Errorf("sweep output: %w", err)
-		}
-		if r.Errors > 0 {
-			return fmt.Errorf("sweep: %d of %d ports failed", r.Errors, r.Ports)
-		}
-		ports = r.Ports
-		best = min(best, time.Duration(r.Seconds*float64(time.Second)))
-	}
-
-	// Baseline: perfquery per switch, sequentially.
-	start = time.Now()
+	// A route across the tree, by LID on both sides.
+	var first, last fabric.Node
 	for _, n := range live.Nodes {
-		if n.Type != fabric.Switch {
-			continue
+		if n.Type == fabric.CA && (first.LID == 0 || n.LID < first.LID) {
+			first = n
 		}
-		if _, err := f.Run(ctx, "perfquery", "-x", "-l", strconv.Itoa(int(n.LID)), "255"); err != nil {
-			return err
+		if n.Type == fabric.CA && n.LID > last.LID {
+			last = n
 		}
 	}
-	baseline := time.Since(start)
-	fmt.Printf("%-38s %9.3fs %9.3fs %7.1fx   %9.3fs %9.3fs %7.2fx   (%d ports)\n", sz.name,
-		best.Seconds(), baseline.Seconds(), baseline.Seconds()/best.Seconds(),
-		disc.Seconds(), ibnd.Seconds(), ibnd.Seconds()/disc.Seconds(), ports)
+	src, dst := strconv.Itoa(int(first.LID)), strconv.Itoa(int(last.LID))
+	route, _, err := timed(ctx, f, runs, bin, "fabric", "route", "--load-cache", cache, src, dst)
+	if err != nil {
+		return err
+	}
+	tracert, _, err := timed(ctx, f, runs, "ibtracert", src, dst)
+	if err != nil {
+		return err
+	}
+
+	nodes := len(live.Nodes)
+	us := func(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n) }
+	both := iqeCached + iqeCounters
+	fmt.Printf("%-24s %7d %7d | %8.3fs %8.3fs %5.1fx %8.3fs %5.1fx | %8.3fs %8.3fs %5.1fx | %8.3fs %8.3fs %5.2fx %7.1f %7.1f %7.2f | %6.3fs %8.2f | %6.3fs %6.3fs\n",
+		fmt.Sprintf("%d hosts, %d sw", hosts, c.Switches), nodes, r.Ports,
+		swCached.Seconds(), iqeCached.Seconds(), iqeCached.Seconds()/swCached.Seconds(), both.Seconds(), both.Seconds()/swCached.Seconds(),
+		sw.Seconds(), iqe.Seconds(), iqe.Seconds()/sw.Seconds(),
+		disc.Seconds(), ibnd.Seconds(), ibnd.Seconds()/disc.Seconds(), us(disc, nodes), us(ibnd, nodes), us(disc, ports),
+		bestSweep, bestSweep*1e6/float64(r.Ports),
+		route.Seconds(), tracert.Seconds())
 	return nil
 }

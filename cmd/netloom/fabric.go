@@ -32,7 +32,7 @@ IBSIM_SOCKNAME set), or a simulated fabric with --fabric sim:SPEC.
 A known topology skips discovery, as the diags' --load-cache does:
 --load-cache FILE reads an ibnetdiscover cache (ibnetdiscover --cache FILE,
 or --cache FILE here), --db DB the topology a netloom daemon stored last.
---cache FILE discovers and writes the cache for later runs.`
+--cache FILE discovers with libibnetdisc and writes the cache for later runs.`
 
 func sourceFlags(fs *flag.FlagSet) (src *string, asJSON *bool) {
 	return fs.String("fabric", daemon.DefaultFabric, "fabric `source`: ib, ib:CA:PORT or sim:SPEC"),
