@@ -1271,7 +1271,6 @@ func (t *Tracker) nodeOf(j *jobState, rank int) string {
 // shows in the rank's next snapshot.
 func (t *Tracker) nodesFromPeers(j *jobState, np *store.Process, rows *nodeRows) {
 	sums := t.nodeSums[:0]
-	var intra, inter store.Traffic
 	for peer, c := range np.Peers.Traffic() {
 		node := np.Node
 		if peer != np.Rank {
@@ -1286,15 +1285,15 @@ func (t *Tracker) nodesFromPeers(j *jobState, np *store.Process, rows *nodeRows)
 			sums = append(sums, nodeSum{node: node})
 		}
 		sums[k].c = sums[k].c.Add(c)
-		sum := c.P2P.Add(c.Coll).Add(c.RMA)
-		if node == np.Node {
-			intra = intra.Add(sum)
-		} else {
-			inter = inter.Add(sum)
-		}
 	}
+	var intra, inter store.Traffic
 	for i := range sums {
 		rows.add([]byte(sums[i].node), &sums[i].c)
+		if sums[i].node == np.Node {
+			intra = sums[i].c.Total()
+		} else {
+			inter = inter.Add(sums[i].c.Total())
+		}
 	}
 	if np.IntraNode == (store.Traffic{}) && np.InterNode == (store.Traffic{}) {
 		np.IntraNode, np.InterNode = intra, inter
