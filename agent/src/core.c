@@ -1145,17 +1145,14 @@ static double env_double(const char *name, double def)
 	return end != v && d > 0 ? d : def;
 }
 
-/* The clocks at MPI_Init's entry: a rank's wall time starts there, as its
- * MPI time does (MPI_Init's own time is part of both). */
-static uint64_t init_mono_ns;
-static int64_t init_unix_ns;
-
+/* nl_init_begin reads the clocks at MPI_Init's entry: a rank's wall time
+ * starts there, as its MPI time does (MPI_Init's own time is part of both). */
 void nl_init_begin(void)
 {
-	if (init_mono_ns)
+	if (nl_agent.wall_start_mono_ns)
 		return;
-	init_mono_ns = nl_mono_ns();
-	init_unix_ns = nl_unix_ns();
+	nl_agent.wall_start_mono_ns = nl_mono_ns();
+	nl_agent.start_unix_ns = nl_unix_ns();
 }
 
 void nl_start_agent(void)
@@ -1166,8 +1163,6 @@ void nl_start_agent(void)
 	nl_agent.start_mono_ns = nl_mono_ns();
 	nl_agent.start_tsc = nl_ticks();
 	nl_init_begin(); /* MPI_Init was not seen (the agent linked after it?) */
-	nl_agent.wall_start_mono_ns = init_mono_ns;
-	nl_agent.start_unix_ns = init_unix_ns;
 
 	int provided = MPI_THREAD_SINGLE;
 	PMPI_Query_thread(&provided);
