@@ -34,15 +34,25 @@ import (
 // on the pipelined engine (see walk): its time grows linearly with the
 // fabric, and canceling ctx stops it between steps.
 func (s *Source) Discover(ctx context.Context) (*fabric.Topology, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.lockOpen(ctx); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.port == nil {
-		return nil, fmt.Errorf("ib: source is closed")
-	}
 	return s.walk(ctx)
+}
+
+// lockOpen takes the source for one operation, when ctx is not done and
+// the port is open; the caller unlocks s.mu when it returns nil.
+func (s *Source) lockOpen(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.port == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("ib: source is closed")
+	}
+	return nil
 }
 
 // DiscoverCache discovers the fabric with libibnetdisc and also writes
@@ -53,14 +63,10 @@ func (s *Source) Discover(ctx context.Context) (*fabric.Topology, error) {
 // on big fabrics (it files every port of a switch in one chain of a
 // 137-bucket hash table) and cannot be canceled once started.
 func (s *Source) DiscoverCache(ctx context.Context, cache string) (*fabric.Topology, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.lockOpen(ctx); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.port == nil {
-		return nil, fmt.Errorf("ib: source is closed")
-	}
 	// libibnetdisc opens its own port. Under umad2sim, replies go to the
 	// agent that registered a class last, even once its port is closed,
 	// and a closed port's agents stay allocated to the next port opened
