@@ -39,10 +39,10 @@ test-short: deps
 
 # Every decoder of outside input, 30 s each (FUZZTIME=5m for longer).
 FUZZTIME ?= 30s
-FUZZ = FuzzParseNetfile:./internal/fabric/sim/ FuzzDecode:./internal/store/sqlite/ \
+FUZZ = FuzzParseNetfile:./internal/fabric/sim/ FuzzDecode:./internal/store/codec/ \
   FuzzDecodeDatagram:./internal/ingest/ FuzzAccountFiles:./internal/auth/ FuzzParseSqueue:./internal/sched/slurm/ \
   FuzzParseSacct:./internal/sched/slurm/ FuzzExpandHostlist:./internal/sched/ FuzzParseMapping:./internal/analysis/ \
-  FuzzDecodeProcess:./internal/store/sqlite/
+  FuzzDecodeProcess:./internal/store/codec/
 fuzz: deps
 	set -e; for f in $(FUZZ); do $(GO) test -run '^$$' -fuzz "^$${f%%:*}$$" -fuzztime $(FUZZTIME) "$${f#*:}"; done
 

@@ -6,11 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
+	"github.com/netloom/netloom/internal/store/codec"
+	"github.com/netloom/netloom/internal/store/sqlstore"
 )
 
 // AddLinkJobSamples implements store.Store.
@@ -18,17 +19,8 @@ func (s *Store) AddLinkJobSamples(ctx context.Context, samples []store.LinkJobSa
 	if len(samples) == 0 {
 		return nil
 	}
-	for i := range samples {
-		x := &samples[i]
-		if x.Job == "" {
-			return fmt.Errorf("add link attribution: sample %d has no job", i)
-		}
-		if err := checkTime("attribution time", x.Time); err != nil {
-			return fmt.Errorf("add link attribution: job %s port %s: %w", x.Job, x.Port, err)
-		}
-		if x.Bytes > math.MaxInt64 {
-			return fmt.Errorf("add link attribution: job %s port %s: %d bytes is out of range", x.Job, x.Port, x.Bytes)
-		}
+	if err := sqlstore.CheckLinkJobSamples(samples); err != nil {
+		return err
 	}
 	return s.writeTx(ctx, fmt.Sprintf("add %d link attribution samples", len(samples)), func(tx *sql.Tx) error {
 		ins, err := tx.PrepareContext(ctx, `INSERT INTO link_job_samples(guid, port, time_ns, job, span_ns, bytes) VALUES (?, ?, ?, ?, ?, ?)
@@ -46,7 +38,7 @@ func (s *Store) AddLinkJobSamples(ctx context.Context, samples []store.LinkJobSa
 		for i := range samples {
 			x := &samples[i]
 			g := guidInt(x.Port.GUID)
-			if _, err := ins.ExecContext(ctx, g, x.Port.Port, ns(x.Time), x.Job, int64(max(x.Span, 0)), int64(x.Bytes)); err != nil {
+			if _, err := ins.ExecContext(ctx, g, x.Port.Port, codec.NS(x.Time), x.Job, int64(max(x.Span, 0)), int64(x.Bytes)); err != nil {
 				return fmt.Errorf("job %s port %s: %w", x.Job, x.Port, err)
 			}
 			if _, err := tot.ExecContext(ctx, x.Job, g, x.Port.Port, int64(x.Bytes)); err != nil {
@@ -62,7 +54,7 @@ func (s *Store) LinkJobs(ctx context.Context, ports []fabric.PortRef, from, to t
 	out := []store.LinkJobBytes{}
 	if ports == nil {
 		rows, err := s.r.QueryContext(ctx, `SELECT guid, port, job, SUM(bytes) FROM link_job_samples
-			WHERE time_ns BETWEEN ? AND ? GROUP BY guid, port, job`, lowerBound(from), upperBound(to))
+			WHERE time_ns BETWEEN ? AND ? GROUP BY guid, port, job`, codec.LowerBound(from), codec.UpperBound(to))
 		if err != nil {
 			return nil, fmt.Errorf("link attribution: %w", err)
 		}
@@ -84,7 +76,7 @@ func (s *Store) LinkJobs(ctx context.Context, ports []fabric.PortRef, from, to t
 	for _, p := range ports {
 		rows, err := s.r.QueryContext(ctx, `SELECT job, SUM(bytes) FROM link_job_samples
 			WHERE guid = ? AND port = ? AND time_ns BETWEEN ? AND ? GROUP BY job`,
-			guidInt(p.GUID), p.Port, lowerBound(from), upperBound(to))
+			guidInt(p.GUID), p.Port, codec.LowerBound(from), codec.UpperBound(to))
 		if err != nil {
 			return nil, fmt.Errorf("link attribution of port %s: %w", p, err)
 		}
@@ -120,7 +112,7 @@ func (s *Store) JobLinks(ctx context.Context, job string, from, to time.Time, li
 	} else {
 		rows, err = s.r.QueryContext(ctx, `SELECT guid, port, SUM(bytes) AS b FROM link_job_samples
 			WHERE job = ? AND time_ns BETWEEN ? AND ? GROUP BY guid, port ORDER BY b DESC, guid, port LIMIT ?`,
-			job, lowerBound(from), upperBound(to), lim)
+			job, codec.LowerBound(from), codec.UpperBound(to), lim)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("links of job %q: %w", job, err)
@@ -168,7 +160,7 @@ func (s *Store) pruneLinkJobSamplesStep(ctx context.Context, before time.Time) (
 	what := "prune link attribution before " + before.Format(time.RFC3339)
 	return s.deleteStep(ctx, what, func(tx *sql.Tx) (int64, error) {
 		res, err := tx.ExecContext(ctx, `DELETE FROM link_job_samples WHERE (guid, port, time_ns, job) IN
-			(SELECT guid, port, time_ns, job FROM link_job_samples WHERE time_ns < ? LIMIT ?)`, ns(before), s.opt.PruneChunk)
+			(SELECT guid, port, time_ns, job FROM link_job_samples WHERE time_ns < ? LIMIT ?)`, codec.NS(before), s.opt.PruneChunk)
 		if err != nil {
 			return 0, err
 		}

@@ -8,20 +8,14 @@ import (
 
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
+	"github.com/netloom/netloom/internal/store/codec"
+	"github.com/netloom/netloom/internal/store/sqlstore"
 )
 
 // AddEvents implements store.Store.
 func (s *Store) AddEvents(ctx context.Context, ev []fabric.Event) error {
-	for i, e := range ev {
-		if err := checkTime("Time", e.Time); err != nil {
-			return fmt.Errorf("add events: event %d (%s): %w", i, e.Kind, err)
-		}
-		if e.Kind == "" {
-			return fmt.Errorf("add events: event %d: Kind is empty", i)
-		}
-		if e.Port < 0 || e.Port > maxPort {
-			return fmt.Errorf("add events: event %d (%s): Port %d out of range 0..%d", i, e.Kind, e.Port, maxPort)
-		}
+	if err := sqlstore.CheckEvents(ev); err != nil {
+		return err
 	}
 	if len(ev) == 0 {
 		return nil
@@ -33,7 +27,7 @@ func (s *Store) AddEvents(ctx context.Context, ev []fabric.Event) error {
 		}
 		defer st.Close()
 		for i, e := range ev {
-			if _, err := st.ExecContext(ctx, ns(e.Time), e.Kind, guidInt(e.Node), e.Port, e.Detail); err != nil {
+			if _, err := st.ExecContext(ctx, codec.NS(e.Time), e.Kind, guidInt(e.Node), e.Port, e.Detail); err != nil {
 				return fmt.Errorf("event %d (%s): %w", i, e.Kind, err)
 			}
 		}
@@ -46,7 +40,7 @@ func (s *Store) AddEvents(ctx context.Context, ev []fabric.Event) error {
 // Limit of 0 or less returns all matches.
 func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]fabric.Event, error) {
 	var where []string
-	args := []any{lowerBound(q.From), upperBound(q.To)}
+	args := []any{codec.LowerBound(q.From), codec.UpperBound(q.To)}
 	where = append(where, "time_ns >= ? AND time_ns <= ?")
 	if q.Kind != "" {
 		where = append(where, "kind = ?")
@@ -74,7 +68,7 @@ func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]fabric.Event,
 		if err := rows.Scan(&t, &e.Kind, &node, &e.Port, &e.Detail); err != nil {
 			return nil, fmt.Errorf("query events: %w", err)
 		}
-		e.Time, e.Node = fromNS(t), fabric.GUID(node)
+		e.Time, e.Node = codec.FromNS(t), fabric.GUID(node)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {

@@ -3,58 +3,21 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/netloom/netloom/internal/store"
+	"github.com/netloom/netloom/internal/store/codec"
+	"github.com/netloom/netloom/internal/store/sqlstore"
 )
-
-// jobSortColumn maps store.JobSortKeys to columns of the jobs table.
-func jobSortColumn(key string) (string, bool) {
-	switch key {
-	case "start":
-		return "start_ns", true
-	case "end":
-		return "end_ns", true
-	case "updated":
-		return "updated_ns", true
-	case "id":
-		return "id", true
-	}
-	if store.ValidJobSort(key) {
-		return key, true
-	}
-	return "", false
-}
-
-// jobMetricColumns are the REAL columns filled from store.JobSortValue.
-var jobMetricColumns = []string{"duration", "ranks", "nodes", "cpu", "cpu_seconds", "mpi", "mpi_seconds", "memory", "memory_peak",
-	"io", "bytes", "msgs", "inter_node_bytes", "intra_node_bytes", "p2p_bytes", "coll_bytes", "rma_bytes", "p2p_msgs", "coll_msgs", "rma_msgs"}
-
-func checkJob(j *store.Job) error {
-	if j == nil || j.ID == "" {
-		return errors.New("job without an id")
-	}
-	if err := checkTime("start", j.Start); err != nil && !j.Start.IsZero() {
-		return err
-	}
-	if !j.End.IsZero() {
-		if err := checkTime("end", j.End); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // SaveJob implements store.Store.
 func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
-	if err := checkJob(j); err != nil {
+	if err := sqlstore.CheckJob(j); err != nil {
 		return fmt.Errorf("save job: %w", err)
 	}
 	summary, err := json.Marshal(&j.JobSummary)
@@ -65,13 +28,13 @@ func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
 	var buf []byte
 	ends := make([]int, len(j.Processes))
 	for i := range j.Processes {
-		buf = encodeProcess(buf, &j.Processes[i])
+		buf = codec.EncodeProcess(buf, &j.Processes[i])
 		ends[i] = len(buf)
 	}
-	cols := append([]string{"id", "state", "start_ns", "end_ns", "updated_ns"}, jobMetricColumns...)
+	cols := append([]string{"id", "state", "start_ns", "end_ns", "updated_ns"}, sqlstore.JobMetricColumns...)
 	cols = append(cols, "summary")
-	args := []any{j.ID, j.State, nsOrZero(j.Start), nullNS(j.End), nsOrZero(j.Updated)}
-	for _, c := range jobMetricColumns {
+	args := []any{j.ID, j.State, codec.NSOrZero(j.Start), nullNS(j.End), codec.NSOrZero(j.Updated)}
+	for _, c := range sqlstore.JobMetricColumns {
 		args = append(args, store.JobSortValue(&j.JobSummary, c))
 	}
 	args = append(args, summary)
@@ -100,13 +63,6 @@ func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
 	})
 }
 
-func nsOrZero(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
 func nullNS(t time.Time) any {
 	if t.IsZero() {
 		return nil
@@ -120,7 +76,7 @@ func (s *Store) Jobs(ctx context.Context, q store.JobQuery) ([]store.JobSummary,
 	if sortKey == "" {
 		sortKey = "start"
 	}
-	col, ok := jobSortColumn(sortKey)
+	col, ok := sqlstore.JobSortColumn(sortKey)
 	if !ok {
 		return nil, 0, fmt.Errorf("jobs: unknown sort key %q (known: %s)", q.Sort, strings.Join(store.JobSortKeys, ", "))
 	}
@@ -217,7 +173,7 @@ func (s *Store) Job(ctx context.Context, id string) (*store.Job, error) {
 		if err := rows.Scan(&rank, &z); err != nil {
 			return nil, fmt.Errorf("job %q processes: %w", id, err)
 		}
-		p, err := decodeProcess(z)
+		p, err := codec.DecodeProcess(z)
 		if err != nil {
 			return nil, fmt.Errorf("job %q rank %d: %w", id, rank, err)
 		}
@@ -234,13 +190,8 @@ func (s *Store) AddProcessSamples(ctx context.Context, samples []store.ProcessSa
 	if len(samples) == 0 {
 		return nil
 	}
-	for i := range samples {
-		if samples[i].Job == "" {
-			return fmt.Errorf("add process samples: sample %d has no job", i)
-		}
-		if err := checkTime("sample time", samples[i].Time); err != nil {
-			return fmt.Errorf("add process samples: job %s rank %d: %w", samples[i].Job, samples[i].Rank, err)
-		}
+	if err := sqlstore.CheckProcessSamples(samples); err != nil {
+		return err
 	}
 	return s.writeTx(ctx, fmt.Sprintf("add %d process samples", len(samples)), func(tx *sql.Tx) error {
 		st, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO job_samples(job, rank, time_ns, data) VALUES (?, ?, ?, ?)`)
@@ -251,8 +202,8 @@ func (s *Store) AddProcessSamples(ctx context.Context, samples []store.ProcessSa
 		var buf []byte
 		for i := range samples {
 			x := &samples[i]
-			buf = encodeProcessSample(buf[:0], x)
-			if _, err := st.ExecContext(ctx, x.Job, x.Rank, ns(x.Time), buf); err != nil {
+			buf = codec.EncodeProcessSample(buf[:0], x)
+			if _, err := st.ExecContext(ctx, x.Job, x.Rank, codec.NS(x.Time), buf); err != nil {
 				return fmt.Errorf("job %s rank %d: %w", x.Job, x.Rank, err)
 			}
 		}
@@ -283,7 +234,7 @@ func (s *Store) ProcessSamples(ctx context.Context, job string, ranks []int, fro
 	rolled := map[int]bool{}
 	q := `SELECT rank, width_s, time_ns, data FROM job_rollups WHERE job = ? AND time_ns BETWEEN ? AND ?` + rankCond +
 		` ORDER BY rank, width_s DESC, bucket_ns`
-	rows, err := tx.QueryContext(ctx, q, append([]any{job, lowerBound(from), upperBound(to)}, rankArgs...)...)
+	rows, err := tx.QueryContext(ctx, q, append([]any{job, codec.LowerBound(from), codec.UpperBound(to)}, rankArgs...)...)
 	if err != nil {
 		return nil, fmt.Errorf("process rollups of job %q: %w", job, err)
 	}
@@ -295,12 +246,12 @@ func (s *Store) ProcessSamples(ctx context.Context, job string, ranks []int, fro
 			rows.Close()
 			return nil, fmt.Errorf("process rollups of job %q: %w", job, err)
 		}
-		a, err := decodeProcessRollup(b, t)
+		a, err := codec.DecodeProcessRollup(b, t)
 		if err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("process rollup of job %q rank %d at %d: %w", job, rank, t, err)
 		}
-		out[rank] = append(out[rank], a.sample(job, rank, time.Duration(w)*time.Second))
+		out[rank] = append(out[rank], a.Sample(job, rank, time.Duration(w)*time.Second))
 		rolled[rank] = true
 	}
 	rows.Close()
@@ -308,7 +259,7 @@ func (s *Store) ProcessSamples(ctx context.Context, job string, ranks []int, fro
 		return nil, fmt.Errorf("process rollups of job %q: %w", job, err)
 	}
 	q = `SELECT rank, time_ns, data FROM job_samples WHERE job = ? AND time_ns BETWEEN ? AND ?` + rankCond + ` ORDER BY rank, time_ns`
-	rows, err = tx.QueryContext(ctx, q, append([]any{job, lowerBound(from), upperBound(to)}, rankArgs...)...)
+	rows, err = tx.QueryContext(ctx, q, append([]any{job, codec.LowerBound(from), codec.UpperBound(to)}, rankArgs...)...)
 	if err != nil {
 		return nil, fmt.Errorf("process samples of job %q: %w", job, err)
 	}
@@ -320,11 +271,11 @@ func (s *Store) ProcessSamples(ctx context.Context, job string, ranks []int, fro
 		if err := rows.Scan(&rank, &t, &b); err != nil {
 			return nil, fmt.Errorf("process samples of job %q: %w", job, err)
 		}
-		x, err := decodeProcessSample(b)
+		x, err := codec.DecodeProcessSample(b)
 		if err != nil {
 			return nil, fmt.Errorf("process sample of job %q rank %d at %d: %w", job, rank, t, err)
 		}
-		x.Job, x.Rank, x.Time = job, rank, fromNS(t)
+		x.Job, x.Rank, x.Time = job, rank, codec.FromNS(t)
 		out[rank] = append(out[rank], x)
 	}
 	if err := rows.Err(); err != nil {
@@ -339,63 +290,6 @@ func (s *Store) ProcessSamples(ctx context.Context, job string, ranks []int, fro
 	return out, nil
 }
 
-// A process sample is a format byte, then uvarints: span in nanoseconds,
-// the three float64 seconds as their bits, then the byte and message
-// counters in the order of sampleUints.
-const formatSample = 0x01
-
-func sampleUints(x *store.ProcessSample) []*uint64 {
-	return []*uint64{&x.VmRSS, &x.VmSize, &x.IORead, &x.IOWrite, &x.MPIIORead, &x.MPIIOWrite,
-		&x.Traffic.P2P.Bytes, &x.Traffic.P2P.Msgs, &x.Traffic.Coll.Bytes, &x.Traffic.Coll.Msgs, &x.Traffic.RMA.Bytes, &x.Traffic.RMA.Msgs,
-		&x.IntraNode.Bytes, &x.IntraNode.Msgs, &x.InterNode.Bytes, &x.InterNode.Msgs}
-}
-
-func encodeProcessSample(dst []byte, x *store.ProcessSample) []byte {
-	dst = append(dst, formatSample)
-	dst = binary.AppendUvarint(dst, uint64(max(x.Span, 0)))
-	for _, f := range []float64{x.CPUUser, x.CPUSystem, x.MPI} {
-		dst = binary.AppendUvarint(dst, math.Float64bits(f))
-	}
-	for _, v := range sampleUints(x) {
-		dst = binary.AppendUvarint(dst, *v)
-	}
-	return dst
-}
-
-func decodeProcessSample(b []byte) (store.ProcessSample, error) {
-	var x store.ProcessSample
-	if len(b) == 0 || b[0] != formatSample {
-		return x, errors.New("unknown sample format")
-	}
-	b = b[1:]
-	next := func() (uint64, error) {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			return 0, errTruncated
-		}
-		b = b[n:]
-		return v, nil
-	}
-	span, err := next()
-	if err != nil {
-		return x, err
-	}
-	x.Span = time.Duration(span)
-	for _, f := range []*float64{&x.CPUUser, &x.CPUSystem, &x.MPI} {
-		v, err := next()
-		if err != nil {
-			return x, err
-		}
-		*f = math.Float64frombits(v)
-	}
-	for _, p := range sampleUints(&x) {
-		if *p, err = next(); err != nil {
-			return x, err
-		}
-	}
-	return x, nil
-}
-
 // pruneJobsStep deletes a chunk of what finished jobs that ended before
 // t hold: their samples, rollups, processes and link totals, a bounded
 // number of rows at a time (a large job has millions), then the job.
@@ -405,7 +299,7 @@ func (s *Store) pruneJobsStep(ctx context.Context, before time.Time) (bool, erro
 	}
 	what := "prune jobs ended before " + before.Format(time.RFC3339)
 	return s.deleteStep(ctx, what, func(tx *sql.Tx) (int64, error) {
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM jobs WHERE state = ? AND end_ns < ? LIMIT ?`, store.JobFinished, ns(before), s.opt.PruneChunk)
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM jobs WHERE state = ? AND end_ns < ? LIMIT ?`, store.JobFinished, codec.NS(before), s.opt.PruneChunk)
 		if err != nil {
 			return 0, err
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/netloom/netloom/internal/store"
+	"github.com/netloom/netloom/internal/store/codec"
+	"github.com/netloom/netloom/internal/store/sqlstore"
 )
 
 // Prune implements store.Store: it repeats PruneStep until nothing is
@@ -34,15 +36,15 @@ func (s *Store) PruneStep(ctx context.Context, r store.Retention) (bool, error) 
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("prune: %w", err)
 	}
-	ports := newCutoffs(r.Samples, r.PortRollups5m, r.PortRollups1h)
-	procs := newCutoffs(r.ProcessSamples, r.ProcessRollups5m, r.ProcessRollups1h)
+	ports := sqlstore.NewCutoffs(r.Samples, r.PortRollups5m, r.PortRollups1h)
+	procs := sqlstore.NewCutoffs(r.ProcessSamples, r.ProcessRollups5m, r.ProcessRollups1h)
 	steps := []func() (bool, error){
 		func() (bool, error) { return s.pruneJobsStep(ctx, r.Jobs) },
 	}
-	for l := levelRaw; l < numLevels; l++ {
+	for l := sqlstore.LevelRaw; l < sqlstore.NumLevels; l++ {
 		steps = append(steps, func() (bool, error) { return s.foldPortsStep(ctx, ports, l) })
 	}
-	for l := levelRaw; l < numLevels; l++ {
+	for l := sqlstore.LevelRaw; l < sqlstore.NumLevels; l++ {
 		steps = append(steps, func() (bool, error) { return s.foldProcessesStep(ctx, procs, l) })
 	}
 	steps = append(steps,
@@ -99,7 +101,7 @@ func (s *Store) pruneEventsStep(ctx context.Context, before time.Time) (bool, er
 	}
 	return s.deleteStep(ctx, "prune events before "+before.Format(time.RFC3339), func(tx *sql.Tx) (int64, error) {
 		res, err := tx.ExecContext(ctx, `DELETE FROM events WHERE id IN (SELECT id FROM events WHERE time_ns < ? LIMIT ?)`,
-			ns(before), s.opt.PruneChunk)
+			codec.NS(before), s.opt.PruneChunk)
 		if err != nil {
 			return 0, err
 		}
@@ -118,7 +120,7 @@ func (s *Store) pruneTopologyStep(ctx context.Context, before time.Time) (bool, 
 	if before.IsZero() {
 		return false, nil
 	}
-	at := ns(before)
+	at := codec.NS(before)
 	return s.deleteStep(ctx, "prune topology before "+before.Format(time.RFC3339), func(tx *sql.Tx) (int64, error) {
 		res, err := tx.ExecContext(ctx, `DELETE FROM topology_versions WHERE until_ns IS NOT NULL AND until_ns <= ?`, at)
 		if err != nil {

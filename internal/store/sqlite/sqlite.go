@@ -10,7 +10,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"strings"
 	"sync"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
+	"github.com/netloom/netloom/internal/store/codec"
+	"github.com/netloom/netloom/internal/store/sqlstore"
 )
 
 // applicationID marks a Netloom database ("NLOM") so that another SQLite
@@ -75,8 +76,8 @@ type Store struct {
 	// only the writer touches.
 	wmu     sync.Mutex
 	nodeIDs map[fabric.GUID]int64
-	enc     encoder
-	cursors [2 * numLevels]foldCursor // per kind (cursorPorts, cursorProcesses) and level
+	enc     codec.Encoder
+	fold    sqlstore.Folder
 
 	decoders sync.Pool
 }
@@ -112,7 +113,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	s := &Store{path: path, opt: opt, w: w, nodeIDs: map[fabric.GUID]int64{}}
-	s.decoders.New = func() any { return new(decoder) }
+	s.decoders.New = func() any { return new(codec.Decoder) }
 	if err := s.prepare(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, describe(err))
@@ -251,36 +252,6 @@ func (s *Store) writeTx(ctx context.Context, what string, fn func(tx *sql.Tx) er
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("%s: commit: %w", what, err)
-	}
-	return nil
-}
-
-// Nanosecond times are the storage unit; zero bounds mean unbounded.
-func ns(t time.Time) int64 { return t.UnixNano() }
-
-func fromNS(v int64) time.Time { return time.Unix(0, v).UTC() }
-
-func lowerBound(t time.Time) int64 {
-	if t.IsZero() {
-		return math.MinInt64
-	}
-	return t.UnixNano()
-}
-
-func upperBound(t time.Time) int64 {
-	if t.IsZero() {
-		return math.MaxInt64
-	}
-	return t.UnixNano()
-}
-
-// checkTime refuses times that nanoseconds since 1970 cannot hold.
-func checkTime(field string, t time.Time) error {
-	if t.IsZero() {
-		return fmt.Errorf("%s is zero", field)
-	}
-	if t.Year() < 1678 || t.Year() > 2261 {
-		return fmt.Errorf("%s %s is out of range (years 1678..2261)", field, t.Format(time.RFC3339))
 	}
 	return nil
 }

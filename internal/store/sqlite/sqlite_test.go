@@ -12,6 +12,7 @@ import (
 
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
+	"github.com/netloom/netloom/internal/store/codec"
 	"github.com/netloom/netloom/internal/store/storetest"
 )
 
@@ -88,8 +89,8 @@ func TestMigrateFromV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var enc encoder
-	blob, err := enc.encodeSwitch(nil, storetest.Sweep(1, 4, 0, storetest.T0))
+	var enc codec.Encoder
+	blob, err := enc.EncodeSwitch(nil, storetest.Sweep(1, 4, 0, storetest.T0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,75 +6,24 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"sort"
 	"time"
 
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
+	"github.com/netloom/netloom/internal/store/codec"
 )
-
-// maxInflated bounds what a stored blob may inflate to (a corrupted or
-// hostile blob must not exhaust memory).
-const maxInflated = 1 << 30
-
-// canonicalTopology encodes t in its canonical form: nodes and links
-// sorted and normalized, as JSON. Equal fabrics encode to equal bytes.
-func canonicalTopology(t *fabric.Topology) ([]byte, *fabric.Topology, error) {
-	nodes := append([]fabric.Node(nil), t.Nodes...)
-	links := append([]fabric.Link(nil), t.Links...)
-	c, err := fabric.NewTopology(nodes, links)
-	if err != nil {
-		return nil, nil, fmt.Errorf("invalid topology: %w", err)
-	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		return nil, nil, fmt.Errorf("encode topology: %w", err)
-	}
-	return b, c, nil
-}
-
-func deflate(b []byte, level int) ([]byte, error) {
-	var buf bytes.Buffer
-	w, err := flate.NewWriter(&buf, level)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := w.Write(b); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-func inflate(b []byte) ([]byte, error) {
-	r := flate.NewReader(bytes.NewReader(b))
-	defer r.Close()
-	out, err := io.ReadAll(io.LimitReader(r, maxInflated+1))
-	if err != nil {
-		return nil, fmt.Errorf("inflate: %w", err)
-	}
-	if len(out) > maxInflated {
-		return nil, fmt.Errorf("inflate: over %d bytes", maxInflated)
-	}
-	return out, nil
-}
 
 // SaveTopology implements store.Store.
 func (s *Store) SaveTopology(ctx context.Context, t *fabric.Topology, at time.Time) (int64, bool, error) {
 	if t == nil {
 		return 0, false, errors.New("save topology: nil topology")
 	}
-	if err := checkTime("time", at); err != nil {
+	if err := codec.CheckTime("time", at); err != nil {
 		return 0, false, fmt.Errorf("save topology: %w", err)
 	}
-	enc, c, err := canonicalTopology(t)
+	enc, c, err := codec.CanonicalTopology(t)
 	if err != nil {
 		return 0, false, fmt.Errorf("save topology at %s: %w", at.Format(time.RFC3339), err)
 	}
@@ -92,19 +41,19 @@ func (s *Store) SaveTopology(ctx context.Context, t *fabric.Topology, at time.Ti
 		case bytes.Equal(lastHash, sum[:]):
 			id = lastID
 			return nil
-		case ns(at) < lastFrom:
-			return fmt.Errorf("time is before the latest version %d (from %s); versions must be saved in time order", lastID, fromNS(lastFrom).Format(time.RFC3339))
+		case codec.NS(at) < lastFrom:
+			return fmt.Errorf("time is before the latest version %d (from %s); versions must be saved in time order", lastID, codec.FromNS(lastFrom).Format(time.RFC3339))
 		default:
-			if _, err := tx.ExecContext(ctx, `UPDATE topology_versions SET until_ns = ? WHERE id = ?`, ns(at), lastID); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE topology_versions SET until_ns = ? WHERE id = ?`, codec.NS(at), lastID); err != nil {
 				return fmt.Errorf("close version %d: %w", lastID, err)
 			}
 		}
-		z, err := deflate(enc, flate.BestSpeed)
+		z, err := codec.Deflate(enc, flate.BestSpeed)
 		if err != nil {
 			return fmt.Errorf("compress: %w", err)
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO topology_versions(from_ns, nodes, links, hash, data) VALUES (?, ?, ?, ?, ?)`,
-			ns(at), len(c.Nodes), len(c.Links), sum[:], z)
+			codec.NS(at), len(c.Nodes), len(c.Links), sum[:], z)
 		if err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
@@ -126,9 +75,9 @@ func scanVersion(sc interface{ Scan(...any) error }, extra ...any) (store.Versio
 	if err := sc.Scan(dst...); err != nil {
 		return v, err
 	}
-	v.From = fromNS(from)
+	v.From = codec.FromNS(from)
 	if until.Valid {
-		v.Until = fromNS(until.Int64)
+		v.Until = codec.FromNS(until.Int64)
 	}
 	return v, nil
 }
@@ -137,7 +86,7 @@ func scanVersion(sc interface{ Scan(...any) error }, extra ...any) (store.Versio
 func (s *Store) TopologyAt(ctx context.Context, at time.Time) (*fabric.Topology, store.Version, error) {
 	var data []byte
 	row := s.r.QueryRowContext(ctx, `SELECT id, from_ns, until_ns, nodes, links, data FROM topology_versions
-		WHERE from_ns <= ? ORDER BY from_ns DESC, id DESC LIMIT 1`, upperBound(at))
+		WHERE from_ns <= ? ORDER BY from_ns DESC, id DESC LIMIT 1`, codec.UpperBound(at))
 	v, err := scanVersion(row, &data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.Version{}, fmt.Errorf("topology at %s: %w", at.Format(time.RFC3339), store.ErrNotFound)
@@ -145,36 +94,17 @@ func (s *Store) TopologyAt(ctx context.Context, at time.Time) (*fabric.Topology,
 	if err != nil {
 		return nil, store.Version{}, fmt.Errorf("topology at %s: %w", at.Format(time.RFC3339), err)
 	}
-	t, err := decodeTopology(data)
+	t, err := codec.DecodeTopology(data)
 	if err != nil {
 		return nil, store.Version{}, fmt.Errorf("topology version %d: %w", v.ID, err)
 	}
 	return t, v, nil
 }
 
-func decodeTopology(data []byte) (*fabric.Topology, error) {
-	raw, err := inflate(data)
-	if err != nil {
-		return nil, err
-	}
-	var w struct {
-		Nodes []fabric.Node `json:"nodes"`
-		Links []fabric.Link `json:"links"`
-	}
-	if err := json.Unmarshal(raw, &w); err != nil {
-		return nil, fmt.Errorf("decode: %w", err)
-	}
-	t, err := fabric.NewTopology(w.Nodes, w.Links)
-	if err != nil {
-		return nil, fmt.Errorf("decode: %w", err)
-	}
-	return t, nil
-}
-
 // Versions implements store.Store. Zero from or to leave that end open.
 func (s *Store) Versions(ctx context.Context, from, to time.Time) ([]store.Version, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT id, from_ns, until_ns, nodes, links FROM topology_versions
-		WHERE from_ns <= ? AND (until_ns IS NULL OR until_ns > ?) ORDER BY from_ns, id`, upperBound(to), lowerBound(from))
+		WHERE from_ns <= ? AND (until_ns IS NULL OR until_ns > ?) ORDER BY from_ns, id`, codec.UpperBound(to), codec.LowerBound(from))
 	if err != nil {
 		return nil, fmt.Errorf("topology versions: %w", err)
 	}
@@ -193,76 +123,13 @@ func (s *Store) Versions(ctx context.Context, from, to time.Time) ([]store.Versi
 	return out, nil
 }
 
-// encodeTables writes forwarding tables as: count, then per switch in GUID
-// order its GUID (8 bytes), table length and entries. The hash is taken
-// over tables with trailing unset entries dropped, matching Equal.
-func encodeTables(ft fabric.ForwardingTables) (data, hash []byte) {
-	guids := make([]fabric.GUID, 0, len(ft))
-	size := 0
-	for g, t := range ft {
-		guids = append(guids, g)
-		size += len(t) + 12
-	}
-	sort.Slice(guids, func(i, j int) bool { return guids[i] < guids[j] })
-	b := make([]byte, 0, size+8)
-	h := sha256.New()
-	var hb []byte
-	b = binary.AppendUvarint(b, uint64(len(guids)))
-	for _, g := range guids {
-		t := ft[g]
-		b = binary.BigEndian.AppendUint64(b, uint64(g))
-		b = binary.AppendUvarint(b, uint64(len(t)))
-		b = append(b, t...)
-		n := len(t)
-		for n > 0 && t[n-1] == fabric.NoPort {
-			n--
-		}
-		hb = binary.BigEndian.AppendUint64(hb[:0], uint64(g))
-		hb = binary.AppendUvarint(hb, uint64(n))
-		h.Write(hb)
-		h.Write(t[:n])
-	}
-	return b, h.Sum(nil)
-}
-
-func decodeTables(b []byte) (fabric.ForwardingTables, error) {
-	r := &reader{b: b}
-	n, err := r.uvarint()
-	if err != nil {
-		return nil, fmt.Errorf("switch count: %w", err)
-	}
-	if n > uint64(len(b)) {
-		return nil, fmt.Errorf("switch count %d exceeds data", n)
-	}
-	ft := make(fabric.ForwardingTables, n)
-	for i := uint64(0); i < n; i++ {
-		gb, err := r.bytes(8)
-		if err != nil {
-			return nil, fmt.Errorf("switch %d: %w", i, err)
-		}
-		l, err := r.uvarint()
-		if err != nil || l > uint64(len(b)) {
-			return nil, fmt.Errorf("switch %d: bad table length", i)
-		}
-		t, err := r.bytes(int(l))
-		if err != nil {
-			return nil, fmt.Errorf("switch %d: %w", i, err)
-		}
-		ft[fabric.GUID(binary.BigEndian.Uint64(gb))] = append([]uint8(nil), t...)
-	}
-	if r.off != len(b) {
-		return nil, fmt.Errorf("%d trailing bytes", len(b)-r.off)
-	}
-	return ft, nil
-}
-
 // SaveForwardingTables implements store.Store; tables equal to the latest
 // stored ones are not written again.
 func (s *Store) SaveForwardingTables(ctx context.Context, ft fabric.ForwardingTables, at time.Time) error {
-	if err := checkTime("time", at); err != nil {
+	if err := codec.CheckTime("time", at); err != nil {
 		return fmt.Errorf("save forwarding tables: %w", err)
 	}
-	data, hash := encodeTables(ft)
+	data, hash := codec.EncodeTables(ft)
 	return s.writeTx(ctx, "save forwarding tables at "+at.Format(time.RFC3339), func(tx *sql.Tx) error {
 		var lastFrom int64
 		var lastHash []byte
@@ -273,14 +140,14 @@ func (s *Store) SaveForwardingTables(ctx context.Context, ft fabric.ForwardingTa
 			return fmt.Errorf("read latest: %w", err)
 		case bytes.Equal(lastHash, hash):
 			return nil
-		case ns(at) < lastFrom:
-			return fmt.Errorf("time is before the latest tables (from %s); save in time order", fromNS(lastFrom).Format(time.RFC3339))
+		case codec.NS(at) < lastFrom:
+			return fmt.Errorf("time is before the latest tables (from %s); save in time order", codec.FromNS(lastFrom).Format(time.RFC3339))
 		}
-		z, err := deflate(data, flate.BestSpeed)
+		z, err := codec.Deflate(data, flate.BestSpeed)
 		if err != nil {
 			return fmt.Errorf("compress: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO forwarding_tables(from_ns, hash, data) VALUES (?, ?, ?)`, ns(at), hash, z); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO forwarding_tables(from_ns, hash, data) VALUES (?, ?, ?)`, codec.NS(at), hash, z); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
 		return nil
@@ -292,20 +159,20 @@ func (s *Store) ForwardingTablesAt(ctx context.Context, at time.Time) (fabric.Fo
 	var from int64
 	var data []byte
 	err := s.r.QueryRowContext(ctx, `SELECT from_ns, data FROM forwarding_tables WHERE from_ns <= ?
-		ORDER BY from_ns DESC, id DESC LIMIT 1`, upperBound(at)).Scan(&from, &data)
+		ORDER BY from_ns DESC, id DESC LIMIT 1`, codec.UpperBound(at)).Scan(&from, &data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, time.Time{}, fmt.Errorf("forwarding tables at %s: %w", at.Format(time.RFC3339), store.ErrNotFound)
 	}
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("forwarding tables at %s: %w", at.Format(time.RFC3339), err)
 	}
-	raw, err := inflate(data)
+	raw, err := codec.Inflate(data)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("forwarding tables from %s: %w", fromNS(from).Format(time.RFC3339), err)
+		return nil, time.Time{}, fmt.Errorf("forwarding tables from %s: %w", codec.FromNS(from).Format(time.RFC3339), err)
 	}
-	ft, err := decodeTables(raw)
+	ft, err := codec.DecodeTables(raw)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("forwarding tables from %s: %w", fromNS(from).Format(time.RFC3339), err)
+		return nil, time.Time{}, fmt.Errorf("forwarding tables from %s: %w", codec.FromNS(from).Format(time.RFC3339), err)
 	}
-	return ft, fromNS(from), nil
+	return ft, codec.FromNS(from), nil
 }

@@ -1,4 +1,7 @@
-package sqlite
+// Package codec holds the byte formats Netloom's SQL engines store, the
+// same in each: port samples and their rollups, process rows, samples and
+// rollups, topology and forwarding tables, and times as nanoseconds.
+package codec
 
 import (
 	"encoding/binary"
@@ -39,33 +42,33 @@ const (
 	colSparse = 2
 	colDiv4   = 4
 
-	maxPort = 254
+	MaxPort = 254
 )
 
 var errTruncated = errors.New("truncated")
 
-// encoder keeps reusable buffers; it is not safe for concurrent use.
-type encoder struct {
+// Encoder keeps reusable buffers; it is not safe for concurrent use.
+type Encoder struct {
 	body []byte
 	col  []byte
 	best []byte
 	vals []uint64
 }
 
-// encodeSwitch appends the blob for samples, which must be one switch's
+// EncodeSwitch appends the blob for samples, which must be one switch's
 // samples of one sweep (same GUID), to dst. It sorts samples by port.
-func (e *encoder) encodeSwitch(dst []byte, samples []fabric.PortSample) ([]byte, error) {
+func (e *Encoder) EncodeSwitch(dst []byte, samples []fabric.PortSample) ([]byte, error) {
 	n := len(samples)
-	if n == 0 || n > maxPort+1 {
-		return nil, fmt.Errorf("encode: %d samples for one switch, want 1..%d", n, maxPort+1)
+	if n == 0 || n > MaxPort+1 {
+		return nil, fmt.Errorf("encode: %d samples for one switch, want 1..%d", n, MaxPort+1)
 	}
 	sort.Slice(samples, func(i, j int) bool { return samples[i].Port.Port < samples[j].Port.Port })
 	maxP := samples[n-1].Port.Port
 	var bitmap [32]byte
 	for i := range samples {
 		p := samples[i].Port.Port
-		if p < 0 || p > maxPort {
-			return nil, fmt.Errorf("encode: port number %d out of range 0..%d", p, maxPort)
+		if p < 0 || p > MaxPort {
+			return nil, fmt.Errorf("encode: port number %d out of range 0..%d", p, MaxPort)
 		}
 		if i > 0 && samples[i-1].Port.Port == p {
 			return nil, fmt.Errorf("encode: port %d appears twice", p)
@@ -147,7 +150,7 @@ func storedValue(d *[fabric.NumCounters]uint64, c fabric.Counter) uint64 {
 
 // column encodes one column and returns its mode and bytes (valid until
 // the next call).
-func (e *encoder) column(vals []uint64, allowDiv4 bool) (byte, []byte) {
+func (e *Encoder) column(vals []uint64, allowDiv4 bool) (byte, []byte) {
 	nonzero := 0
 	div4 := allowDiv4
 	for _, v := range vals {
@@ -190,7 +193,7 @@ func (e *encoder) column(vals []uint64, allowDiv4 bool) (byte, []byte) {
 	return colDense | flag, dense
 }
 
-func (e *encoder) flagColumn(vals []uint64) (byte, []byte) {
+func (e *Encoder) flagColumn(vals []uint64) (byte, []byte) {
 	set := 0
 	for _, v := range vals {
 		if v != 0 {
@@ -217,14 +220,14 @@ func (e *encoder) flagColumn(vals []uint64) (byte, []byte) {
 func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }
 func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 
-// decoder keeps reusable buffers; it is not safe for concurrent use.
-type decoder struct {
+// Decoder keeps reusable buffers; it is not safe for concurrent use.
+type Decoder struct {
 	ports []int
 	idx   []int
 	vals  []uint64
 }
 
-func (d *decoder) body(blob []byte) ([]byte, error) {
+func (d *Decoder) body(blob []byte) ([]byte, error) {
 	if len(blob) == 0 {
 		return nil, errTruncated
 	}
@@ -260,10 +263,10 @@ func (r *reader) bytes(n int) ([]byte, error) {
 	return s, nil
 }
 
-// decodeSwitch decodes a blob into samples of node g at time t. When want
+// DecodeSwitch decodes a blob into samples of node g at time t. When want
 // is non-nil only ports it accepts are returned. The samples are appended
 // to dst, in port order.
-func (d *decoder) decodeSwitch(dst []fabric.PortSample, blob []byte, g fabric.GUID, t time.Time, want func(port int) bool) ([]fabric.PortSample, error) {
+func (d *Decoder) DecodeSwitch(dst []fabric.PortSample, blob []byte, g fabric.GUID, t time.Time, want func(port int) bool) ([]fabric.PortSample, error) {
 	body, err := d.body(blob)
 	if err != nil {
 		return dst, fmt.Errorf("decode samples of %s at %s: %w", g, t.Format(time.RFC3339Nano), err)
@@ -275,7 +278,7 @@ func (d *decoder) decodeSwitch(dst []fabric.PortSample, blob []byte, g fabric.GU
 	return out, nil
 }
 
-func (d *decoder) decodeBody(dst []fabric.PortSample, body []byte, g fabric.GUID, t time.Time, want func(port int) bool) ([]fabric.PortSample, error) {
+func (d *Decoder) decodeBody(dst []fabric.PortSample, body []byte, g fabric.GUID, t time.Time, want func(port int) bool) ([]fabric.PortSample, error) {
 	r := &reader{b: body}
 	l, err := r.uvarint()
 	if err != nil {
@@ -298,7 +301,7 @@ func (d *decoder) decodeBody(dst []fabric.PortSample, body []byte, g fabric.GUID
 	}
 	d.ports = ports
 	n := len(ports)
-	if n == 0 || ports[n-1] > maxPort || bm[len(bm)-1] == 0 {
+	if n == 0 || ports[n-1] > MaxPort || bm[len(bm)-1] == 0 {
 		return nil, errors.New("port bitmap: empty, port 255 or trailing zero byte")
 	}
 	baseU, err := r.uvarint()
@@ -411,7 +414,7 @@ func setFlag(s *fabric.PortSample, f int) {
 	}
 }
 
-func (d *decoder) column(r *reader, m byte, vals []uint64) error {
+func (d *Decoder) column(r *reader, m byte, vals []uint64) error {
 	n := len(vals)
 	switch m {
 	case colZero:
@@ -445,9 +448,9 @@ func (d *decoder) column(r *reader, m byte, vals []uint64) error {
 	return nil
 }
 
-// blobPorts returns the port numbers in a blob without decoding values;
+// BlobPorts returns the port numbers in a blob without decoding values;
 // ok is false when the blob is malformed (decode it to learn why).
-func blobPorts(blob []byte, ports []int) ([]int, bool) {
+func BlobPorts(blob []byte, ports []int) ([]int, bool) {
 	if len(blob) < 2 || blob[0] != formatRaw {
 		return ports, false
 	}

@@ -1,4 +1,4 @@
-package sqlite
+package codec
 
 import (
 	"math"
@@ -14,7 +14,7 @@ import (
 // extreme values.
 func randomSwitch(rng *rand.Rand, g fabric.GUID, t time.Time, extreme bool) []fabric.PortSample {
 	var out []fabric.PortSample
-	for p := 0; p <= maxPort; p++ {
+	for p := 0; p <= MaxPort; p++ {
 		if rng.IntN(4) != 0 && p > 0 {
 			continue
 		}
@@ -50,16 +50,16 @@ func randomSwitch(rng *rand.Rand, g fabric.GUID, t time.Time, extreme bool) []fa
 
 func TestCodecRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	var enc encoder
-	var dec decoder
+	var enc Encoder
+	var dec Decoder
 	at := time.Unix(1700000000, 123456789).UTC()
 	for i := 0; i < 500; i++ {
 		in := randomSwitch(rng, fabric.GUID(rng.Uint64()|1), at, i%2 == 1)
-		blob, err := enc.encodeSwitch(nil, in)
+		blob, err := enc.EncodeSwitch(nil, in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := dec.decodeSwitch(nil, blob, in[0].Port.GUID, at, nil)
+		out, err := dec.DecodeSwitch(nil, blob, in[0].Port.GUID, at, nil)
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
@@ -72,7 +72,7 @@ func TestCodecRoundTrip(t *testing.T) {
 				even = append(even, s)
 			}
 		}
-		got, err := dec.decodeSwitch(nil, blob, in[0].Port.GUID, at, func(p int) bool { return p%2 == 0 })
+		got, err := dec.DecodeSwitch(nil, blob, in[0].Port.GUID, at, func(p int) bool { return p%2 == 0 })
 		if err != nil || !reflect.DeepEqual(even, got) && len(even)+len(got) > 0 {
 			t.Fatalf("case %d: filtered decode differs (%v)", i, err)
 		}
@@ -80,23 +80,23 @@ func TestCodecRoundTrip(t *testing.T) {
 }
 
 func TestCodecRejects(t *testing.T) {
-	var enc encoder
+	var enc Encoder
 	g := fabric.GUID(7)
 	at := time.Unix(1, 0)
-	if _, err := enc.encodeSwitch(nil, []fabric.PortSample{{Port: fabric.PortRef{GUID: g, Port: 300}, Time: at}}); err == nil {
+	if _, err := enc.EncodeSwitch(nil, []fabric.PortSample{{Port: fabric.PortRef{GUID: g, Port: 300}, Time: at}}); err == nil {
 		t.Error("port 300 accepted")
 	}
 	dup := []fabric.PortSample{{Port: fabric.PortRef{GUID: g, Port: 3}}, {Port: fabric.PortRef{GUID: g, Port: 3}}}
-	if _, err := enc.encodeSwitch(nil, dup); err == nil {
+	if _, err := enc.EncodeSwitch(nil, dup); err == nil {
 		t.Error("duplicate port accepted")
 	}
 }
 
 func FuzzDecode(f *testing.F) {
-	var enc encoder
+	var enc Encoder
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 8; i++ {
-		b, err := enc.encodeSwitch(nil, randomSwitch(rng, 5, time.Unix(9, 0), i%2 == 0))
+		b, err := enc.EncodeSwitch(nil, randomSwitch(rng, 5, time.Unix(9, 0), i%2 == 0))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -107,18 +107,18 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{0x81, 0xff, 0x00})
 	f.Add([]byte{formatRaw, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, blob []byte) {
-		var dec decoder
-		out, err := dec.decodeSwitch(nil, blob, 5, time.Unix(9, 0), nil)
+		var dec Decoder
+		out, err := dec.DecodeSwitch(nil, blob, 5, time.Unix(9, 0), nil)
 		if err != nil {
 			return
 		}
 		// Whatever decodes must survive a round trip unchanged.
-		var enc encoder
-		again, err := enc.encodeSwitch(nil, append([]fabric.PortSample(nil), out...))
+		var enc Encoder
+		again, err := enc.EncodeSwitch(nil, append([]fabric.PortSample(nil), out...))
 		if err != nil {
 			t.Fatalf("re-encode of decoded samples: %v", err)
 		}
-		back, err := dec.decodeSwitch(nil, again, 5, time.Unix(9, 0), nil)
+		back, err := dec.DecodeSwitch(nil, again, 5, time.Unix(9, 0), nil)
 		if err != nil {
 			t.Fatalf("decode of re-encoded samples: %v", err)
 		}

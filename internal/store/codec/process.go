@@ -1,4 +1,4 @@
-package sqlite
+package codec
 
 import (
 	"encoding/binary"
@@ -66,8 +66,8 @@ func nsTime(ns int64) time.Time {
 	return time.Unix(0, ns).UTC()
 }
 
-// encodeProcess appends p's row to dst.
-func encodeProcess(dst []byte, p *store.Process) []byte {
+// EncodeProcess appends p's row to dst.
+func EncodeProcess(dst []byte, p *store.Process) []byte {
 	dst = append(dst, formatProcess)
 	dst = binary.AppendVarint(dst, int64(p.Rank))
 	dst = appendString(dst, p.Node)
@@ -230,15 +230,15 @@ func (r *rowReader) classes() store.Classes {
 		RMA: store.Traffic{Bytes: vals[4], Msgs: vals[5]}}
 }
 
-// decodeProcess decodes a stored process row, either format. Its lists are
+// DecodeProcess decodes a stored process row, either format. Its lists are
 // empty rather than nil, as the JSON rows' were (the API shows [] not null).
-func decodeProcess(b []byte) (store.Process, error) {
+func DecodeProcess(b []byte) (store.Process, error) {
 	var p store.Process
 	if len(b) == 0 {
 		return p, errors.New("empty process row")
 	}
 	if b[0] != formatProcess {
-		raw, err := inflate(b)
+		raw, err := Inflate(b)
 		if err != nil {
 			return p, err
 		}

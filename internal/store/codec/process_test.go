@@ -1,9 +1,8 @@
-package sqlite
+package codec
 
 import (
 	"bytes"
 	"compress/flate"
-	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -45,8 +44,8 @@ func bigProcess(nodes int) store.Process {
 func TestProcessRowRoundTrip(t *testing.T) {
 	for _, p := range []store.Process{bigProcess(1024), bigProcess(0), {Rank: 0, Functions: []store.Function{}, Regions: []store.Region{},
 		Peers: store.PeerRows{}}} {
-		b := encodeProcess(nil, &p)
-		got, err := decodeProcess(b)
+		b := EncodeProcess(nil, &p)
+		got, err := DecodeProcess(b)
 		if err != nil {
 			t.Fatalf("decode: %v", err)
 		}
@@ -54,77 +53,34 @@ func TestProcessRowRoundTrip(t *testing.T) {
 			t.Fatalf("round trip of rank %d with %d nodes differs:\n got %+v\nwant %+v", p.Rank, p.ToNodes.Len(), got, p)
 		}
 		for cut := 1; cut < len(b); cut += 1 + cut/8 {
-			if _, err := decodeProcess(b[:cut]); err == nil {
+			if _, err := DecodeProcess(b[:cut]); err == nil {
 				t.Fatalf("a row cut to %d of %d bytes decoded", cut, len(b))
 			}
 		}
-		if _, err := decodeProcess(append(b, 0)); err == nil {
+		if _, err := DecodeProcess(append(b, 0)); err == nil {
 			t.Fatal("a row with a byte after it decoded")
 		}
 	}
 }
 
-// A database written before the binary rows keeps its JSON ones readable.
-func TestProcessRowsOfEarlierVersionsRead(t *testing.T) {
-	s := openTemp(t)
-	ctx := context.Background()
-	j := storetest.Job("legacy", 2, storetest.T0, store.JobFinished)
-	if err := s.SaveJob(ctx, &store.Job{JobSummary: j.JobSummary}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range j.Processes {
-		raw, err := json.Marshal(&j.Processes[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		z, err := deflate(raw, flate.BestSpeed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.w.ExecContext(ctx, `INSERT INTO job_processes(job, rank, data) VALUES (?, ?, ?)`, j.ID, j.Processes[i].Rank, z); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A new row beside them.
-	p := bigProcess(3)
-	p.Rank = 2
-	if err := s.SaveJob(ctx, &store.Job{JobSummary: j.JobSummary, Processes: []store.Process{p}}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Job(ctx, j.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := append(j.Processes, p)
-	if !reflect.DeepEqual(got.Processes, want) {
-		t.Fatalf("processes:\n got %+v\nwant %+v", got.Processes, want)
-	}
-	if _, err := s.w.ExecContext(ctx, `UPDATE job_processes SET data = x'0702' WHERE rank = 1`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Job(ctx, j.ID); err == nil {
-		t.Fatal("a corrupt row read without an error")
-	}
-}
-
 func FuzzDecodeProcess(f *testing.F) {
 	p := bigProcess(5)
-	f.Add(encodeProcess(nil, &p))
-	f.Add(encodeProcess(nil, &store.Process{}))
+	f.Add(EncodeProcess(nil, &p))
+	f.Add(EncodeProcess(nil, &store.Process{}))
 	f.Add([]byte{formatProcess})
 	f.Add([]byte{0x01, 0x02})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := decodeProcess(b)
+		p, err := DecodeProcess(b)
 		if err != nil || len(b) == 0 || b[0] != formatProcess {
 			return
 		}
-		enc := encodeProcess(nil, &p)
-		again, err := decodeProcess(enc)
+		enc := EncodeProcess(nil, &p)
+		again, err := DecodeProcess(enc)
 		if err != nil {
 			t.Fatalf("re-encoded row: %v", err)
 		}
 		// Compared encoded: a NaN read back is not equal to itself.
-		if !bytes.Equal(encodeProcess(nil, &again), enc) {
+		if !bytes.Equal(EncodeProcess(nil, &again), enc) {
 			t.Fatalf("round trip differs:\n got %+v\nwant %+v", again, p)
 		}
 		// The peer rows are read without checks after this one: every way
@@ -144,13 +100,13 @@ func FuzzDecodeProcess(f *testing.F) {
 }
 
 // BenchmarkProcessRow compares the row encodings for one rank of a
-// 1,024-node all-to-all: go test -bench ProcessRow ./internal/store/sqlite
+// 1,024-node all-to-all: go test -bench ProcessRow ./internal/store/codec
 func BenchmarkProcessRow(b *testing.B) {
 	p := bigProcess(1024)
 	b.Run("binary", func(b *testing.B) {
 		var buf []byte
 		for b.Loop() {
-			buf = encodeProcess(buf[:0], &p)
+			buf = EncodeProcess(buf[:0], &p)
 		}
 		b.ReportMetric(float64(len(buf)), "bytes/row")
 	})
@@ -161,16 +117,16 @@ func BenchmarkProcessRow(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if z, err = deflate(raw, flate.BestSpeed); err != nil {
+			if z, err = Deflate(raw, flate.BestSpeed); err != nil {
 				b.Fatal(err)
 			}
 		}
 		b.ReportMetric(float64(len(z)), "bytes/row")
 	})
-	row := encodeProcess(nil, &p)
+	row := EncodeProcess(nil, &p)
 	b.Run("decode", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := decodeProcess(row); err != nil {
+			if _, err := DecodeProcess(row); err != nil {
 				b.Fatal(err)
 			}
 		}
