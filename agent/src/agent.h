@@ -26,6 +26,13 @@ struct nl_monitored {
 	uint64_t bytes[NL_NCLASS], msgs[NL_NCLASS];
 };
 
+/* The node of every rank, from the launcher (launcher.c). */
+struct nl_nodemap {
+	int nnodes, self;          /* self: this rank's node */
+	char (*names)[NL_NAME_MAX];
+	int32_t *node_of;          /* per world rank: index into names */
+};
+
 struct nl_agent {
 	int started, stopped;
 	char job_id[128];
@@ -46,6 +53,9 @@ struct nl_agent {
 	/* monitoring pvars: written by the rank's thread in nl_poll, read by the helper */
 	int mpit_on;
 	struct nl_monitored *monitored; /* world_size entries when mpit_on */
+
+	/* every rank's node, set once by the helper thread when the launcher tells */
+	struct nl_nodemap *nodemap;
 
 	/* regions */
 	pthread_mutex_t region_lock;
@@ -75,6 +85,10 @@ void nl_totals(uint64_t bytes[NL_NCLASS], uint64_t msgs[NL_NCLASS], uint64_t *mp
 void nl_report_start(void);  /* starts the helper thread */
 void nl_report_final(void);  /* stops it, sends the final report, writes the profile */
 void nl_regions_copy(struct nl_region *out, int *n);
+
+/* launcher.c (helper thread and MPI_Finalize only) */
+void nl_nodemap_load(void); /* sets nodemap when the launcher says where every rank is */
+void nl_nodemap_free(void);
 
 /* auth.c: MUNGE credentials and the HMAC of each datagram (helper thread
  * and MPI_Finalize only) */

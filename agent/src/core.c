@@ -1145,6 +1145,17 @@ static double env_double(const char *name, double def)
 	return end != v && d > 0 ? d : def;
 }
 
+/* env_count reads a count >= 0 (0 is a valid setting, unlike for env_double). */
+static int env_count(const char *name, int def)
+{
+	const char *v = getenv(name);
+	char *end;
+	if (!v || !*v)
+		return def;
+	long n = strtol(v, &end, 10);
+	return end != v && !*end && n >= 0 && n <= 1 << 30 ? (int)n : def;
+}
+
 /* nl_init_begin reads the clocks at MPI_Init's entry: a rank's wall time
  * starts there, as its MPI time does (MPI_Init's own time is part of both). */
 void nl_init_begin(void)
@@ -1175,8 +1186,8 @@ void nl_start_agent(void)
 	world_entry.rank = nl_world_rank_self;
 
 	nl_agent.interval_s = env_double("NETLOOM_INTERVAL", 5.0);
-	nl_agent.peer_limit = (int)env_double("NETLOOM_PEER_LIMIT", 256);
-	nl_agent.top_peers = (int)env_double("NETLOOM_TOP_PEERS", 32);
+	nl_agent.peer_limit = env_count("NETLOOM_PEER_LIMIT", 256);
+	nl_agent.top_peers = env_count("NETLOOM_TOP_PEERS", 32);
 	double sample = env_double("NETLOOM_TIME_SAMPLE", 32);
 	if (sample < 1)
 		sample = 1;

@@ -29,6 +29,7 @@ typedef Netloom__Agent__V1__Datagram Datagram;
 typedef Netloom__Agent__V1__Traffic Traffic;
 typedef Netloom__Agent__V1__Process Process;
 typedef Netloom__Agent__V1__PeerTraffic PeerTraffic;
+typedef Netloom__Agent__V1__NodeTraffic NodeTraffic;
 typedef Netloom__Agent__V1__FunctionStat FunctionStat;
 typedef Netloom__Agent__V1__Region Region;
 
@@ -89,7 +90,8 @@ static void read_proc(Process *p)
 struct snapshot {
 	Datagram head;
 	Process proc;
-	size_t nfns, nregions, npeers;
+	Traffic intra, inter;
+	size_t nfns, nregions, nnodes, npeers;
 	FunctionStat *fns;
 	FunctionStat **fnp;
 	Region *regions;
@@ -98,6 +100,9 @@ struct snapshot {
 	PeerTraffic *peers;
 	PeerTraffic **peerp;
 	Traffic *ptraffic; /* 6 per peer */
+	NodeTraffic *nodes;
+	NodeTraffic **nodep;
+	Traffic *ntraffic; /* 3 per node */
 	uint64_t *hist;    /* NL_NBINS per peer */
 	int truncated;
 };
@@ -136,16 +141,63 @@ static void snapshot_free(struct snapshot *s)
 	free(s->peerp);
 	free(s->ptraffic);
 	free(s->hist);
+	free(s->nodes);
+	free(s->nodep);
+	free(s->ntraffic);
 	memset(s, 0, sizeof *s);
 }
 
 /* take builds a snapshot of the counters; with all_peers, every peer with
  * traffic is included however many there are.
  *
- * A rank knows its own node only (learning the others' would take MPI
- * traffic the application never asked for), so it sends peer rows, not
- * destination-node rows: the daemon turns them into node rows with the node
- * every rank reports of itself. */
+ * A rank knows its own node; the others' it knows only when the launcher
+ * tells (launcher.c: learning them over MPI would be traffic the
+ * application never asked for). Then it sends its traffic per destination
+ * node as well, complete even when its peer rows are cut to the top K;
+ * else the daemon makes node rows from the peer rows and the node every
+ * rank reports of itself. */
+static void node_rows(struct snapshot *s, const struct nl_nodemap *m, const uint64_t *pb)
+{
+	uint64_t *sum = calloc((size_t)m->nnodes * 2 * NL_NCLASS, sizeof(uint64_t));
+	s->nodes = calloc((size_t)m->nnodes, sizeof *s->nodes);
+	s->nodep = calloc((size_t)m->nnodes, sizeof *s->nodep);
+	s->ntraffic = calloc((size_t)m->nnodes * 3, sizeof(Traffic));
+	if (!sum || !s->nodes || !s->nodep || !s->ntraffic) {
+		free(sum);
+		return; /* no node rows: the daemon makes them from peer rows when it can */
+	}
+	uint64_t side[2][2] = {{0, 0}, {0, 0}}; /* intra, inter: bytes, msgs */
+	for (int i = 0; i < nl_world_size; i++) {
+		const uint64_t *row = &pb[(size_t)i * 2 * NL_NCLASS];
+		int k = m->node_of[i];
+		uint64_t *ns = &sum[(size_t)k * 2 * NL_NCLASS];
+		for (int c = 0; c < 2 * NL_NCLASS; c++) {
+			ns[c] += row[c];
+			side[k != m->self][c >= NL_NCLASS] += row[c];
+		}
+	}
+	for (int k = 0; k < m->nnodes; k++) {
+		const uint64_t *ns = &sum[(size_t)k * 2 * NL_NCLASS];
+		int any = 0;
+		for (int c = 0; c < 2 * NL_NCLASS; c++)
+			any |= ns[c] != 0;
+		if (!any)
+			continue;
+		NodeTraffic *t = &s->nodes[s->nnodes];
+		netloom__agent__v1__node_traffic__init(t);
+		t->node = (char *)m->names[k];
+		t->p2p = traffic(&s->ntraffic[3 * s->nnodes], ns[NL_P2P], ns[NL_NCLASS + NL_P2P]);
+		t->coll = traffic(&s->ntraffic[3 * s->nnodes + 1], ns[NL_COLL], ns[NL_NCLASS + NL_COLL]);
+		t->rma = traffic(&s->ntraffic[3 * s->nnodes + 2], ns[NL_RMA], ns[NL_NCLASS + NL_RMA]);
+		s->nodep[s->nnodes++] = t;
+	}
+	s->head.n_nodes = s->nnodes;
+	s->head.nodes = s->nodep;
+	s->proc.intra_node = traffic(&s->intra, side[0][0], side[0][1]);
+	s->proc.inter_node = traffic(&s->inter, side[1][0], side[1][1]);
+	free(sum);
+}
+
 static int take(struct snapshot *s, int final, int all_peers)
 {
 	memset(s, 0, sizeof *s);
@@ -267,8 +319,13 @@ static int take(struct snapshot *s, int final, int all_peers)
 	d->n_regions = s->nregions;
 	d->regions = s->regionp;
 
+	const struct nl_nodemap *map = __atomic_load_n(&nl_agent.nodemap, __ATOMIC_ACQUIRE);
+	if (map)
+		node_rows(s, map, pb);
+
 	/* peers: every one with traffic when they are few enough, else the top
-	 * K by bytes (then the daemon cannot tell the traffic to each node) */
+	 * K by bytes (then, without node rows, the daemon cannot tell the
+	 * traffic to each node) */
 	int limit = n;
 	if (!all_peers && active > nl_agent.peer_limit) {
 		sort_bytes = tot;
@@ -450,13 +507,13 @@ static void send_snapshot(struct snapshot *s)
 		d->credential.len = cred_len;
 		limit -= NL_AUTH_OVERHEAD;
 	}
-	/* plan: chunk 0 carries process, functions, regions; peers fill chunks */
-	size_t nitems = s->npeers;
+	/* plan: chunk 0 carries process, functions, regions; nodes then peers fill chunks */
+	size_t nitems = s->nnodes + s->npeers;
 	size_t *cut = calloc(nitems + 2, sizeof(size_t)); /* item index where each chunk starts */
 	if (!cut)
 		return;
 	Datagram base = *d;
-	base.n_peers = 0;
+	base.n_nodes = base.n_peers = 0;
 	base.chunk = base.chunks = 0xffffffffu; /* room for the largest values */
 	base.peers_truncated = 1;
 	size_t head0 = netloom__agent__v1__datagram__get_packed_size(&base);
@@ -466,7 +523,8 @@ static void send_snapshot(struct snapshot *s)
 	size_t nchunks = 1, cur = head0;
 	cut[0] = 0;
 	for (size_t i = 0; i < nitems; i++) {
-		size_t sz = field_size(netloom__agent__v1__peer_traffic__get_packed_size(s->peerp[i]));
+		size_t sz = i < s->nnodes ? field_size(netloom__agent__v1__node_traffic__get_packed_size(s->nodep[i]))
+		                          : field_size(netloom__agent__v1__peer_traffic__get_packed_size(s->peerp[i - s->nnodes]));
 		if (cur + sz > limit && (nchunks == 1 || cur > headn)) { /* chunk 0 carries the process: never empty */
 			cut[nchunks++] = i;
 			cur = headn;
@@ -483,8 +541,12 @@ static void send_snapshot(struct snapshot *s)
 			k.process = NULL;
 			k.n_functions = k.n_regions = 0;
 		}
-		k.peers = s->peerp + cut[c];
-		k.n_peers = cut[c + 1] - cut[c];
+		size_t a = cut[c], b = cut[c + 1];
+		size_t na = a < s->nnodes ? a : s->nnodes, nb = b < s->nnodes ? b : s->nnodes;
+		k.nodes = s->nodep + na;
+		k.n_nodes = nb - na;
+		k.peers = s->peerp + (a - na);
+		k.n_peers = (b - nb) - (a - na);
 		size_t len = netloom__agent__v1__datagram__get_packed_size(&k);
 		if (len + (sign ? NL_AUTH_OVERHEAD : 0) > DGRAM_MAX || !have) {
 			nl_agent.datagrams_dropped += have;
@@ -570,6 +632,7 @@ static void add_ns(struct timespec *t, uint64_t ns)
 static void *helper(void *arg)
 {
 	(void)arg;
+	nl_nodemap_load();
 	/* credentials from the start, off the application's thread (resolve
 	 * may ask DNS) */
 	if (resolve() == 0) {
@@ -650,6 +713,7 @@ void nl_report_final(void)
 		pthread_join(nl_agent.helper, NULL);
 		nl_agent.helper_running = 0;
 	}
+	nl_nodemap_load(); /* when there was no helper thread; PMIx is still up */
 	/* a job shorter than munged's first answer: wait for it, briefly */
 	nl_auth_wait_first(500);
 	struct snapshot s;
@@ -665,4 +729,5 @@ void nl_report_final(void)
 			take_free(&s);
 		}
 	}
+	nl_nodemap_free();
 }

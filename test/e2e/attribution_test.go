@@ -111,16 +111,20 @@ func TestAttributionWithSlurm(t *testing.T) {
 	f, c, ctx, lib, prog := slurmOnFabric(t, "nltest-a")
 	d, agent := startAttribDaemon(t, f, c)
 
-	// Two agent jobs sharing n1 and n2, then one without an agent.
-	run := func(base int) string {
-		return fmt.Sprintf("%s run --daemon %s --interval 200ms --lib %s -- srun --mpi=pmix %s %d", netloomBin, agent, lib, prog, base)
+	// Two agent jobs sharing n1 and n2, then one without an agent. Job A's
+	// agents send no peer rows at all (a peer limit of 0, as a rank of a
+	// large all-to-all job past NETLOOM_PEER_LIMIT sends only its top K):
+	// its links come from the node rows the agents make with the node map
+	// of Slurm's PMIx server.
+	run := func(base int, env string) string {
+		return fmt.Sprintf("%s %s run --daemon %s --interval 200ms --lib %s -- srun --mpi=pmix %s %d", env, netloomBin, agent, lib, prog, base)
 	}
 	out := func(name string) string { return filepath.Join(c.Shared, name+"-%j.out") }
-	idA, err := c.Sbatch(ctx, "", "-J", "nl-attrib-a", "-N3", "-n3", "-o", out("a"), "--wrap", run(100000))
+	idA, err := c.Sbatch(ctx, "", "-J", "nl-attrib-a", "-N3", "-n3", "-o", out("a"), "--wrap", run(100000, "NETLOOM_PEER_LIMIT=0 NETLOOM_TOP_PEERS=0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	idB, err := c.Sbatch(ctx, "", "-J", "nl-attrib-b", "-N2", "-n2", "-w", "n1,n2", "-o", out("b"), "--wrap", run(70000))
+	idB, err := c.Sbatch(ctx, "", "-J", "nl-attrib-b", "-N2", "-n2", "-w", "n1,n2", "-o", out("b"), "--wrap", run(70000, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
