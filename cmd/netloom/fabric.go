@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/netloom/netloom/internal/daemon"
 	"github.com/netloom/netloom/internal/fabric"
@@ -17,12 +18,9 @@ import (
 	"github.com/netloom/netloom/internal/store"
 )
 
-func runFabric(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return subcommands(ctx, "fabric", []command{
-		{"discover", "discover the fabric once and print nodes and links", fabricDiscover},
-		{"sweep", "read all switch port counters once and print how long it took", fabricSweep},
-		{"route", "print the route between two nodes, like ibtracert", fabricRoute},
-	}, args, stdout, stderr)
+func fabricCmd() *cobra.Command {
+	return group("fabric", "one-shot fabric commands: discover, sweep, route",
+		fabricDiscoverCmd(), fabricSweepCmd(), fabricRouteCmd())
 }
 
 const sourceHelp = `The fabric is reached like the infiniband-diags tools reach it: through the
@@ -34,9 +32,14 @@ A known topology skips discovery, as the diags' --load-cache does:
 or --cache FILE here), --db DB the topology a netloom daemon stored last.
 --cache FILE discovers with libibnetdisc and writes the cache for later runs.`
 
-func sourceFlags(fs *flag.FlagSet) (src *string, asJSON *bool) {
-	return fs.String("fabric", daemon.DefaultFabric, "fabric `source`: ib, ib:CA:PORT or sim:SPEC"),
-		fs.Bool("json", false, "print JSON (documented in docs/cli.md)")
+// sourceFlags declares the options that say which fabric a command reaches
+// and how it prints.
+func sourceFlags(c *cobra.Command) (src *string, asJSON *bool) {
+	src, asJSON = new(string), new(bool)
+	c.Flags().StringVar(src, "fabric", daemon.DefaultFabric, "fabric `source`: ib, ib:CA:PORT or sim:SPEC")
+	c.Flags().BoolVar(asJSON, "json", false, "print JSON (documented in docs/cli.md)")
+	completeFlag(c, "fabric", fabricSpecs...)
+	return src, asJSON
 }
 
 // topoFlags say where a command's topology comes from.
@@ -44,16 +47,17 @@ type topoFlags struct {
 	loadCache, cache, db *string
 }
 
-func topologyFlags(fs *flag.FlagSet) topoFlags {
-	return topoFlags{
-		loadCache: fs.String("load-cache", "", "read the topology from an ibnetdiscover cache `file` instead of discovering"),
-		cache:     fs.String("cache", "", "discover, and write the topology to `file` as an ibnetdiscover cache"),
-		db:        fs.String("db", "", "read the topology a netloom daemon stored last in `db` instead of discovering"),
-	}
+func topologyFlags(c *cobra.Command) topoFlags {
+	tf := topoFlags{new(string), new(string), new(string)}
+	f := c.Flags()
+	f.StringVar(tf.loadCache, "load-cache", "", "read the topology from an ibnetdiscover cache `file` instead of discovering")
+	f.StringVar(tf.cache, "cache", "", "discover, and write the topology to `file` as an ibnetdiscover cache")
+	f.StringVar(tf.db, "db", "", "read the topology a netloom daemon stored last in `db` instead of discovering")
+	return tf
 }
 
 // check reports conflicting topology flags as a usage error.
-func (tf topoFlags) check(fs *flag.FlagSet, spec string) error {
+func (tf topoFlags) check(spec string) error {
 	var set []string
 	for _, f := range []struct {
 		name string
@@ -64,12 +68,10 @@ func (tf topoFlags) check(fs *flag.FlagSet, spec string) error {
 		}
 	}
 	if len(set) > 1 {
-		fmt.Fprintf(fs.Output(), "netloom %s: %s: choose one\n", fs.Name(), strings.Join(set, " and "))
-		return errUsage
+		return usagef("%s: choose one", strings.Join(set, " and "))
 	}
 	if *tf.cache != "" && !strings.HasPrefix(spec, "ib") {
-		fmt.Fprintf(fs.Output(), "netloom %s: --cache writes what libibnetdisc discovers; it needs --fabric ib, not %q\n", fs.Name(), spec)
-		return errUsage
+		return usagef("--cache writes what libibnetdisc discovers; it needs --fabric ib, not %q", spec)
 	}
 	return nil
 }
@@ -153,21 +155,30 @@ func openTopology(ctx context.Context, spec string, tf topoFlags) (fabric.Source
 	return src, t, time.Since(start), "discovery", nil
 }
 
-func fabricDiscover(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("fabric discover", "[--json] [--fabric SOURCE] [--load-cache FILE | --db DB | --cache FILE]", `
-Discovers the fabric once and prints every node (GUID, LID, type, ports,
+func fabricDiscoverCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "discover",
+		Short: "discover the fabric once and print nodes and links",
+		Long: `Discovers the fabric once and prints every node (GUID, LID, type, ports,
 description) and every link (both ends, width, speed, state). With
 --load-cache or --db it prints that topology and does not touch the fabric.
 
-`+sourceHelp, stderr)
-	spec, asJSON := sourceFlags(fs)
-	tf := topologyFlags(fs)
-	if err := parse(fs, args, 0, 0); err != nil {
-		return err
+` + sourceHelp,
+		Args:              posArgs(),
+		ValidArgsFunction: noFiles,
 	}
-	if err := tf.check(fs, *spec); err != nil {
-		return err
+	spec, asJSON := sourceFlags(c)
+	tf := topologyFlags(c)
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		if err := tf.check(*spec); err != nil {
+			return err
+		}
+		return fabricDiscover(c.Context(), c.OutOrStdout(), *spec, *asJSON, tf)
 	}
+	return c
+}
+
+func fabricDiscover(ctx context.Context, stdout io.Writer, spec string, asJSON bool, tf topoFlags) error {
 	start := time.Now()
 	t, from, err := tf.known(ctx)
 	if err != nil {
@@ -176,12 +187,12 @@ description) and every link (both ends, width, speed, state). With
 	took := time.Since(start)
 	if t == nil {
 		var src fabric.Source
-		if src, t, took, from, err = openTopology(ctx, *spec, tf); err != nil {
+		if src, t, took, from, err = openTopology(ctx, spec, tf); err != nil {
 			return err
 		}
 		src.Close()
 	}
-	if *asJSON {
+	if asJSON {
 		return writeJSON(stdout, map[string]any{"nodes": t.Nodes, "links": t.Links, "seconds": took.Seconds(), "from": from})
 	}
 	c := t.Counts()
@@ -199,40 +210,59 @@ description) and every link (both ends, width, speed, state). With
 	return nil
 }
 
-func fabricSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("fabric sweep", "[--json] [--counters] [--ca-ports] [--all-ports] [--fabric SOURCE] [--load-cache FILE | --db DB | --cache FILE]", `
-Gets the topology (discovers the fabric, unless --load-cache or --db names
+// sweepFlags are fabric sweep's own options.
+type sweepFlags struct {
+	asJSON, counters, caPorts, allPorts bool
+	timeout                             time.Duration
+	parallel                            int
+}
+
+func fabricSweepCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "sweep",
+		Short: "read all switch port counters once and print how long it took",
+		Long: `Gets the topology (discovers the fabric, unless --load-cache or --db names
 it), then reads the counters of every linked switch port once
 (PortCountersExtended where supported, PortCounters for errors and XmitWait)
 and prints how many ports were read, how many failed, and how long the sweep
 took. With --counters, every port's raw values are printed too (data
 counters in bytes).
 
-`+sourceHelp, stderr)
-	spec, asJSON := sourceFlags(fs)
-	tf := topologyFlags(fs)
-	withCounters := fs.Bool("counters", false, "print each port's counters")
-	caPorts := fs.Bool("ca-ports", false, "also read host adapter ports")
-	allPorts := fs.Bool("all-ports", false, "read every port of every switch, linked or not, as ibqueryerrors does (with --ca-ports: and every CA port with a LID)")
-	timeout := fs.Duration("timeout", 0, "per-query `timeout` (default 200ms)")
-	parallel := fs.Int("parallel", 0, "queries in flight (default 64)")
-	if err := parse(fs, args, 0, 0); err != nil {
-		return err
+` + sourceHelp,
+		Args:              posArgs(),
+		ValidArgsFunction: noFiles,
 	}
-	if err := tf.check(fs, *spec); err != nil {
-		return err
+	spec, asJSON := sourceFlags(c)
+	tf := topologyFlags(c)
+	var o sweepFlags
+	f := c.Flags()
+	f.BoolVar(&o.counters, "counters", false, "print each port's counters")
+	f.BoolVar(&o.caPorts, "ca-ports", false, "also read host adapter ports")
+	f.BoolVar(&o.allPorts, "all-ports", false, "read every port of every switch, linked or not, as ibqueryerrors does (with --ca-ports: and every CA port with a LID)")
+	f.DurationVar(&o.timeout, "timeout", 0, "per-query `timeout` (default 200ms)")
+	f.IntVar(&o.parallel, "parallel", 0, "queries in flight (default 64)")
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		if err := tf.check(*spec); err != nil {
+			return err
+		}
+		o.asJSON = *asJSON
+		return fabricSweep(c.Context(), c.OutOrStdout(), *spec, tf, o)
 	}
-	src, t, _, _, err := openTopology(ctx, *spec, tf)
+	return c
+}
+
+func fabricSweep(ctx context.Context, stdout io.Writer, spec string, tf topoFlags, o sweepFlags) error {
+	src, t, _, _, err := openTopology(ctx, spec, tf)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	ports := t.SwitchPorts(*caPorts)
-	if *allPorts {
-		ports = t.AllPorts(*caPorts)
+	ports := t.SwitchPorts(o.caPorts)
+	if o.allPorts {
+		ports = t.AllPorts(o.caPorts)
 	}
 	start := time.Now()
-	readings, err := src.Sweep(ctx, t, ports, fabric.SweepOptions{Timeout: *timeout, Parallel: *parallel}.WithDefaults())
+	readings, err := src.Sweep(ctx, t, ports, fabric.SweepOptions{Timeout: o.timeout, Parallel: o.parallel}.WithDefaults())
 	took := time.Since(start)
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
@@ -251,19 +281,19 @@ counters in bytes).
 		if r.Err != nil {
 			p.Error = r.Err.Error()
 			failed = append(failed, p)
-		} else if *withCounters {
+		} else if o.counters {
 			p.Counters = make(map[string]uint64, fabric.NumCounters)
 			for c := fabric.Counter(0); c < fabric.NumCounters; c++ {
 				p.Counters[fabric.CounterNames[c]] = r.V[c]
 			}
 		}
-		if *withCounters {
+		if o.counters {
 			all = append(all, p)
 		}
 	}
-	if *asJSON {
+	if o.asJSON {
 		out := map[string]any{"ports": len(readings), "errors": len(failed), "seconds": took.Seconds(), "failed": failed}
-		if *withCounters {
+		if o.counters {
 			out["counters"] = all
 		}
 		return writeJSON(stdout, out)
@@ -284,29 +314,39 @@ counters in bytes).
 	return nil
 }
 
-func fabricRoute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("fabric route", "[--json] [--fabric SOURCE] [--load-cache FILE | --db DB | --cache FILE] SRC DST", `
-Prints the path from SRC to DST hop by hop, like ibtracert: from SRC, it
+func fabricRouteCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "route SRC DST",
+		Short: "print the route between two nodes, like ibtracert",
+		Long: `Prints the path from SRC to DST hop by hop, like ibtracert: from SRC, it
 reads the linear forwarding table entry for DST of each switch on the way
 (one SMP per switch). SRC and DST are nodes by name ("n17", or the whole
 node description), GUID (0x…), or LID (decimal).
 
-`+sourceHelp, stderr)
-	spec, asJSON := sourceFlags(fs)
-	tf := topologyFlags(fs)
-	if err := parseMixed(fs, args, 2, 2); err != nil {
-		return err
+` + sourceHelp,
+		Example:           `  netloom fabric route n1 n8 --json`,
+		Args:              posArgs("SRC", "DST"),
+		ValidArgsFunction: noFiles,
 	}
-	if err := tf.check(fs, *spec); err != nil {
-		return err
+	spec, asJSON := sourceFlags(c)
+	tf := topologyFlags(c)
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if err := tf.check(*spec); err != nil {
+			return err
+		}
+		return fabricRoute(c.Context(), c.OutOrStdout(), *spec, *asJSON, tf, args[0], args[1])
 	}
-	src, t, _, _, err := openTopology(ctx, *spec, tf)
+	return c
+}
+
+func fabricRoute(ctx context.Context, stdout io.Writer, spec string, asJSON bool, tf topoFlags, from, to string) error {
+	src, t, _, _, err := openTopology(ctx, spec, tf)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
 	var lids [2]fabric.LID
-	for i, key := range fs.Args() {
+	for i, key := range []string{from, to} {
 		if lids[i], err = t.EndpointLID(key); err != nil {
 			return err
 		}
@@ -324,7 +364,7 @@ node description), GUID (0x…), or LID (decimal).
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		return writeJSON(stdout, rt)
 	}
 	return fabric.FormatRoute(stdout, rt)

@@ -1,175 +1,272 @@
 // Command netloom monitors an HPC cluster's network fabric and the MPI jobs
-// on it. This file only parses the command line; the work is in internal/.
+// on it. This package only declares the command line (one cobra command
+// tree, which also gives --help, shell completion and man pages); the work
+// is in internal/.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 
 	"github.com/netloom/netloom/internal/fabric/ib"
 )
 
-// command is one subcommand.
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}
-
-func commands() []command {
-	return []command{
-		{"serve", "run the daemon: fabric monitoring, store, HTTP API and /metrics", runServe},
-		{"fabric", "one-shot fabric commands: discover, sweep, route", runFabric},
-		{"topo", "topology tools: gen fat-tree (ibsim net files)", runTopo},
-		{"loadgen", "simulate a whole system's MPI jobs sending agent datagrams to a daemon", runLoadgen},
-		{"run", "run an MPI job with the Netloom agent preloaded", runRun},
-		{"report", "print an offline job profile (MPInside-style tables, CSV, JSON)", runReport},
-		{"user", "manage local accounts: add, del, list", runUser},
-		{"token", "manage API tokens for scripts: add, list, revoke", runToken},
-	}
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintf(w, `netloom — InfiniBand fabric and MPI job monitoring
-
-Usage: netloom COMMAND [options]
-
-Commands:
-`)
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintf(w, "\nRun 'netloom COMMAND --help' for a command's options.\n")
-}
-
-// errUsage marks an error already explained by printed usage.
-var errUsage = errors.New("usage")
+// Exit statuses: a command line the commands cannot run is a usage error;
+// anything that fails while running is a runtime error. `netloom run`
+// exits with its job's status instead.
+const (
+	exitRuntime = 1
+	exitUsage   = 2
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Exit through the C library so the InfiniBand stack's exit handlers
 	// run (under ibsim they give the fabric its client slot back).
-	ib.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	ib.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stdout)
-		if len(args) == 0 {
-			return 2
-		}
+// run runs the command line args and returns the process's exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
 		return 0
 	}
-	for _, c := range commands() {
-		if c.name == args[0] {
-			err := c.run(ctx, args[1:], stdout, stderr)
-			switch {
-			case err == nil:
-				return 0
-			case errors.Is(err, flag.ErrHelp):
-				return 0
-			case errors.Is(err, errUsage):
-				return 2
-			}
-			if code, ok := exitCode(err); ok {
-				return code
-			}
-			fmt.Fprintf(stderr, "netloom %s: %v\n", c.name, err)
-			return 1
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), err)
+	var ue *usageError
+	if !errors.As(err, &ue) {
+		return exitRuntime
+	}
+	if cmd.HasAvailableSubCommands() {
+		fmt.Fprintf(stderr, "\n%s", cmd.UsageString())
+	} else {
+		fmt.Fprintf(stderr, "Usage: %s\nRun '%s --help' for the options.\n", cmd.UseLine(), cmd.CommandPath())
+	}
+	return exitUsage
+}
+
+// newRoot declares the whole command tree, reading and writing the streams given.
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "netloom",
+		Short: "InfiniBand fabric and MPI job monitoring",
+		Long: `netloom — InfiniBand fabric and MPI job monitoring.
+
+Netloom watches an HPC cluster's InfiniBand fabric and the MPI jobs running
+on it together: topology, port traffic and errors, routes, per-job and
+per-rank MPI communication, and which jobs load which links.
+
+Options may come before or after arguments. Exit status: 0 on success, 1
+when a command fails, 2 for a command line that cannot run (unknown
+command or option, wrong arguments, bad option value); netloom run exits
+with its job's status.`,
+		Args:          groupArgs,
+		RunE:          groupRun,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(flagError)
+	// A group runs only to say a command is missing: show its commands,
+	// not a usage line of its own.
+	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(), "{{if .Runnable}}", "{{if and .Runnable (not .HasAvailableSubCommands)}}", 1))
+	root.AddCommand(
+		serveCmd(),
+		fabricCmd(),
+		topoCmd(),
+		loadgenCmd(),
+		runCmd(),
+		reportCmd(),
+		userCmd(),
+		tokenCmd(),
+		manCmd(),
+	)
+	root.SetHelpCommand(helpCmd())
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Short = "print a shell completion script: bash, zsh, fish or powershell"
 		}
 	}
-	fmt.Fprintf(stderr, "netloom: unknown command %q\n\n", args[0])
-	usage(stderr)
-	return 2
+	usageErrors(root)
+	return root
 }
 
-// newFlags makes a flag set whose --help prints a usage line, a
-// description, and the options.
-func newFlags(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: netloom %s %s\n\n%s\n", name, synopsis, strings.TrimSpace(about))
-		if hasFlags(fs) {
-			fmt.Fprintf(stderr, "\nOptions:\n")
-			fs.PrintDefaults()
-		}
-	}
-	return fs
-}
-
-func hasFlags(fs *flag.FlagSet) bool {
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	return n > 0
-}
-
-// parse parses flags and checks the number of positional arguments.
-func parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+// usageErrors makes every command's argument errors usage errors, and
+// groups (cobra's completion among them) refuse to run without a command.
+func usageErrors(c *cobra.Command) {
+	switch {
+	case c.HasSubCommands() && !c.Runnable():
+		c.Args, c.RunE = groupArgs, groupRun
+	case c.Args != nil:
+		check := c.Args
+		c.Args = func(c *cobra.Command, args []string) error {
+			err := check(c, args)
+			var ue *usageError
+			if err != nil && !errors.As(err, &ue) {
+				return &usageError{err}
+			}
 			return err
 		}
-		return errUsage
 	}
-	if n := fs.NArg(); n < minArgs || (maxArgs >= 0 && n > maxArgs) {
-		fmt.Fprintf(fs.Output(), "netloom %s: wrong number of arguments\n", fs.Name())
-		fs.Usage()
-		return errUsage
+	for _, s := range c.Commands() {
+		usageErrors(s)
 	}
-	return nil
 }
 
-// parseMixed is parse for commands whose options may also follow the
-// positional arguments ("netloom user add NAME --admin"); "--" ends options.
-func parseMixed(fs *flag.FlagSet, args []string, minArgs, maxArgs int) error {
-	var pos []string
-	for {
-		if err := parse(fs, args, 0, -1); err != nil {
-			return err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			pos = append(pos, rest...)
-			break
-		}
-		pos, args = append(pos, rest[0]), rest[1:]
+// helpCmd is "netloom help COMMAND...": the command's --help, and a usage
+// error for a command there is not.
+func helpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "help about any command",
+		Long:  "Prints the help of any command: netloom help fabric route is netloom fabric route --help.",
+		ValidArgsFunction: func(c *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || len(rest) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var names []string
+			for _, s := range cmd.Commands() {
+				if s.IsAvailableCommand() {
+					names = append(names, s.Name()+"\t"+s.Short)
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || len(rest) > 0 {
+				return usagef("no command %q", strings.Join(append([]string{"netloom"}, args...), " "))
+			}
+			cmd.InitDefaultHelpFlag()
+			return cmd.Help()
+		},
 	}
-	return parse(fs, append([]string{"--"}, pos...), minArgs, maxArgs)
 }
 
-// subcommands dispatches "netloom GROUP SUB ...".
-func subcommands(ctx context.Context, group string, subs []command, args []string, stdout, stderr io.Writer) error {
-	list := func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: netloom %s SUBCOMMAND [options]\n\nSubcommands:\n", group)
-		for _, c := range subs {
-			fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
-		}
+// group makes a command that only holds subcommands.
+func group(use, short string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{Use: use, Short: short, Args: groupArgs, RunE: groupRun}
+	c.AddCommand(subs...)
+	return c
+}
+
+// groupArgs refuses anything but a known subcommand after a group.
+func groupArgs(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		list(stdout)
-		if len(args) == 0 {
-			return errUsage
+	msg := fmt.Sprintf("unknown command %q", args[0])
+	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(s, " or "))
+	}
+	return &usageError{errors.New(msg)}
+}
+
+// groupRun is a group called without a subcommand.
+func groupRun(c *cobra.Command, _ []string) error {
+	return usagef("a command is required")
+}
+
+// usageError is a command line the commands cannot run.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Errorf(format, a...)} }
+
+// exitError carries a job's exit status out of a command.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("job exited with status %d", e.code) }
+
+var singleDash = regexp.MustCompile(`in -([a-z][a-z0-9-]+)$`)
+
+// flagError makes an option the parser refused a usage error. Go's flag
+// package took long options with one dash; say so to those who type them.
+func flagError(c *cobra.Command, err error) error {
+	if m := singleDash.FindStringSubmatch(err.Error()); m != nil && c.Flags().Lookup(m[1]) != nil {
+		err = fmt.Errorf("%w (long options take two dashes: --%s)", err, m[1])
+	}
+	return &usageError{err}
+}
+
+// posArgs accepts exactly the positional arguments named.
+func posArgs(names ...string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		switch {
+		case len(args) < len(names):
+			return usagef("missing %s", strings.Join(names[len(args):], " and "))
+		case len(args) > len(names):
+			return usagef("unexpected argument %q", args[len(names)])
 		}
 		return nil
 	}
-	for _, c := range subs {
-		if c.name == args[0] {
-			return c.run(ctx, args[1:], stdout, stderr)
+}
+
+// enumValue is a string option with a fixed set of values, refused by the
+// parser (a usage error naming the option) and offered by completion.
+type enumValue struct {
+	v       *string
+	allowed []string
+}
+
+func (e enumValue) String() string { return *e.v }
+func (e enumValue) Type() string   { return "string" }
+func (e enumValue) Set(s string) error {
+	for _, a := range e.allowed {
+		if s == a {
+			*e.v = s
+			return nil
 		}
 	}
-	fmt.Fprintf(stderr, "netloom %s: unknown subcommand %q\n", group, args[0])
-	list(stderr)
-	return errUsage
+	return fmt.Errorf("want %s", orList(e.allowed))
+}
+
+// enumFlag declares an enumValue option and its completion.
+func enumFlag(c *cobra.Command, p *string, name, value, usage string, allowed ...string) {
+	*p = value
+	c.Flags().Var(enumValue{p, allowed}, name, usage)
+	_ = c.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(allowed, cobra.ShellCompDirectiveNoFileComp))
+}
+
+func orList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
+
+// completeFlag offers fixed values for an option that also takes others.
+func completeFlag(c *cobra.Command, name string, values ...string) {
+	_ = c.RegisterFlagCompletionFunc(name, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp|cobra.ShellCompDirectiveNoSpace))
+}
+
+// noFiles makes completion offer nothing for a command's arguments.
+var noFiles = cobra.NoFileCompletions
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return prefix + strings.Join(lines, "\n"+prefix) + "\n"
 }

@@ -1,24 +1,24 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"io"
-	"os"
+	"github.com/spf13/cobra"
 
 	"github.com/netloom/netloom/internal/launch"
 )
 
-// exitError carries a job's exit status out of a command.
-type exitError struct{ code int }
-
-func (e *exitError) Error() string { return fmt.Sprintf("job exited with status %d", e.code) }
-
-func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", "[options] -- LAUNCHER [LAUNCHER ARGS...] PROGRAM [ARGS...]", `
-Runs an MPI job with the Netloom agent (libnetloom) preloaded into every
+func runCmd() *cobra.Command {
+	var (
+		o     launch.Options
+		quiet bool
+	)
+	c := &cobra.Command{
+		Use:   "run [flags] [--] LAUNCHER [LAUNCHER ARGS...] PROGRAM [ARGS...]",
+		Short: "run an MPI job with the Netloom agent preloaded",
+		Long: `Runs an MPI job with the Netloom agent (libnetloom) preloaded into every
 rank, and exits with the job's exit status.
+
+netloom's options come before the launcher: everything from LAUNCHER on
+(or after "--") is the job's command line, left as it is.
 
 The MPI flavour is found from the launcher: mpirun/mpiexec are asked
 --version (Open MPI or MPICH/Hydra); for srun, the program's libraries are
@@ -30,46 +30,47 @@ The ranks get LD_PRELOAD and the agent's NETLOOM_* settings: with Open MPI
 through "-x LD_PRELOAD=... -x NETLOOM_...", with MPICH through
 "-genv LD_PRELOAD ..." (Hydra passes the rest of the environment), with
 srun through --export=ALL,LD_PRELOAD=.... The launcher itself is not
-preloaded.
-
-Examples:
-  netloom run --daemon mgmt:8467 -- mpirun -np 64 ./app
-  netloom run --output /tmp/prof -- mpiexec.mpich -n 4 ./app && netloom report /tmp/prof`, stderr)
-	var (
-		daemon   = fs.String("daemon", "", "daemon agent `address` HOST:PORT (default: the agent reads $NETLOOM_DAEMON_FILE, /run/netloom/agent-address)")
-		output   = fs.String("output", "", "write an offline profile per rank to `DIR`/JOB/rank-N.pb at MPI_Finalize")
-		interval = fs.Duration("interval", 0, "snapshot `interval` of the agent (default 5s)")
-		mpi      = fs.String("mpi", "auto", "MPI `flavour`: ompi, mpich or auto")
-		lib      = fs.String("lib", "", "agent library `path` (default: found as above)")
-		jobID    = fs.String("job-id", "", "job `id` (default: the scheduler's, else one generated)")
-		quiet    = fs.Bool("quiet", false, "do not print the job id and library")
-	)
-	if err := parse(fs, args, 1, -1); err != nil {
-		return err
+preloaded.`,
+		Example: `  netloom run --daemon mgmt:8467 -- mpirun -np 64 ./app
+  netloom run --output /tmp/prof -- mpiexec.mpich -n 4 ./app && netloom report /tmp/prof`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("missing LAUNCHER")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			plan, err := launch.Prepare(ctx, o, args)
+			if err != nil {
+				return err
+			}
+			if !quiet {
+				c.PrintErrf("netloom: job %s, %s agent %s\n", plan.JobID, plan.MPI, plan.Lib)
+			}
+			code, err := launch.Run(ctx, plan, c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return &exitError{code}
+			}
+			return nil
+		},
 	}
-	plan, err := launch.Prepare(ctx, launch.Options{Daemon: *daemon, Output: *output, Interval: *interval, MPI: *mpi, Lib: *lib, JobID: *jobID},
-		fs.Args())
-	if err != nil {
-		return err
-	}
-	if !*quiet {
-		fmt.Fprintf(stderr, "netloom: job %s, %s agent %s\n", plan.JobID, plan.MPI, plan.Lib)
-	}
-	code, err := launch.Run(ctx, plan, os.Stdin, stdout, stderr)
-	if err != nil {
-		return err
-	}
-	if code != 0 {
-		return &exitError{code}
-	}
-	return nil
-}
-
-// exitCode maps an error from a command to the process status.
-func exitCode(err error) (int, bool) {
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code, true
-	}
-	return 0, false
+	// The job's own options are not netloom's.
+	c.Flags().SetInterspersed(false)
+	f := c.Flags()
+	f.StringVar(&o.Daemon, "daemon", "", "daemon agent `address` HOST:PORT (default: the agent reads $NETLOOM_DAEMON_FILE, /run/netloom/agent-address)")
+	f.StringVar(&o.Output, "output", "", "write an offline profile per rank to `DIR`/JOB/rank-N.pb at MPI_Finalize")
+	f.DurationVar(&o.Interval, "interval", 0, "snapshot `interval` of the agent (default 5s)")
+	enumFlag(c, &o.MPI, "mpi", "auto", "MPI `flavour`: ompi, mpich or auto", "ompi", "mpich", "auto")
+	f.StringVar(&o.Lib, "lib", "", "agent library `path` (default: found as above)")
+	f.StringVar(&o.JobID, "job-id", "", "job `id` (default: the scheduler's, else one generated)")
+	f.BoolVar(&quiet, "quiet", false, "do not print the job id and library")
+	_ = c.MarkFlagDirname("output")
+	_ = c.RegisterFlagCompletionFunc("lib", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"so"}, cobra.ShellCompDirectiveFilterFileExt
+	})
+	return c
 }
