@@ -29,6 +29,10 @@ type SweepOptions struct {
 	Timeout  time.Duration // per query; default 200ms
 	Retries  int           // per port after the first try; default 2
 	Parallel int           // queries in flight at once; default 64
+	// PortCountersOnly reads PortCounters alone, as ibqueryerrors does: the
+	// error counters and the 32-bit data and packet counters, without
+	// PortCountersExtended (half the queries where the 64-bit counters exist).
+	PortCountersOnly bool
 }
 
 // WithDefaults fills zero fields.

@@ -330,6 +330,30 @@ func TestSweepMatchesPerfquery(t *testing.T) {
 			t.Errorf("%s = %d, set to %d words (%d bytes)", fabric.CounterNames[c], got.V[c], w/4, w)
 		}
 	}
+
+	// PortCounters alone, as ibqueryerrors reads: the same error counters,
+	// the 32-bit data counters perfquery without -x shows.
+	p1 := []fabric.PortRef{{GUID: leaf3.GUID, Port: 1}}
+	rs, err = s.Sweep(ctx, topo, p1, fabric.SweepOptions{PortCountersOnly: true})
+	if err != nil || len(rs) != 1 || rs[0].Err != nil {
+		t.Fatalf("PortCounters-only sweep: %v %+v", err, rs)
+	}
+	if rs[0].Extended {
+		t.Errorf("PortCounters-only sweep read the extended counters")
+	}
+	pc = perfquery(t, ctx, f, false, leaf3.LID, 1)
+	for c, w := range map[fabric.Counter]uint64{
+		fabric.SymbolErrors: pc["SymbolErrorCounter"], fabric.LinkDowned: pc["LinkDownedCounter"],
+		fabric.RcvErrors: pc["PortRcvErrors"], fabric.XmitDiscards: pc["PortXmitDiscards"],
+		fabric.XmitWait: pc["PortXmitWait"], fabric.XmitData: pc["PortXmitData"] * 4,
+	} {
+		if rs[0].V[c] != w {
+			t.Errorf("PortCounters only: %s = %d, perfquery says %d", fabric.CounterNames[c], rs[0].V[c], w)
+		}
+	}
+	if rs[0].V[fabric.SymbolErrors] != 5 || rs[0].V[fabric.XmitData] < 1000*4 || rs[0].V[fabric.XmitData] > 1000*4+1<<20 {
+		t.Errorf("PortCounters only: symbol errors %d, xmit data %d; set to 5 and 1000 words (plus management packets)", rs[0].V[fabric.SymbolErrors], rs[0].V[fabric.XmitData])
+	}
 }
 
 func TestResetCounters(t *testing.T) {

@@ -87,15 +87,23 @@ func (s *Source) extended(g fabric.GUID) bool {
 }
 
 // Sweep reads PortCounters of every port, and PortCountersExtended where
-// the node supports it, with opt.Parallel queries in flight.
+// the node supports it (unless opt.PortCountersOnly), with opt.Parallel
+// queries in flight.
 func (s *Source) Sweep(ctx context.Context, t *fabric.Topology, ports []fabric.PortRef, opt fabric.SweepOptions) ([]fabric.PortReading, error) {
 	opt = opt.WithDefaults()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	targets := resolve(t, ports)
-	capErr, err := s.ensureCaps(ctx, t, targets, opt)
-	if err != nil {
-		return nil, fmt.Errorf("ib: sweep: %w", err)
+	// Whether a node has PortCountersExtended is in its PMA's
+	// ClassPortInfo: not asked when only PortCounters is read.
+	capErr := map[fabric.GUID]error{}
+	extended := func(fabric.GUID) bool { return false }
+	if !opt.PortCountersOnly {
+		var err error
+		if capErr, err = s.ensureCaps(ctx, t, targets, opt); err != nil {
+			return nil, fmt.Errorf("ib: sweep: %w", err)
+		}
+		extended = s.extended
 	}
 	out := make([]fabric.PortReading, len(ports))
 	qs := make([]query, 0, 2*len(ports))
@@ -116,7 +124,7 @@ func (s *Source) Sweep(ctx context.Context, t *fabric.Topology, ports []fabric.P
 		q := query{lid: tg.lid, class: classPerf, method: methodGet, attr: attrPortCounters, inBytes: 2}
 		q.in[1] = byte(p.Port)
 		qs = append(qs, q)
-		if s.extended(tg.node) {
+		if extended(tg.node) {
 			q.attr = attrPortCountersX
 			qs = append(qs, q)
 		}
@@ -138,7 +146,7 @@ func (s *Source) Sweep(ctx context.Context, t *fabric.Topology, ports []fabric.P
 		}
 		r.Time = pc.time
 		decodePortCounters(&r.Counters, pc.out)
-		if s.extended(targets[i].node) {
+		if extended(targets[i].node) {
 			px := res[j+1]
 			if px.err != nil {
 				r.Err = fmt.Errorf("port %s: %w", ports[i], px.err)
