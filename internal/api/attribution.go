@@ -302,7 +302,19 @@ func (a *attribAPI) jobLinksQuery(r *http.Request, def, hi int) (*jobLinksQuery,
 	if err != nil {
 		return nil, err
 	}
-	got, err := a.s.opt.Store.JobLinks(r.Context(), js.ID, from, to, limit)
+	// Without a range asked for, the job's own links are its running
+	// totals: traffic is attributed at the sweep after it was reported, so a
+	// finished job's last interval (all of a job shorter than a sweep
+	// interval) lies after its end. The range reaches that sweep, for the
+	// links' load and the other jobs on them.
+	lf, lt := from, to
+	if q := r.URL.Query(); q.Get("from") == "" && q.Get("to") == "" {
+		lf, lt = time.Time{}, time.Time{}
+		if !js.End.IsZero() && js.Attribution != nil && js.Attribution.Updated.After(to) {
+			to = js.Attribution.Updated
+		}
+	}
+	got, err := a.s.opt.Store.JobLinks(r.Context(), js.ID, lf, lt, limit)
 	if err != nil {
 		return nil, err
 	}

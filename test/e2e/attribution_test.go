@@ -395,6 +395,64 @@ func TestAttributionWithSlurm(t *testing.T) {
 	})
 }
 
+// TestShortJobLinks runs a job shorter than the daemon's sweep interval:
+// its traffic is attributed at the first sweep after it ended, and its
+// links must still show with the API's default range (the job's life) and
+// on the job page's "why" answer: every byte it sent leaves a host adapter
+// on exactly one link direction.
+func TestShortJobLinks(t *testing.T) {
+	f, c, ctx, lib, prog := slurmOnFabric(t)
+	d, agent := startAttribDaemon(t, f, c, "4s")
+	run := fmt.Sprintf("%s run --daemon %s --interval 200ms --lib %s -- srun --mpi=pmix %s 50000", netloomBin, agent, lib, prog)
+	id, err := c.Sbatch(ctx, "", "-J", "nl-short", "-N3", "-n3", "-o", filepath.Join(c.Shared, "short-%j.out"), "--wrap", run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitState(ctx, id, "COMPLETED", "FAILED", "CANCELLED"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := c.JobState(ctx, id); st != "COMPLETED" {
+		b, _ := os.ReadFile(filepath.Join(c.Shared, "short-"+id+".out"))
+		t.Fatalf("job %s: %s\n%s", id, st, b)
+	}
+	const total = (1 + 2 + 3) * 50000 // every rank's message crosses nodes: one rank per node
+	var j attribJob
+	waitAPI(t, d, 60*time.Second, "the short job finished and attributed", func() bool {
+		return d.get("/api/v1/jobs/"+id, &struct{ Job *attribJob }{&j}) == 200 && j.State == "finished" &&
+			j.Attribution != nil && j.Attribution.Bytes == total
+	})
+	hosts := map[fabric.GUID]bool{}
+	topo := discoverWithTool(t, f)
+	for _, n := range c.Nodes {
+		h, err := topo.FindNode(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts[h.GUID] = true
+	}
+	for _, path := range []string{"/links?limit=1000", "/why?limit=1000"} {
+		var got struct {
+			Links []struct {
+				From     fabric.PortRef
+				Bytes    uint64
+				JobBytes uint64 `json:"job_bytes"`
+			}
+		}
+		if code := d.get("/api/v1/jobs/"+id+path, &got); code != 200 {
+			t.Fatalf("%s: %d", path, code)
+		}
+		var fromHosts uint64
+		for _, l := range got.Links {
+			if hosts[l.From.GUID] {
+				fromHosts += l.Bytes + l.JobBytes
+			}
+		}
+		if len(got.Links) == 0 || fromHosts != total {
+			t.Errorf("%s with the default range: %d directions, %d bytes leaving host adapters; want %d", path, len(got.Links), fromHosts, total)
+		}
+	}
+}
+
 func mapsEqual[K comparable](a, b map[K]uint64) bool {
 	clean := func(m map[K]uint64) map[K]uint64 {
 		out := map[K]uint64{}
@@ -431,12 +489,16 @@ func waitAPI(t *testing.T, d *daemon, limit time.Duration, what string, cond fun
 // startAttribDaemon runs `netloom serve --fabric ib --scheduler slurm` on
 // the simulated fabric with the Slurm cluster's configuration and an
 // agent socket on a free port; it returns the daemon and agent address.
-func startAttribDaemon(t *testing.T, f *ibsim.Fabric, c *slurmtest.Cluster) (*daemon, string) {
+func startAttribDaemon(t *testing.T, f *ibsim.Fabric, c *slurmtest.Cluster, sweep ...string) (*daemon, string) {
 	t.Helper()
 	dir := t.TempDir()
+	interval := "300ms"
+	if len(sweep) > 0 {
+		interval = sweep[0]
+	}
 	d, agent := serve(t, f.Dir, append(f.Env(), c.Env()...), "--fabric", "ib", "--db", filepath.Join(dir, "netloom.db"),
 		"--agent-listen", "127.0.0.1:0", "--agent-address-file", "-",
-		"--scheduler", "slurm", "--scheduler-interval", "500ms", "--sweep-interval", "300ms", "--discover-interval", "5s",
+		"--scheduler", "slurm", "--scheduler-interval", "500ms", "--sweep-interval", interval, "--discover-interval", "5s",
 		"--job-timeout", "20s")
 	waitAPI(t, d, 60*time.Second, "two sweeps with routes", func() bool {
 		var st struct {
