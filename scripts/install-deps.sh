@@ -16,6 +16,9 @@ packages=(
   chromium
   # SQLite's CLI, for looking into the embedded store.
   sqlite3
+  # PostgreSQL 15: the second store engine's tests start their own server
+  # (test/postgres) from these binaries.
+  postgresql
   # Slurm on one host (slurmctld + several slurmd -N) with MUNGE, for the
   # scheduler adapter's tests.
   slurmctld slurmd slurm-client munge

@@ -1,0 +1,206 @@
+// Package postgres is Netloom's PostgreSQL engine of store.Store, through
+// pgx. It keeps the same compact rows as the SQLite engine (one row per
+// switch and sweep, see codec) and shares its rollups (sqlstore); what it
+// adds is what a server database does well: several daemons on one
+// database, the schema migrated under an advisory lock, raw samples in
+// tables partitioned by time whose expired partitions are dropped whole,
+// and batches written with COPY.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/store"
+	"github.com/netloom/netloom/internal/store/codec"
+	"github.com/netloom/netloom/internal/store/sqlstore"
+)
+
+// Options tune a store; the zero value is good.
+type Options struct {
+	// PartitionWidth is the time range of one partition of the raw
+	// sample tables (port samples, process samples, link attribution): a
+	// multiple of 5 minutes; default 24h. Retention drops a partition
+	// once all of it has expired.
+	PartitionWidth time.Duration
+	// MaxConns bounds the connection pool; default 8.
+	MaxConns int32
+	// PruneChunk, RollupPortRows and RollupProcessRows bound what one
+	// prune or rollup transaction touches, as in the SQLite engine.
+	// Defaults 2000, 256 and 4096.
+	PruneChunk        int
+	RollupPortRows    int
+	RollupProcessRows int
+}
+
+func (o Options) withDefaults() Options {
+	if o.PartitionWidth <= 0 {
+		o.PartitionWidth = 24 * time.Hour
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 8
+	}
+	if o.PruneChunk <= 0 {
+		o.PruneChunk = 2000
+	}
+	if o.RollupPortRows <= 0 {
+		o.RollupPortRows = 256
+	}
+	if o.RollupProcessRows <= 0 {
+		o.RollupProcessRows = 4096
+	}
+	return o
+}
+
+// Store is the PostgreSQL engine of store.Store.
+type Store struct {
+	url  string // without a password, for messages
+	opt  Options
+	pool *pgxpool.Pool
+
+	// wmu serializes this process's write transactions and guards the
+	// fields below. Other daemons on the same database write too: what
+	// must not race across them is locked in the database.
+	wmu     sync.Mutex
+	nodeIDs map[fabric.GUID]int64
+	pending map[fabric.GUID]int64 // ids learnt in the open transaction
+	parts   map[partKey]bool      // partitions known to exist
+	enc     codec.Encoder
+	fold    sqlstore.Folder
+
+	decoders sync.Pool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database a postgres:// URL names and creates or
+// migrates its schema.
+func Open(ctx context.Context, url string, opt Options) (*Store, error) {
+	opt = opt.withDefaults()
+	if opt.PartitionWidth%(5*time.Minute) != 0 {
+		return nil, fmt.Errorf("open postgres store: partition width %s is not a multiple of 5 minutes", opt.PartitionWidth)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	cfg.MaxConns = opt.MaxConns
+	s := &Store{url: redact(cfg), opt: opt, nodeIDs: map[fabric.GUID]int64{}, pending: map[fabric.GUID]int64{}, parts: map[partKey]bool{}}
+	s.decoders.New = func() any { return new(codec.Decoder) }
+	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("open postgres store %s: %w", s.url, err)
+	}
+	if err := migrate(ctx, s.pool); err != nil {
+		s.pool.Close()
+		return nil, fmt.Errorf("open postgres store %s: %w", s.url, err)
+	}
+	return s, nil
+}
+
+// redact names a database without its password.
+func redact(cfg *pgxpool.Config) string {
+	c := cfg.ConnConfig
+	return fmt.Sprintf("postgres://%s@%s:%d/%s", c.User, c.Host, c.Port, c.Database)
+}
+
+// Close closes the connection pool.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// writeTx runs fn in one transaction under the writer lock, once the
+// partitions that need holds exist. When a partition this process thought
+// was there is gone (another daemon's retention dropped it), it forgets
+// what it knew and tries once more.
+func (s *Store) writeTx(ctx context.Context, what string, need []partNeed, fn func(tx pgx.Tx) error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	clear(s.pending)
+	err := s.ensurePartitions(ctx, need)
+	if err == nil {
+		err = s.tx(ctx, fn)
+	}
+	if isNoPartition(err) {
+		clear(s.parts)
+		clear(s.pending)
+		if err = s.ensurePartitions(ctx, need); err == nil {
+			err = s.tx(ctx, fn)
+		}
+	}
+	for g, id := range s.pending {
+		if err == nil {
+			s.nodeIDs[g] = id // only after commit: a rolled-back id is no id
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// isNoPartition tells a row refused for want of its partition.
+func isNoPartition(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23514" && strings.Contains(pe.Message, "no partition")
+}
+
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// queryRow scans one row; ok is false when there is none.
+func queryRow(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, sql string, args []any, dst ...any) (bool, error) {
+	err := q.QueryRow(ctx, sql, args...).Scan(dst...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func guidInt(g fabric.GUID) int64 { return int64(g) }
+
+// Stats implements store.Store. Bytes counts the tables, their indexes
+// and TOAST, partitions included.
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	var st store.Stats
+	err := s.pool.QueryRow(ctx, `SELECT
+		(SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c
+			WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'),
+		(SELECT value FROM totals WHERE name = 'port_samples'),
+		(SELECT value FROM totals WHERE name = 'port_rollups'),
+		(SELECT value FROM totals WHERE name = 'events'),
+		(SELECT count(*) FROM topology_versions),
+		(SELECT count(*) FROM jobs)`).Scan(&st.Bytes, &st.PortSamples, &st.PortRollups, &st.Events, &st.Versions, &st.Jobs)
+	if err != nil {
+		return st, fmt.Errorf("stats of %s: %w", s.url, err)
+	}
+	return st, nil
+}

@@ -1,0 +1,184 @@
+package postgres
+
+import (
+	"bytes"
+	"compress/flate"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/store"
+	"github.com/netloom/netloom/internal/store/codec"
+)
+
+// SaveTopology implements store.Store.
+func (s *Store) SaveTopology(ctx context.Context, t *fabric.Topology, at time.Time) (int64, bool, error) {
+	if t == nil {
+		return 0, false, errors.New("save topology: nil topology")
+	}
+	if err := codec.CheckTime("time", at); err != nil {
+		return 0, false, fmt.Errorf("save topology: %w", err)
+	}
+	enc, c, err := codec.CanonicalTopology(t)
+	if err != nil {
+		return 0, false, fmt.Errorf("save topology at %s: %w", at.Format(time.RFC3339), err)
+	}
+	sum := sha256.Sum256(enc)
+	var id int64
+	changed := false
+	err = s.writeTx(ctx, "save topology at "+at.Format(time.RFC3339), nil, func(tx pgx.Tx) error {
+		// Daemons on one database save in turn.
+		if _, err := tx.Exec(ctx, `LOCK TABLE topology_versions IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+			return err
+		}
+		var lastID, lastFrom int64
+		var lastHash []byte
+		ok, err := queryRow(ctx, tx, `SELECT id, from_ns, hash FROM topology_versions ORDER BY from_ns DESC, id DESC LIMIT 1`, nil, &lastID, &lastFrom, &lastHash)
+		switch {
+		case err != nil:
+			return fmt.Errorf("read latest version: %w", err)
+		case !ok:
+		case bytes.Equal(lastHash, sum[:]):
+			id = lastID
+			return nil
+		case codec.NS(at) < lastFrom:
+			return fmt.Errorf("time is before the latest version %d (from %s); versions must be saved in time order", lastID, codec.FromNS(lastFrom).Format(time.RFC3339))
+		default:
+			if _, err := tx.Exec(ctx, `UPDATE topology_versions SET until_ns = $1 WHERE id = $2`, codec.NS(at), lastID); err != nil {
+				return fmt.Errorf("close version %d: %w", lastID, err)
+			}
+		}
+		z, err := codec.Deflate(enc, flate.BestSpeed)
+		if err != nil {
+			return fmt.Errorf("compress: %w", err)
+		}
+		if err := tx.QueryRow(ctx, `INSERT INTO topology_versions(from_ns, nodes, links, hash, data) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+			codec.NS(at), len(c.Nodes), len(c.Links), sum[:], z).Scan(&id); err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		changed = true
+		return nil
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return id, changed, nil
+}
+
+func scanVersion(sc pgx.Row, extra ...any) (store.Version, error) {
+	var v store.Version
+	var from int64
+	var until *int64
+	dst := append([]any{&v.ID, &from, &until, &v.Nodes, &v.Links}, extra...)
+	if err := sc.Scan(dst...); err != nil {
+		return v, err
+	}
+	v.From = codec.FromNS(from)
+	if until != nil {
+		v.Until = codec.FromNS(*until)
+	}
+	return v, nil
+}
+
+// TopologyAt implements store.Store.
+func (s *Store) TopologyAt(ctx context.Context, at time.Time) (*fabric.Topology, store.Version, error) {
+	var data []byte
+	row := s.pool.QueryRow(ctx, `SELECT id, from_ns, until_ns, nodes, links, data FROM topology_versions
+		WHERE from_ns <= $1 ORDER BY from_ns DESC, id DESC LIMIT 1`, codec.UpperBound(at))
+	v, err := scanVersion(row, &data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.Version{}, fmt.Errorf("topology at %s: %w", at.Format(time.RFC3339), store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, store.Version{}, fmt.Errorf("topology at %s: %w", at.Format(time.RFC3339), err)
+	}
+	t, err := codec.DecodeTopology(data)
+	if err != nil {
+		return nil, store.Version{}, fmt.Errorf("topology version %d: %w", v.ID, err)
+	}
+	return t, v, nil
+}
+
+// Versions implements store.Store. Zero from or to leave that end open.
+func (s *Store) Versions(ctx context.Context, from, to time.Time) ([]store.Version, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, from_ns, until_ns, nodes, links FROM topology_versions
+		WHERE from_ns <= $1 AND (until_ns IS NULL OR until_ns > $2) ORDER BY from_ns, id`, codec.UpperBound(to), codec.LowerBound(from))
+	if err != nil {
+		return nil, fmt.Errorf("topology versions: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Version
+	for rows.Next() {
+		v, err := scanVersion(rows)
+		if err != nil {
+			return nil, fmt.Errorf("topology versions: %w", err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("topology versions: %w", err)
+	}
+	return out, nil
+}
+
+// SaveForwardingTables implements store.Store; tables equal to the latest
+// stored ones are not written again.
+func (s *Store) SaveForwardingTables(ctx context.Context, ft fabric.ForwardingTables, at time.Time) error {
+	if err := codec.CheckTime("time", at); err != nil {
+		return fmt.Errorf("save forwarding tables: %w", err)
+	}
+	data, hash := codec.EncodeTables(ft)
+	return s.writeTx(ctx, "save forwarding tables at "+at.Format(time.RFC3339), nil, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `LOCK TABLE forwarding_tables IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+			return err
+		}
+		var lastFrom int64
+		var lastHash []byte
+		ok, err := queryRow(ctx, tx, `SELECT from_ns, hash FROM forwarding_tables ORDER BY from_ns DESC, id DESC LIMIT 1`, nil, &lastFrom, &lastHash)
+		switch {
+		case err != nil:
+			return fmt.Errorf("read latest: %w", err)
+		case !ok:
+		case bytes.Equal(lastHash, hash):
+			return nil
+		case codec.NS(at) < lastFrom:
+			return fmt.Errorf("time is before the latest tables (from %s); save in time order", codec.FromNS(lastFrom).Format(time.RFC3339))
+		}
+		z, err := codec.Deflate(data, flate.BestSpeed)
+		if err != nil {
+			return fmt.Errorf("compress: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO forwarding_tables(from_ns, hash, data) VALUES ($1, $2, $3)`, codec.NS(at), hash, z); err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		return nil
+	})
+}
+
+// ForwardingTablesAt implements store.Store.
+func (s *Store) ForwardingTablesAt(ctx context.Context, at time.Time) (fabric.ForwardingTables, time.Time, error) {
+	var from int64
+	var data []byte
+	err := s.pool.QueryRow(ctx, `SELECT from_ns, data FROM forwarding_tables WHERE from_ns <= $1
+		ORDER BY from_ns DESC, id DESC LIMIT 1`, codec.UpperBound(at)).Scan(&from, &data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, time.Time{}, fmt.Errorf("forwarding tables at %s: %w", at.Format(time.RFC3339), store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("forwarding tables at %s: %w", at.Format(time.RFC3339), err)
+	}
+	raw, err := codec.Inflate(data)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("forwarding tables from %s: %w", codec.FromNS(from).Format(time.RFC3339), err)
+	}
+	ft, err := codec.DecodeTables(raw)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("forwarding tables from %s: %w", codec.FromNS(from).Format(time.RFC3339), err)
+	}
+	return ft, codec.FromNS(from), nil
+}
