@@ -10,6 +10,7 @@ import (
 	"github.com/netloom/netloom/internal/fabric/ib"
 	"github.com/netloom/netloom/internal/fabric/sim"
 	"github.com/netloom/netloom/internal/store"
+	"github.com/netloom/netloom/internal/store/postgres"
 	"github.com/netloom/netloom/internal/store/sqlite"
 )
 
@@ -51,13 +52,17 @@ func OpenSource(ctx context.Context, spec string) (fabric.Source, error) {
 }
 
 // OpenStore opens the store a URL names: a file path or sqlite:PATH for the
-// embedded engine.
+// embedded engine, postgres://… or postgresql://… for PostgreSQL.
 func OpenStore(ctx context.Context, url string) (store.Store, error) {
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return nil, fmt.Errorf("db %q: the PostgreSQL engine is not available yet; use a file path for SQLite", url)
+		st, err := postgres.Open(ctx, url, postgres.Options{})
+		if err != nil {
+			return nil, err // names the database without its password
+		}
+		return st, nil
 	case strings.Contains(url, "://") && !strings.HasPrefix(url, "sqlite:"):
-		return nil, fmt.Errorf("db %q: unknown store; want a file path or sqlite:PATH", url)
+		return nil, fmt.Errorf("db %q: unknown store; want a file path, sqlite:PATH or postgres://…", url)
 	}
 	path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "sqlite:")
 	st, err := sqlite.Open(ctx, path, sqlite.Options{})
