@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/netloom/netloom/internal/alert"
 	"github.com/netloom/netloom/internal/auth"
 )
 
@@ -66,6 +67,9 @@ type Config struct {
 
 	Retention RetentionConfig `yaml:"retention"`
 
+	// Alerting is the alert rules and where alerts go (docs/alerts.md).
+	Alerting alert.Config `yaml:"alerting"`
+
 	// Auth is who may use the API and the UI (docs/security.md).
 	Auth auth.Config `yaml:"auth"`
 	// TLSCert and TLSKey, when set, serve HTTPS with this certificate.
@@ -111,6 +115,7 @@ func (c Config) WithDefaults() Config {
 	c.Retention = c.Retention.withDefaults()
 	set(&c.AgentAuth, "auto")
 	c.Auth = c.Auth.WithDefaults()
+	c.Alerting = c.Alerting.WithDefaults()
 	return c
 }
 

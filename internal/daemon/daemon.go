@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/netloom/netloom/internal/alert"
 	"github.com/netloom/netloom/internal/api"
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/ingest"
@@ -50,6 +51,12 @@ type Daemon struct {
 	behind        atomic.Pointer[api.Behind]
 	nodeOverrides map[string]string
 
+	// Alerts: the fabric activity ticks alertLoop, which publishes the
+	// evaluated alerts and hands changes to the notifier.
+	alertIn  chan alertTick
+	alerts   atomic.Pointer[[]alert.Alert]
+	notifier *alert.Notifier
+
 	// Owned by the fabric goroutine only.
 	prev map[fabric.PortRef]*fabric.PortReading
 	ft   fabric.ForwardingTables
@@ -62,6 +69,7 @@ type metrics struct {
 	writeQueue                                           prometheus.GaugeFunc
 	attr                                                 attributionMetrics
 	sched                                                schedMetrics
+	alert                                                alertMetrics
 }
 
 // writeOp is one unit of work for the writer goroutine. done, when set,
@@ -79,7 +87,7 @@ const writeQueueLen = 256
 // New builds a daemon; Run starts it.
 func New(cfg Config, src fabric.Source, st store.Store, log *slog.Logger) *Daemon {
 	d := &Daemon{cfg: cfg.WithDefaults(), src: src, st: st, log: log, agentDefault: cfg.AgentListen == "",
-		writes: make(chan writeOp, writeQueueLen), reg: prometheus.NewRegistry(),
+		writes: make(chan writeOp, writeQueueLen), reg: prometheus.NewRegistry(), alertIn: make(chan alertTick, alertQueueLen),
 		prev: map[fabric.PortRef]*fabric.PortReading{}}
 	counter := func(name, help string) prometheus.Counter {
 		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
@@ -105,6 +113,9 @@ func New(cfg Config, src fabric.Source, st store.Store, log *slog.Logger) *Daemo
 	d.agents.m = ingest.NewMetrics(d.reg)
 	d.m.attr = newAttributionMetrics(d.reg)
 	d.m.sched = newSchedMetrics(d.reg)
+	d.m.alert = newAlertMetrics(d.reg)
+	d.notifier = alert.NewNotifier(d.cfg.Alerting, log, d.reg)
+	d.reg.MustRegister(&alert.Collector{Alerts: d.Alerts})
 	d.reg.MustRegister(d.m.writeQueue, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return d
 }
@@ -148,6 +159,8 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error)
 	g.Go(func() error { return d.attributionLoop(gctx) })
 	g.Go(func() error { return d.schedLoop(gctx) })
 	g.Go(func() error { d.watchBehind(gctx); return nil })
+	g.Go(func() error { return d.alertLoop(gctx) })
+	g.Go(func() error { d.notifier.Run(gctx); return nil })
 	g.Go(func() error {
 		serve := func() error { return srv.Serve(ln) }
 		if srv.TLSConfig != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -345,4 +346,118 @@ func portMetrics(t *testing.T, url string) map[string]*dto.MetricFamily {
 		t.Fatalf("%s: %v", url, err)
 	}
 	return f
+}
+
+func TestAlertConfigErrorsNameTheLine(t *testing.T) {
+	_, err := ParseConfig([]byte("listen: \":9000\"\nalerting:\n  rules:\n    - name: port_errors\n      counters: [symbol_errors, sybmol_errors]\n"), "alerts.yaml")
+	if err == nil || !strings.Contains(err.Error(), "alerts.yaml") || !strings.Contains(err.Error(), "line 5") || !strings.Contains(err.Error(), `"sybmol_errors"`) {
+		t.Errorf("error %v: want the file, line 5 and the counter", err)
+	}
+	c, err := ParseConfig([]byte("alerting:\n  alertmanagers: [\"http://127.0.0.1:9093\"]\n"), "ok.yaml")
+	if err != nil || len(c.WithDefaults().Alerting.Enabled()) < 10 {
+		t.Errorf("defaults stay on when only delivery is set: %v", err)
+	}
+}
+
+// TestAlertsOnSimulatedFabric injects errors and a link failure into the
+// simulated fabric and follows the alerts through the API, /metrics and a
+// webhook, until they resolve.
+func TestAlertsOnSimulatedFabric(t *testing.T) {
+	hook := make(chan []byte, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		hook <- b
+	}))
+	defer srv.Close()
+	cfgText := fmt.Sprintf(`alerting:
+  webhooks: [%q]
+  rules:
+    - {name: port_errors, threshold: 5, window: 2s}
+    - {name: fabric_changed, window: 3s}
+    - {name: port_congestion, disabled: true}
+    - {name: link_utilization, disabled: true}
+    - {name: link_flapping, threshold: 2, window: 1m}
+`, srv.URL)
+	parsed, err := ParseConfig([]byte(cfgText), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startDaemon(t, filepath.Join(t.TempDir(), "netloom.db"), "fat-tree:hosts=32,radix=8", func(c *Config) {
+		c.SweepInterval, c.AgentListen, c.AgentAddressFile, c.DiscoverInterval = 100*time.Millisecond, "off", "-", time.Second
+		c.Alerting = parsed.Alerting
+	})
+	type alertsJSON struct {
+		Alerts []struct {
+			Rule, State, Counter, Event, Summary string
+			Value                                float64
+			Subject                              struct{ Link string }
+		}
+		Firing int
+	}
+	var got alertsJSON
+	if code := s.get("/api/v1/alerts", &got); code != 200 || got.Firing != 0 {
+		t.Fatalf("before any fault: %d %+v", code, got)
+	}
+	topo := s.src.Topology()
+	victim := topo.Links[len(topo.Links)-1]
+	if err := s.src.AddErrors(victim.B, fabric.SymbolErrors, 7); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor("port_errors firing", func() bool {
+		s.get("/api/v1/alerts?state=firing", &got)
+		return len(got.Alerts) == 1 && got.Alerts[0].Rule == "port_errors" && got.Alerts[0].Value == 7 && got.Alerts[0].Subject.Link == victim.ID()
+	})
+	if m := s.scrape("/metrics"); !strings.Contains(m, `netloom_alerts{alertname="port_errors",severity="warning",state="firing"} 1`) {
+		t.Errorf("/metrics has no firing port_errors")
+	}
+	var wh alertWebhook
+	select {
+	case b := <-hook:
+		if err := json.Unmarshal(b, &wh); err != nil || len(wh.Alerts) != 1 || wh.Alerts[0].Labels["alertname"] != "port_errors" || wh.Alerts[0].State != "firing" {
+			t.Fatalf("webhook %s: %v", b, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no webhook")
+	}
+	s.waitFor("port_errors resolved after its window", func() bool {
+		s.get("/api/v1/alerts?state=resolved", &got)
+		return len(got.Alerts) == 1 && got.Alerts[0].Rule == "port_errors"
+	})
+
+	// A link going down and up twice: fabric changes, then a flap.
+	sw := victim.A
+	for _, down := range []bool{true, false, true, false} {
+		if err := s.src.SetLinkDown(sw, down); err != nil {
+			t.Fatal(err)
+		}
+		want := "link_down"
+		if !down {
+			want = "link_up"
+		}
+		s.waitFor("fabric_changed "+want, func() bool {
+			s.get("/api/v1/alerts?state=firing", &got)
+			for _, a := range got.Alerts {
+				if a.Rule == "fabric_changed" && a.Event == want && a.Subject.Link == victim.ID() {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	s.waitFor("link_flapping", func() bool {
+		s.get("/api/v1/alerts?state=firing", &got)
+		for _, a := range got.Alerts {
+			if a.Rule == "link_flapping" && a.Value >= 2 {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+type alertWebhook struct {
+	Alerts []struct {
+		State  string
+		Labels map[string]string
+	}
 }

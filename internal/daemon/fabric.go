@@ -122,6 +122,7 @@ func (d *Daemon) discover(ctx context.Context) error {
 		next.Readings, next.Samples, next.Unreachable, next.Sweep = old.Readings, old.Samples, old.Unreachable, old.Sweep
 	}
 	d.state.Store(next)
+	d.tickAlerts(events)
 	c := topo.Counts()
 	d.log.Info("fabric discovered", "switches", c.Switches, "cas", c.CAs, "links", c.Links,
 		"version", version, "events", len(events), "seconds", time.Since(start).Seconds())
@@ -222,6 +223,7 @@ func (d *Daemon) sweep(ctx context.Context) {
 	next.Readings, next.Samples, next.Unreachable = read, latest, unreach
 	next.Sweep = api.SweepInfo{Time: now, Seconds: secs, Ports: len(ports), Errors: failed, Count: cur.Sweep.Count + 1}
 	d.state.Store(&next)
+	d.tickAlerts(events)
 	d.log.Debug("sweep", "ports", len(ports), "errors", failed, "seconds", secs)
 }
 

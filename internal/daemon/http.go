@@ -23,6 +23,7 @@ func (d *Daemon) Handler() (http.Handler, error) {
 	srv := api.New(api.Options{Store: d.st, State: d.State, Registry: d.reg, SweepInterval: d.cfg.SweepInterval, Log: d.log,
 		Behind: d.behind.Load})
 	srv.Mux().Handle("/", api.UI(web.Dist()))
+	srv.Mux().HandleFunc("GET /api/v1/alerts", d.serveAlerts)
 	srv.ServeJobs(d.liveJobs)
 	srv.ServeAttribution(api.AttributionOptions{Jobs: d.liveJobs, Nodes: func() api.NodeMapper {
 		if v := d.attrib.Load(); v != nil && v.Nodes != nil {

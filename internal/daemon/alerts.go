@@ -1,0 +1,317 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/netloom/netloom/internal/alert"
+	"github.com/netloom/netloom/internal/auth"
+	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/store"
+)
+
+// alertTick tells the alert activity that a sweep or discovery published
+// a new state, with the events recorded since.
+type alertTick struct{ events []fabric.Event }
+
+// alertQueueLen bounds the ticks waiting for the alert activity; a full
+// queue drops the tick (counted), never blocks the fabric activity.
+const alertQueueLen = 64
+
+type alertMetrics struct {
+	evaluations prometheus.Counter
+	seconds     prometheus.Histogram
+	dropped     prometheus.Counter
+	fired       *prometheus.CounterVec
+}
+
+func newAlertMetrics(reg prometheus.Registerer) alertMetrics {
+	m := alertMetrics{
+		evaluations: prometheus.NewCounter(prometheus.CounterOpts{Name: "netloom_alert_evaluations_total",
+			Help: "Evaluations of the alert rules."}),
+		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "netloom_alert_evaluation_seconds",
+			Help: "Time to evaluate every alert rule once (without looking up jobs).", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 9)}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "netloom_alert_ticks_dropped_total",
+			Help: "Sweeps and discoveries the alert activity missed because it fell behind (their events are lost)."}),
+		fired: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "netloom_alerts_fired_total",
+			Help: "Alerts that started firing, by rule."}, []string{"alertname"}),
+	}
+	reg.MustRegister(m.evaluations, m.seconds, m.dropped, m.fired)
+	return m
+}
+
+// tickAlerts hands the alert activity a new state without blocking.
+func (d *Daemon) tickAlerts(events []fabric.Event) {
+	select {
+	case d.alertIn <- alertTick{events: events}:
+	default:
+		d.m.alert.dropped.Inc()
+	}
+}
+
+// Alerts returns the alerts as last evaluated: active, then recently
+// resolved.
+func (d *Daemon) Alerts() []alert.Alert {
+	if p := d.alerts.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// alertLoop evaluates the rules after every sweep and discovery (and at
+// least every sweep interval, so windows end when no sweep comes), then
+// hands changes to the notifier.
+func (d *Daemon) alertLoop(ctx context.Context) error {
+	eng := alert.NewEngine(d.cfg.Alerting, &jobFinder{d: d})
+	empty := []alert.Alert{}
+	d.alerts.Store(&empty)
+	t := time.NewTicker(max(d.cfg.SweepInterval, time.Second))
+	defer t.Stop()
+	for {
+		var events []fabric.Event
+		select {
+		case <-ctx.Done():
+			return nil
+		case tk := <-d.alertIn:
+			events = tk.events
+		drain:
+			for {
+				select {
+				case tk := <-d.alertIn:
+					events = append(events, tk.events...)
+				default:
+					break drain
+				}
+			}
+		case <-t.C:
+		}
+		d.evaluateAlerts(eng, events, time.Now())
+	}
+}
+
+// evaluateAlerts runs one evaluation and publishes its outcome.
+func (d *Daemon) evaluateAlerts(eng *alert.Engine, events []fabric.Event, now time.Time) {
+	in := alert.Input{Time: now, Events: events}
+	if st := d.state.Load(); st != nil {
+		in.Topology, in.Readings, in.Samples, in.Unreachable, in.SweepTime = st.Topology, st.Readings, st.Samples, st.Unreachable, st.Sweep.Time
+	}
+	if b := d.behind.Load(); b != nil {
+		in.Behind, in.BehindSince = b.Reasons, b.Since
+	}
+	start := time.Now()
+	changed := eng.Evaluate(in)
+	d.m.alert.evaluations.Inc()
+	d.m.alert.seconds.Observe(time.Since(start).Seconds())
+	all := eng.Alerts()
+	d.alerts.Store(&all)
+	for _, a := range changed {
+		if a.State == alert.Firing {
+			d.m.alert.fired.WithLabelValues(a.Rule).Inc()
+			d.log.Warn("alert firing", "rule", a.Rule, "severity", a.Severity, "summary", a.Summary, "jobs", a.JobList())
+		} else {
+			d.log.Info("alert resolved", "rule", a.Rule, "summary", a.Summary)
+		}
+	}
+	if len(changed) > 0 || d.notifier.Enabled() {
+		d.notifier.Send(alert.Update{Changed: changed, Firing: eng.Firing()})
+	}
+}
+
+// jobFinder names the running jobs whose routes cross link directions,
+// the way the attribution API does: the jobs' attributed traffic over the
+// directions (the store's link-job samples, as /api/v1/links/{link}/jobs
+// reads them), and every running job with a pair of nodes whose route the
+// forwarding tables send over them (Routes.PairsThrough), so that jobs
+// without an agent or without traffic yet are named too.
+type jobFinder struct {
+	d *Daemon
+
+	mu     sync.Mutex
+	routes *fabric.Routes
+	pairs  map[fabric.PortRef][]fabric.Pair
+}
+
+// maxPairs bounds the route pairs looked at per direction (a spine port of
+// a Stampede-size fabric carries millions).
+const maxPairs = 1 << 20
+
+func (f *jobFinder) pairsThrough(r *fabric.Routes, p fabric.PortRef) []fabric.Pair {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.routes != r {
+		f.routes, f.pairs = r, map[fabric.PortRef][]fabric.Pair{}
+	}
+	if ps, ok := f.pairs[p]; ok {
+		return ps
+	}
+	ps, _, err := r.PairsThrough(p, maxPairs)
+	if err != nil {
+		ps = nil
+	}
+	f.pairs[p] = ps
+	return ps
+}
+
+func (f *jobFinder) JobsCrossing(ports []fabric.PortRef, since time.Time) []alert.Job {
+	d := f.d
+	live := d.liveJobs()
+	if live == nil || len(live.Jobs) == 0 {
+		return nil
+	}
+	running := map[string]*store.Job{}
+	for id, j := range live.Jobs {
+		if j.State == store.JobRunning {
+			running[id] = j
+		}
+	}
+	found := map[string]uint64{}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if got, err := d.st.LinkJobs(ctx, ports, since, time.Now()); err != nil {
+		d.log.Warn("alert: reading the jobs on a link failed", "err", err)
+	} else {
+		for _, x := range got {
+			if _, ok := running[x.Job]; ok {
+				found[x.Job] += x.Bytes
+			}
+		}
+	}
+	st, av := d.state.Load(), d.attrib.Load()
+	if st != nil && st.Routes != nil && av != nil && av.Nodes != nil {
+		// The LIDs of each running job's nodes.
+		byLID := map[fabric.LID][]string{}
+		lids := map[string]map[fabric.LID]bool{}
+		for id, j := range running {
+			if _, ok := found[id]; ok {
+				continue
+			}
+			set := map[fabric.LID]bool{}
+			for _, n := range jobNodes(j) {
+				if l, err := av.Nodes.LID(n); err == nil && !set[l] {
+					set[l] = true
+					byLID[l] = append(byLID[l], id)
+				}
+			}
+			if len(set) > 1 {
+				lids[id] = set
+			}
+		}
+		for _, p := range ports {
+			if _, linked := st.Topology.LinkAt(p); !linked || len(lids) == 0 {
+				continue
+			}
+			for _, pr := range f.pairsThrough(st.Routes, p) {
+				for _, id := range byLID[pr.Src] {
+					if _, ok := found[id]; !ok && lids[id][pr.Dst] {
+						found[id] = 0
+					}
+				}
+			}
+		}
+	}
+	out := make([]alert.Job, 0, len(found))
+	for id, b := range found {
+		out = append(out, alert.Job{ID: id, User: running[id].Owner(), Bytes: b})
+	}
+	return out
+}
+
+// jobNodes lists a job's node names: the scheduler's and its ranks'.
+func jobNodes(j *store.Job) []string {
+	var out []string
+	if j.Scheduler != nil {
+		out = append(out, j.Scheduler.Nodes...)
+	}
+	if j.Agent {
+		for _, p := range j.Full().Processes {
+			out = append(out, p.Node)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// serveAlerts answers GET /api/v1/alerts (docs/api.md): administrators see
+// every alert; a user only those naming one of their jobs, with other
+// users' jobs anonymized.
+func (d *Daemon) serveAlerts(w http.ResponseWriter, r *http.Request) {
+	fail := func(status int, reason, msg string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": msg, "reason": reason})
+	}
+	p := auth.FromContext(r.Context())
+	if p == nil {
+		fail(http.StatusUnauthorized, "unauthenticated", "sign in first")
+		return
+	}
+	q := r.URL.Query()
+	state := q.Get("state")
+	if !slices.Contains([]string{"", "active", alert.Firing, alert.Pending, alert.Resolved}, state) {
+		fail(http.StatusBadRequest, "bad_parameter", fmt.Sprintf("parameter state: %q: want active, firing, pending or resolved", state))
+		return
+	}
+	limit := 500
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100000 {
+			fail(http.StatusBadRequest, "bad_parameter", fmt.Sprintf("parameter limit: %q: want a number in 1..100000", v))
+			return
+		}
+		limit = n
+	}
+	out := []alert.Alert{}
+	counts := map[string]int{alert.Firing: 0, alert.Pending: 0, alert.Resolved: 0}
+	for _, a := range d.Alerts() {
+		if !p.Admin && !visibleAlert(&a, p.Name) {
+			continue
+		}
+		counts[a.State]++
+		if state != "" && a.State != state && !(state == "active" && a.State != alert.Resolved) {
+			continue
+		}
+		if len(out) < limit {
+			out = append(out, a)
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"alerts": out, "firing": counts[alert.Firing], "pending": counts[alert.Pending],
+		"resolved": counts[alert.Resolved], "rules": d.alertRules()})
+}
+
+// visibleAlert keeps an alert for user when it names one of their jobs,
+// renaming the other users' jobs "other-N" (as the links API does).
+func visibleAlert(a *alert.Alert, user string) bool {
+	mine := false
+	jobs := make([]alert.Job, len(a.Jobs))
+	n := 0
+	for i, j := range a.Jobs {
+		if j.User == user {
+			mine = true
+			jobs[i] = j
+			continue
+		}
+		n++
+		jobs[i] = alert.Job{ID: fmt.Sprintf("other-%d", n), Bytes: j.Bytes}
+	}
+	a.Jobs = jobs
+	return mine
+}
+
+// alertRules lists the rules in force, for the UI.
+func (d *Daemon) alertRules() []map[string]any {
+	var out []map[string]any
+	for _, r := range d.cfg.Alerting.WithDefaults().Enabled() {
+		out = append(out, map[string]any{"name": r.Name, "kind": r.Kind, "severity": r.Severity, "threshold": r.Threshold,
+			"window_seconds": r.Window.Seconds(), "counters": r.CounterNames()})
+	}
+	return out
+}
