@@ -4,7 +4,7 @@
 # (small,stampede,large) to choose fabric sizes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "== fabric: sweep vs perfquery per switch, discovery vs ibnetdiscover"
+echo "== fabric: cached sweep vs ibqueryerrors --load-cache, discovery vs ibnetdiscover, route vs ibtracert"
 go run ./bench/fabric --sizes "${BENCH_SIZES:-small,stampede}" --netloom bin/netloom
 echo "== storage: bytes on disk per port sample"
 go run ./bench/storage

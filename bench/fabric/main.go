@@ -9,7 +9,9 @@
 //     error counters only (PortCounters); the data and packet counters
 //     netloom also reads (PortCountersExtended) take a second run,
 //     `ibqueryerrors --load-cache C --counters`, so both are timed: errors
-//     only, and errors + counters (the same values netloom reads);
+//     only, and errors + counters (the same values netloom reads); and
+//     `netloom fabric sweep --port-counters-only` ("sw PC"), the one
+//     PortCounters query per port ibqueryerrors makes, against it;
 //   - uncached sweep: the same without the cache versus `ibqueryerrors`,
 //     which discovers the fabric itself (ibnetdiscover's walk) and then
 //     reads it;
@@ -60,9 +62,9 @@ func main() {
 	if b, err := os.ReadFile("/proc/sys/net/unix/max_dgram_qlen"); err == nil {
 		fmt.Printf("# net.unix.max_dgram_qlen = %s", b)
 	}
-	fmt.Printf("%-24s %7s %7s | %9s %9s %6s %9s %6s | %9s %9s %6s | %9s %9s %6s %7s %7s %7s | %7s %8s | %7s %7s\n",
+	fmt.Printf("%-24s %7s %7s | %9s %9s %6s %9s %6s %9s %6s | %9s %9s %6s | %9s %9s %6s %7s %7s %7s | %7s %8s | %7s %7s\n",
 		"fabric", "nodes", "ports",
-		"sw cached", "iqe cache", "ratio", "+counters", "ratio",
+		"sw cached", "iqe cache", "ratio", "+counters", "ratio", "sw PC", "ratio",
 		"sw", "iqe", "ratio",
 		"discover", "ibnetdisc", "ratio", "us/node", "ibnd/nd", "us/port",
 		"sweep", "us/port",
@@ -197,6 +199,14 @@ func benchOne(spec, bin string, runs, parallel int) error {
 	if err != nil {
 		return err
 	}
+	// ibqueryerrors' own work: PortCounters alone, one query per port.
+	swPC, rPC, err := sweep("--load-cache", cache, "--port-counters-only")
+	if err != nil {
+		return err
+	}
+	if rPC.Ports != r.Ports {
+		return fmt.Errorf("netloom swept %d ports with PortCounters only, %d with both", rPC.Ports, r.Ports)
+	}
 	// Per-port cost: the best sweep-only time netloom reports.
 	bestSweep := r.Seconds
 	for i := 1; i < runs; i++ {
@@ -251,9 +261,10 @@ func benchOne(spec, bin string, runs, parallel int) error {
 	nodes := len(live.Nodes)
 	us := func(d time.Duration, n int) float64 { return float64(d.Microseconds()) / float64(n) }
 	both := iqeCached + iqeCounters
-	fmt.Printf("%-24s %7d %7d | %8.3fs %8.3fs %5.1fx %8.3fs %5.1fx | %8.3fs %8.3fs %5.1fx | %8.3fs %8.3fs %5.2fx %7.1f %7.1f %7.2f | %6.3fs %8.2f | %6.3fs %6.3fs\n",
+	fmt.Printf("%-24s %7d %7d | %8.3fs %8.3fs %5.1fx %8.3fs %5.1fx %8.3fs %5.1fx | %8.3fs %8.3fs %5.1fx | %8.3fs %8.3fs %5.2fx %7.1f %7.1f %7.2f | %6.3fs %8.2f | %6.3fs %6.3fs\n",
 		fmt.Sprintf("%d hosts, %d sw", hosts, c.Switches), nodes, r.Ports,
 		swCached.Seconds(), iqeCached.Seconds(), iqeCached.Seconds()/swCached.Seconds(), both.Seconds(), both.Seconds()/swCached.Seconds(),
+		swPC.Seconds(), iqeCached.Seconds()/swPC.Seconds(),
 		sw.Seconds(), iqe.Seconds(), iqe.Seconds()/sw.Seconds(),
 		disc.Seconds(), ibnd.Seconds(), ibnd.Seconds()/disc.Seconds(), us(disc, nodes), us(ibnd, nodes), us(disc, ports),
 		bestSweep, bestSweep*1e6/float64(r.Ports),

@@ -212,9 +212,9 @@ func fabricDiscover(ctx context.Context, stdout io.Writer, spec string, asJSON b
 
 // sweepFlags are fabric sweep's own options.
 type sweepFlags struct {
-	asJSON, counters, caPorts, allPorts bool
-	timeout                             time.Duration
-	parallel                            int
+	asJSON, counters, caPorts, allPorts, portCountersOnly bool
+	timeout                                               time.Duration
+	parallel                                              int
 }
 
 func fabricSweepCmd() *cobra.Command {
@@ -226,7 +226,9 @@ it), then reads the counters of every linked switch port once
 (PortCountersExtended where supported, PortCounters for errors and XmitWait)
 and prints how many ports were read, how many failed, and how long the sweep
 took. With --counters, every port's raw values are printed too (data
-counters in bytes).
+counters in bytes). --port-counters-only reads PortCounters alone, as
+ibqueryerrors does: the error counters and the 32-bit data and packet
+counters, half the queries (no ClassPortInfo, no PortCountersExtended).
 
 ` + sourceHelp,
 		Args:              posArgs(),
@@ -239,6 +241,7 @@ counters in bytes).
 	f.BoolVar(&o.counters, "counters", false, "print each port's counters")
 	f.BoolVar(&o.caPorts, "ca-ports", false, "also read host adapter ports")
 	f.BoolVar(&o.allPorts, "all-ports", false, "read every port of every switch, linked or not, as ibqueryerrors does (with --ca-ports: and every CA port with a LID)")
+	f.BoolVar(&o.portCountersOnly, "port-counters-only", false, "read PortCounters alone (errors, 32-bit data counters), as ibqueryerrors does")
 	f.DurationVar(&o.timeout, "timeout", 0, "per-query `timeout` (default 200ms)")
 	f.IntVar(&o.parallel, "parallel", 0, "queries in flight (default 64)")
 	c.RunE = func(c *cobra.Command, _ []string) error {
@@ -262,7 +265,7 @@ func fabricSweep(ctx context.Context, stdout io.Writer, spec string, tf topoFlag
 		ports = t.AllPorts(o.caPorts)
 	}
 	start := time.Now()
-	readings, err := src.Sweep(ctx, t, ports, fabric.SweepOptions{Timeout: o.timeout, Parallel: o.parallel}.WithDefaults())
+	readings, err := src.Sweep(ctx, t, ports, fabric.SweepOptions{Timeout: o.timeout, Parallel: o.parallel, PortCountersOnly: o.portCountersOnly}.WithDefaults())
 	took := time.Since(start)
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)

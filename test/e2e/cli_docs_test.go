@@ -323,6 +323,11 @@ func cliDocExamples() map[string]docExample {
 				t.Errorf("sweep: %s", r.stdout)
 			}
 		}},
+		"netloom fabric sweep --load-cache fabric.cache --ca-ports --all-ports --port-counters-only": {check: func(t *testing.T, r docRun) {
+			if !regexp.MustCompile(`^swept \d+ ports \(0 failed\)`).MatchString(r.stdout) {
+				t.Errorf("sweep, PortCounters only: %s", r.stdout)
+			}
+		}},
 		"ibqueryerrors --load-cache fabric.cache": {},
 		"netloom fabric route --load-cache fabric.cache n1 n8": {check: func(t *testing.T, r docRun) {
 			contains(t, "route", r.stdout, `From ca`, `"n1 HCA-1"`, `"n8 HCA-1"`)
