@@ -218,7 +218,9 @@ func (s *Server) Query(ctx context.Context, q string) ([]Sample, error) {
 func (s *Server) Rules(ctx context.Context, v any) error { return s.getJSON(ctx, "/api/v1/rules", v) }
 
 // Targets returns Prometheus' targets as /api/v1/targets answers them.
-func (s *Server) Targets(ctx context.Context, v any) error { return s.getJSON(ctx, "/api/v1/targets", v) }
+func (s *Server) Targets(ctx context.Context, v any) error {
+	return s.getJSON(ctx, "/api/v1/targets", v)
+}
 
 // Alerts returns Alertmanager's alerts (GET /api/v2/alerts).
 func (s *Server) Alerts(ctx context.Context) ([]AMAlert, error) {
