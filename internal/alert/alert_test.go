@@ -357,7 +357,7 @@ func TestNotifier(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(am) != 1 || am[0].Labels["node"] != "sw1" || am[0].Annotations["jobs"] != "1 (u)" ||
-		am[0].GeneratorURL != "https://netloom.example/#/alerts/abc" || !am[0].EndsAt.After(time.Now()) {
+		am[0].GeneratorURL != "https://netloom.example/alerts?alert=abc" || !am[0].EndsAt.After(time.Now()) {
 		t.Errorf("alertmanager body %+v", am)
 	}
 	var wh WebhookPayload

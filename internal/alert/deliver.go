@@ -147,7 +147,7 @@ func (n *Notifier) Send(u Update) {
 }
 
 // GeneratorURL links to the alert in the UI.
-func (n *Notifier) GeneratorURL(a *Alert) string { return n.cfg.ExternalURL + "/#/alerts/" + a.ID }
+func (n *Notifier) GeneratorURL(a *Alert) string { return n.cfg.ExternalURL + "/alerts?alert=" + a.ID }
 
 // Run delivers until ctx ends.
 func (n *Notifier) Run(ctx context.Context) {

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/netloom/netloom/internal/alert"
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/fabric/sim"
 	"github.com/netloom/netloom/internal/store"
@@ -459,5 +460,16 @@ type alertWebhook struct {
 	Alerts []struct {
 		State  string
 		Labels map[string]string
+	}
+}
+
+func TestVisibleAlert(t *testing.T) {
+	a := alert.Alert{Jobs: []alert.Job{{ID: "1", User: "bob"}, {ID: "2", User: "alice"}, {ID: "3", User: "carol"}}}
+	if !visibleAlert(&a, "alice") || a.Jobs[0].ID != "other-1" || a.Jobs[0].User != "" || a.Jobs[1].ID != "2" || a.Jobs[2].ID != "other-2" {
+		t.Errorf("alice sees %+v", a.Jobs)
+	}
+	b := alert.Alert{Jobs: []alert.Job{{ID: "1", User: "bob"}}}
+	if visibleAlert(&b, "alice") {
+		t.Error("alice sees an alert naming only bob's job")
 	}
 }

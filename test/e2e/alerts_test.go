@@ -187,7 +187,7 @@ func TestAlertsNameJobs(t *testing.T) {
 	t.Logf("fault injected -> Alertmanager's webhook: %s", firedAt.Sub(injected).Round(time.Millisecond))
 	if !strings.Contains(fired.Annotations["jobs"], id+" (nltest-a)") || fired.Annotations["users"] != "nltest-a" ||
 		fired.Annotations["value"] != "20" || fired.Labels["severity"] != "warning" || fired.Labels["node"] == "" ||
-		!strings.HasPrefix(fired.GeneratorURL, "http://netloom.test/#/alerts/") {
+		!strings.HasPrefix(fired.GeneratorURL, "http://netloom.test/alerts?alert=") {
 		t.Errorf("alert at Alertmanager: %+v", fired)
 	}
 	var api struct {

@@ -1,7 +1,7 @@
 // The header: navigation (what the signed-in role may see), the time
 // control, the live indicator, who is signed in with a "Sign out" button,
 // and below it the daemon's back-pressure warning (banner.ts).
-import { currentSession, isAdmin, loginHref, onSession } from "./api";
+import { currentSession, get, isAdmin, loginHref, onSession } from "./api";
 import type { Session } from "./api";
 import { canSignOut, logout } from "./auth";
 import { behindBanner } from "./banner";
@@ -23,7 +23,11 @@ const NAV: NavItem[] = [
   { key: "jobs", label: "Jobs", admin: false },
   { key: "errors", label: "Errors", admin: true },
   { key: "events", label: "Events", admin: true },
+  { key: "alerts", label: "Alerts", admin: false },
 ];
+
+/** How often the header's alert badge asks for the firing alerts. */
+export const ALERT_POLL_MS = 15_000;
 
 /** Where "/" and the brand lead: the map for administrators, the jobs for
  * everyone else, the login page before signing in. */
@@ -35,6 +39,26 @@ export function home(): string {
 export function header(): { el: HTMLElement; setNav: (nav: string) => void } {
   const links = NAV.map((n) => h("a", { href: `/${n.key}`, "data-nav": "", "data-key": n.key }, n.label));
   const nav = h("nav", { class: "nav", "aria-label": "Pages" }, ...links);
+  // The number of firing alerts the signed-in person may see, on the
+  // Alerts link.
+  // (Out of the page while none fire: .badge's display beats "hidden".)
+  const alertBadge = h("span", { class: "badge bad alert-badge", "data-count": "0", title: "firing alerts" });
+  const alertsLink = links.find((a) => a.dataset.key === "alerts")!;
+  const badgeGap = document.createTextNode(" ");
+  const showBadge = (n: number) => {
+    alertBadge.dataset.count = alertBadge.textContent = String(n);
+    if (n === 0) {
+      alertBadge.remove();
+      badgeGap.remove();
+    } else if (!alertBadge.isConnected) alertsLink.append(badgeGap, alertBadge);
+  };
+  let alertTimer: ReturnType<typeof setInterval> | null = null;
+  const pollAlerts = () =>
+    get<{ firing: number }>("/alerts", { state: "firing", limit: 1 })
+      .then((r) => showBadge(r.firing))
+      .catch(() => {
+        /* the next poll tries again */
+      });
   const time = timeControl();
   const status = h("span", { class: "live-status", role: "status", "aria-live": "off" }, "");
   const who = h("span", { class: "who" });
@@ -85,6 +109,13 @@ export function header(): { el: HTMLElement; setNav: (nav: string) => void } {
     }
     signOut.hidden = !canSignOut(s);
     banner.setActive(!!s);
+    if (alertTimer) clearInterval(alertTimer);
+    alertTimer = null;
+    showBadge(0);
+    if (s) {
+      pollAlerts();
+      alertTimer = setInterval(pollAlerts, ALERT_POLL_MS);
+    }
     paint();
   };
   signOut.addEventListener("click", () => {
@@ -112,6 +143,7 @@ export function header(): { el: HTMLElement; setNav: (nav: string) => void } {
       for (const a of links) a.setAttribute("href", `/${a.dataset.key}${qs ? "?" + qs : ""}`);
       time.sync();
       banner.refresh();
+      if (currentSession()) pollAlerts();
       paint();
     },
   };

@@ -5,6 +5,7 @@ import { loadSession } from "./auth";
 import { failure, h } from "./dom";
 import { header, home } from "./header";
 import { adminOnlyPage } from "./pages/adminonly";
+import { alertsPage } from "./pages/alerts";
 import { errorsPage } from "./pages/errors";
 import { eventsPage } from "./pages/events";
 import { jobPage } from "./pages/job";
@@ -25,6 +26,8 @@ route("/jobs", "jobs", jobsPage);
 route("/jobs/{job}", "jobs", jobPage);
 route("/errors", "errors", errorsPage, "admin");
 route("/events", "events", eventsPage, "admin");
+// A user sees the alerts naming their jobs (the daemon decides which).
+route("/alerts", "alerts", alertsPage);
 
 function guard(access: Access): Verdict {
   if (access === "public") return { ok: true };
