@@ -56,6 +56,12 @@ func Run(t *testing.T, open Opener, reopen Reopener) {
 			tc.fn(t, s)
 		})
 	}
+	t.Run("Copy", func(t *testing.T) {
+		a, b := open(t), open(t)
+		defer a.Close()
+		defer b.Close()
+		testCopy(t, a, b)
+	})
 	if reopen == nil {
 		return
 	}
