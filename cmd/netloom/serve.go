@@ -126,7 +126,7 @@ Fabric sources (--fabric):
 	f := c.Flags()
 	f.StringVar(&cfgPath, "config", "", "YAML config `file` (see docs/operations.md)")
 	f.StringVar(&listen, "listen", "", "HTTP listen `address` (default "+daemon.DefaultListen+")")
-	f.StringVar(&db, "db", "", "store `URL`: a file path or sqlite:PATH (default "+daemon.DefaultDB+")")
+	f.StringVar(&db, "db", "", "store `URL`: a file path, sqlite:PATH or postgres://USER@HOST/DB (docs/postgres.md; default "+daemon.DefaultDB+")")
 	f.StringVar(&fabricS, "fabric", "", "fabric `source`: ib, ib:CA:PORT or sim:SPEC (default ib)")
 	f.DurationVar(&discover, "discover-interval", 0, "re-discovery `interval` (default 5m)")
 	f.DurationVar(&sweep, "sweep-interval", 0, "counter sweep `interval`; sub-second allowed (default 30s)")
