@@ -1,0 +1,333 @@
+package place
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/netloom/netloom/internal/store"
+)
+
+// RankPlace is where one rank goes.
+type RankPlace struct {
+	Rank int    `json:"rank"`
+	Node string `json:"node"`
+	Core int    `json:"core"`
+}
+
+// Gain is how much less a placement costs than another, in percent of
+// the other's cost (negative: it costs more).
+type Gain struct {
+	InterNodeBytes float64 `json:"inter_node_bytes_pct"`
+	ByteHops       float64 `json:"byte_hops_pct"`
+	HeaviestLink   float64 `json:"heaviest_link_pct"`
+}
+
+func gain(advice, than *Cost) *Gain {
+	if advice == nil || than == nil {
+		return nil
+	}
+	pct := func(a, b uint64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return 100 * (float64(b) - float64(a)) / float64(b)
+	}
+	return &Gain{InterNodeBytes: pct(advice.InterNodeBytes, than.InterNodeBytes), ByteHops: pct(advice.ByteHops, than.ByteHops),
+		HeaviestLink: pct(advice.heaviest(), than.heaviest())}
+}
+
+// Advice is the answer: where each rank should go, and what the job's
+// communication costs there, as it ran, and under the usual placements.
+type Advice struct {
+	Job   string `json:"job,omitempty"`
+	Ranks int    `json:"ranks"`
+	Nodes []Node `json:"nodes"`
+	// Method says which placement won: "scotch" (the mapping), "block"
+	// (filling the nodes in order did as well), or "as_ran" (nothing
+	// better was found).
+	Method string `json:"method"`
+	// NothingToGain: the job as it ran costs no more than the advice.
+	NothingToGain bool   `json:"nothing_to_gain"`
+	Reason        string `json:"reason,omitempty"`
+	// Costs of the advice, the job as it ran (nil when its nodes are not
+	// all on the fabric; AsRanUnknown says why), and the baselines.
+	Advice       *Cost            `json:"advice"`
+	AsRan        *Cost            `json:"as_ran"`
+	AsRanUnknown string           `json:"as_ran_unknown,omitempty"`
+	RoundRobin   *Cost            `json:"round_robin"`
+	Block        *Cost            `json:"block"`
+	Random       *Cost            `json:"random"`
+	RandomSeed   uint64           `json:"random_seed"`
+	Gain         map[string]*Gain `json:"gain"`
+	// TrafficBytes is the rank-to-rank bytes the advice is based on;
+	// PeersTruncated says some ranks sent only their top peers.
+	TrafficBytes   uint64      `json:"traffic_bytes"`
+	PeersTruncated bool        `json:"peers_truncated"`
+	Seconds        float64     `json:"seconds"`
+	Mapping        []RankPlace `json:"mapping"`
+}
+
+// InputError is a request that cannot be answered as asked (too few
+// cores, nodes not on the fabric): the asker's to fix.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+func inputErr(format string, a ...any) error { return &InputError{fmt.Errorf(format, a...)} }
+
+// Advise computes placement advice for req on fab.
+func Advise(fab *Fabric, req Request) (*Advice, error) {
+	start := time.Now()
+	t := &req.Traffic
+	R := t.Ranks
+	if R <= 0 {
+		return nil, inputErr("the job has no ranks")
+	}
+	if len(req.Nodes) == 0 {
+		return nil, inputErr("no nodes to place on")
+	}
+	cores, seen := 0, map[string]bool{}
+	for _, n := range req.Nodes {
+		if n.Cores <= 0 {
+			return nil, inputErr("node %s: %d cores", n.Name, n.Cores)
+		}
+		if seen[n.Name] {
+			return nil, inputErr("node %s is listed twice", n.Name)
+		}
+		seen[n.Name] = true
+		cores += n.Cores
+	}
+	if cores < R {
+		return nil, inputErr("the %d nodes have %d cores for %d ranks: give more nodes or more cores per node", len(req.Nodes), cores, R)
+	}
+	if req.AsRan != nil && len(req.AsRan) != R {
+		return nil, fmt.Errorf("as-ran nodes: %d for %d ranks", len(req.AsRan), R)
+	}
+	for i := range t.Bytes {
+		if t.Src[i] < 0 || int(t.Src[i]) >= R || t.Dst[i] < 0 || int(t.Dst[i]) >= R {
+			return nil, fmt.Errorf("traffic entry %d: ranks %d -> %d outside 0..%d", i, t.Src[i], t.Dst[i], R-1)
+		}
+	}
+
+	names := make([]string, len(req.Nodes))
+	for i, n := range req.Nodes {
+		names[i] = n.Name
+	}
+	ev, err := newEvaluator(fab, names, t, req.Background)
+	var nf *errNotOnFabric
+	if errors.As(err, &nf) {
+		return nil, &InputError{fmt.Errorf("nodes not on the fabric: %w", err)}
+	} else if err != nil {
+		return nil, err
+	}
+	a := &Advice{Ranks: R, Nodes: req.Nodes, RandomSeed: req.Seed, TrafficBytes: t.Total(), PeersTruncated: t.Truncated,
+		Gain: map[string]*Gain{}}
+
+	// The job as it ran, judged over the target nodes plus its own.
+	var asRan *Placement
+	asRanFits := false
+	if req.AsRan != nil {
+		union := slices.Clone(names)
+		idx := map[string]int32{}
+		for i, n := range names {
+			idx[n] = int32(i)
+		}
+		p := Placement{Node: make([]int32, R), Core: make([]int32, R)}
+		missing := 0
+		for r, n := range req.AsRan {
+			if n == "" {
+				missing++
+				continue
+			}
+			i, ok := idx[n]
+			if !ok {
+				i = int32(len(union))
+				idx[n] = i
+				union = append(union, n)
+			}
+			p.Node[r] = i
+		}
+		switch {
+		case missing > 0:
+			a.AsRanUnknown = fmt.Sprintf("%d ranks did not report their node", missing)
+		case len(union) > len(names):
+			uev, err := newEvaluator(fab, union, t, req.Background)
+			if errors.As(err, &nf) {
+				a.AsRanUnknown = fmt.Sprintf("the nodes it ran on are not all on the fabric: %v", err)
+			} else if err != nil {
+				return nil, err
+			} else if a.AsRan, err = uev.cost(p, true); err != nil {
+				return nil, err
+			}
+		default:
+			asRan = &p
+			if a.AsRan, err = ev.cost(p, true); err != nil {
+				return nil, err
+			}
+			asRanFits = true
+			used := make([]int, len(names))
+			for r, ni := range p.Node {
+				p.Core[r] = int32(used[ni])
+				used[ni]++
+			}
+			for i, u := range used {
+				asRanFits = asRanFits && u <= req.Nodes[i].Cores
+			}
+		}
+	}
+
+	h := buildHierarchy(ev.hops, len(names))
+	type candidate struct {
+		name string
+		p    Placement
+		c    *Cost
+	}
+	var cands []candidate
+	if len(names) > 1 && len(t.Bytes) > 0 {
+		p, err := scotchPlacement(ev, req.Nodes, h)
+		if err != nil {
+			return nil, err
+		}
+		cands = append(cands, candidate{name: "scotch", p: p})
+	}
+	block := blockPlacement(R, req.Nodes)
+	cands = append(cands, candidate{name: "block", p: block})
+	if asRanFits {
+		cands = append(cands, candidate{name: "as_ran", p: *asRan})
+	}
+	for i := range cands {
+		if cands[i].c, err = ev.cost(cands[i].p, true); err != nil {
+			return nil, err
+		}
+	}
+	best := 0
+	for i := range cands {
+		if cands[i].c.better(cands[best].c) {
+			best = i
+		}
+	}
+	// Ties go to the earlier candidate: Scotch, then block, then as ran.
+	win := cands[best]
+	a.Method, a.Advice = win.name, win.c
+	if a.Block, err = ev.cost(block, false); err != nil {
+		return nil, err
+	}
+	if a.RoundRobin, err = ev.cost(roundRobinPlacement(R, req.Nodes), false); err != nil {
+		return nil, err
+	}
+	if a.Random, err = ev.cost(randomPlacement(R, req.Nodes, req.Seed), false); err != nil {
+		return nil, err
+	}
+	if a.AsRan != nil {
+		a.Gain["as_ran"] = gain(a.Advice, a.AsRan)
+		if !a.Advice.better(a.AsRan) {
+			a.NothingToGain = true
+			switch {
+			case a.AsRan.InterNodeBytes == 0:
+				a.Reason = "all of the job's traffic stayed inside its nodes"
+			case win.name == "as_ran":
+				a.Reason = "no placement on these nodes found costs less than the job as it ran"
+			default:
+				a.Reason = "the job as it ran costs less than any placement found on these nodes"
+			}
+		}
+	} else if a.Advice.InterNodeBytes == 0 && a.TrafficBytes == 0 {
+		a.NothingToGain, a.Reason = true, "the job sent no rank-to-rank traffic"
+	}
+	a.Gain["round_robin"] = gain(a.Advice, a.RoundRobin)
+	a.Gain["block"] = gain(a.Advice, a.Block)
+	a.Gain["random"] = gain(a.Advice, a.Random)
+	a.Mapping = make([]RankPlace, R)
+	for r := range R {
+		a.Mapping[r] = RankPlace{Rank: r, Node: names[win.p.Node[r]], Core: int(win.p.Core[r])}
+	}
+	a.Seconds = time.Since(start).Seconds()
+	return a, nil
+}
+
+// FromJob reads a job's rank-to-rank traffic (all classes) and each
+// rank's node as it ran.
+func FromJob(j *store.Job) (Traffic, []string, error) {
+	j = j.Full()
+	R := j.Ranks
+	if R <= 0 {
+		return Traffic{}, nil, fmt.Errorf("job %s: no ranks reported", j.ID)
+	}
+	t := Traffic{Ranks: R}
+	asRan := make([]string, R)
+	for i := range j.Processes {
+		p := &j.Processes[i]
+		if p.Rank < 0 || p.Rank >= R {
+			continue
+		}
+		asRan[p.Rank] = p.Node
+		t.Truncated = t.Truncated || p.PeersTruncated
+		for peer, cl := range p.Peers.Traffic() {
+			if peer >= 0 && peer < R {
+				t.Add(p.Rank, peer, cl.Total().Bytes)
+			}
+		}
+	}
+	return t, asRan, nil
+}
+
+// JobNodes lists the nodes a job ran on (in rank order of first use) with
+// the ranks each held.
+func JobNodes(asRan []string) []Node {
+	idx := map[string]int{}
+	var out []Node
+	for _, n := range asRan {
+		if n == "" {
+			continue
+		}
+		i, ok := idx[n]
+		if !ok {
+			i = len(out)
+			idx[n] = i
+			out = append(out, Node{Name: n})
+		}
+		out[i].Cores++
+	}
+	return out
+}
+
+// SortedNodes returns names in their natural order (n2 before n10).
+func SortedNodes(names []string) []string {
+	out := slices.Clone(names)
+	slices.SortFunc(out, naturalCompare)
+	return out
+}
+
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 {
+			na, nb := a[:da], b[:db]
+			if c := cmp.Compare(len(na), len(nb)); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(na, nb); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+func digits(s string) int {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
+}
