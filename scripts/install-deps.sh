@@ -24,6 +24,8 @@ packages=(
   slurmctld slurmd slurm-client munge
   # MUNGE-authenticated agent datagrams: the daemon links libmunge.
   libmunge-dev
+  # Backtraces of core files when a test's MPI rank dies (test/e2e/stress_test.go).
+  gdb
   gcc make pkg-config
 )
 
