@@ -150,8 +150,9 @@ receivers:
 }
 
 // StartPrometheus runs Prometheus in dir scraping targets (full URLs of
-// metrics endpoints, e.g. http://127.0.0.1:8466/metrics/ports) every
-// interval, with rule files loaded.
+// metrics endpoints, e.g. http://127.0.0.1:8466/metrics/ports, whose job
+// is netloom-ports; /metrics is job netloom) every interval, with rule
+// files loaded.
 func StartPrometheus(ctx context.Context, dir string, interval time.Duration, targets []string, rules ...string) (*Server, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "global:\n  scrape_interval: %s\n  evaluation_interval: %s\n", interval, interval)
@@ -167,8 +168,16 @@ func StartPrometheus(ctx context.Context, dir string, interval time.Duration, ta
 		if err != nil {
 			return nil, fmt.Errorf("target %q: %w", t, err)
 		}
-		fmt.Fprintf(&b, "  - job_name: netloom-%d\n    scheme: %s\n    metrics_path: %q\n    static_configs:\n      - targets: [%q]\n        labels: {job: netloom}\n",
-			i, u.Scheme, u.Path, u.Host)
+		// Jobs as deploy/prometheus/netloom.rules.yml expects them.
+		job := fmt.Sprintf("netloom-%d", i)
+		switch u.Path {
+		case "/metrics":
+			job = "netloom"
+		case "/metrics/ports":
+			job = "netloom-ports"
+		}
+		fmt.Fprintf(&b, "  - job_name: %s\n    scheme: %s\n    metrics_path: %q\n    static_configs:\n      - targets: [%q]\n",
+			job, u.Scheme, u.Path, u.Host)
 	}
 	path := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
