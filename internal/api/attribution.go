@@ -37,6 +37,7 @@ func (s *Server) ServeAttribution(opt AttributionOptions) {
 	s.userRoute("GET /api/v1/jobs/{job}/links", a.jobLinks)
 	s.userRoute("GET /api/v1/jobs/{job}/why", a.why)
 	s.route("GET /api/v1/hotspots", a.hotspots)
+	a.servePlacement()
 }
 
 type attribAPI struct {

@@ -248,6 +248,23 @@ func TestPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The API gives the same advice and file.
+	var api struct {
+		placeAdvice
+		File struct{ Format, Name, Content string }
+	}
+	if code := d.get("/api/v1/jobs/place-scrambled/placement?format=mpich", &api); code != 200 || api.File.Content != string(mf) ||
+		api.Advice == nil || api.Advice.ByteHops != a.Advice.ByteHops || api.AsRan.ByteHops != a.AsRan.ByteHops || api.File.Name != "machinefile" {
+		t.Errorf("GET placement: %d, file %+v, advice %+v; the CLI's machine file:\n%s", code, api.File, api.Advice, mf)
+	}
+	var apiErr struct{ Error string }
+	if code := d.get("/api/v1/jobs/place-scrambled/placement?nodes=n1,n2", &apiErr); code != 400 || !strings.Contains(apiErr.Error, "4 cores for 8 ranks") {
+		t.Errorf("GET placement?nodes=n1,n2: %d %q; want 400 naming the cores", code, apiErr.Error)
+	}
+	if code := d.get("/api/v1/jobs/no-such-job/placement", &apiErr); code != 404 {
+		t.Errorf("GET placement of an unknown job: %d %q", code, apiErr.Error)
+	}
+
 	// The re-run with the advice's machine file (accepted by MPICH's -f).
 	p.run("place-advised", filepath.Join(work, "machinefile"), 8, "ring", strconv.Itoa(bytes), strconv.Itoa(iter))
 	advisedLinks := p.attributed("place-advised", a.Advice.InterNodeBytes)

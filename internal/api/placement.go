@@ -1,0 +1,99 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/netloom/netloom/internal/place"
+	"github.com/netloom/netloom/internal/store"
+)
+
+// servePlacement adds GET /api/v1/jobs/{job}/placement: placement advice
+// for a job on the fabric as of the request (docs/place.md).
+func (a *attribAPI) servePlacement() {
+	a.s.userRoute("GET /api/v1/jobs/{job}/placement", a.placement)
+}
+
+// placementFile is the advice as a launcher's file, for download.
+type placementFile struct {
+	Format  string `json:"format"`
+	Name    string `json:"name"`
+	Content string `json:"content"`
+}
+
+func (a *attribAPI) placement(r *http.Request) (any, error) {
+	id := r.PathValue("job")
+	var j *store.Job
+	var err error
+	if lj, ok := a.liveJobs()[id]; ok {
+		j = lj.Full()
+	} else if j, err = a.s.opt.Store.Job(r.Context(), id); errors.Is(err, store.ErrNotFound) {
+		return nil, jobHidden(id)
+	} else if err != nil {
+		return nil, err
+	}
+	if !canSeeJob(r.Context(), &j.JobSummary) {
+		return nil, jobHidden(id)
+	}
+	q := r.URL.Query()
+	opt := place.Options{Hostlist: q.Get("nodes"), Seed: 1}
+	if v := q.Get("cores_per_node"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 1<<20 {
+			return nil, badParam("cores_per_node", "%q: want a positive number", v)
+		}
+		opt.CoresPerNode = n
+	}
+	if v := q.Get("seed"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, badParam("seed", "%q: want a number", v)
+		}
+		opt.Seed = n
+	}
+	format := q.Get("format")
+	if format == "" {
+		format = "openmpi"
+	}
+	if !slices.Contains(place.Formats, format) {
+		return nil, badParam("format", "%q: want openmpi, mpich or slurm", format)
+	}
+	v, err := a.s.viewAt(r)
+	if err != nil {
+		return nil, err
+	}
+	routes, err := a.s.routes(r.Context(), v)
+	if err != nil {
+		return nil, err
+	}
+	var nodes NodeMapper
+	if a.opt.Nodes != nil {
+		nodes = a.opt.Nodes()
+	}
+	if nodes == nil {
+		return nil, &httpError{http.StatusServiceUnavailable, "no_node_map", "node names are not mapped to the fabric yet"}
+	}
+	req, err := place.JobRequest(j, opt)
+	var adv *place.Advice
+	if err == nil {
+		adv, err = place.Advise(place.NewFabric(routes, nodes), req)
+	}
+	var ie *place.InputError
+	if errors.As(err, &ie) {
+		return nil, &httpError{http.StatusBadRequest, "bad_placement", "job " + j.ID + ": " + ie.Error()}
+	} else if err != nil {
+		return nil, err
+	}
+	adv.Job = j.ID
+	var file bytes.Buffer
+	if err := place.Write(&file, format, adv.Mapping); err != nil {
+		return nil, err
+	}
+	return struct {
+		*place.Advice
+		File placementFile `json:"file"`
+	}{adv, placementFile{Format: format, Name: place.FileName(format), Content: file.String()}}, nil
+}
