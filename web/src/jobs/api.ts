@@ -276,3 +276,54 @@ export interface Why {
   links: WhyLink[];
   sharing_jobs?: { job: string; user?: string; bytes: number; anonymized?: boolean }[];
 }
+
+// Placement advice (docs/place.md): GET /jobs/{job}/placement.
+
+export interface PlacementLink {
+  link: string;
+  from: { guid: string; port: number };
+  to: { guid: string; port: number };
+  from_description: string;
+  to_description: string;
+  bytes: number;
+  job_bytes: number;
+}
+
+export interface PlacementCost {
+  inter_node_bytes: number;
+  intra_node_bytes: number;
+  byte_hops: number;
+  heaviest_link: PlacementLink | null;
+  nodes_used: number;
+  links?: PlacementLink[];
+}
+
+export interface PlacementGain {
+  inter_node_bytes_pct: number;
+  byte_hops_pct: number;
+  heaviest_link_pct: number;
+}
+
+export type PlacementFormat = "openmpi" | "mpich" | "slurm";
+
+export interface Placement {
+  job: string;
+  ranks: number;
+  nodes: { name: string; cores: number }[];
+  method: string;
+  nothing_to_gain: boolean;
+  reason?: string;
+  advice: PlacementCost;
+  as_ran: PlacementCost | null;
+  as_ran_unknown?: string;
+  round_robin: PlacementCost;
+  block: PlacementCost;
+  random: PlacementCost;
+  random_seed: number;
+  gain: Record<string, PlacementGain | null>;
+  traffic_bytes: number;
+  peers_truncated: boolean;
+  seconds: number;
+  mapping: { rank: number; node: string; core: number }[];
+  file: { format: PlacementFormat; name: string; content: string };
+}

@@ -9,7 +9,7 @@ import { ApiError, get, isAdmin } from "../api";
 import { chartError, chartFrame, drawChart, PALETTE } from "../chart";
 import { h, link, loading, panel } from "../dom";
 import * as fmt from "../format";
-import type { Histogram, JobDetail, JobSeries, MatrixResponse, NodeView, ProcessView, Profile, RegionTotal, Why, WhyLink } from "../jobs/api";
+import type { Histogram, JobDetail, JobSeries, MatrixResponse, NodeView, Placement, PlacementCost, PlacementFormat, ProcessView, Profile, RegionTotal, Why, WhyLink } from "../jobs/api";
 import { jobPath } from "../jobs/api";
 import { heatmap } from "../jobs/heatmap";
 import { histogramBars } from "../jobs/histogram";
@@ -128,6 +128,15 @@ export async function jobPage(ctx: PageContext): Promise<void> {
   const profileBox = h("div", { class: "profile-box" }, loading("Loading the profile…"));
   const functionsBox = h("div", {}, "");
   const linksBox = h("div", {}, loading("Loading links…"));
+  const placeBox = h("div", {}, loading("Computing placement advice…"));
+  const placeFormat = h(
+    "select",
+    { class: "small-select", "aria-label": "Placement file format" },
+    h("option", { value: "openmpi" }, "Open MPI rankfile"),
+    h("option", { value: "mpich" }, "MPICH machine file"),
+    h("option", { value: "slurm" }, "Slurm host file"),
+  );
+  placeFormat.addEventListener("change", () => void loadPlacement());
 
   root.append(
     h(
@@ -160,6 +169,7 @@ export async function jobPage(ctx: PageContext): Promise<void> {
       ),
     ),
     panel("Links the job's traffic crosses", linksBox),
+    panel("Placement advice", placeBox, placeFormat),
   );
 
   let detail: JobDetail | null = null;
@@ -452,12 +462,26 @@ export async function jobPage(ctx: PageContext): Promise<void> {
     }
   };
 
+  // Placement advice: where the ranks would cost the fabric least, what
+  // that saves against the job as it ran and the usual placements, and the
+  // launcher's file to download (GET /jobs/{job}/placement).
+  const loadPlacement = async () => {
+    try {
+      const r = await get<Placement>(jobPath(id, "/placement"), { format: placeFormat.value as PlacementFormat }, signal);
+      placeBox.replaceChildren(placementView(r));
+    } catch (err) {
+      if (signal.aborted) return;
+      const missing = err instanceof ApiError && (err.status === 404 || err.status === 405);
+      placeBox.replaceChildren(h("div", { class: "state empty" }, missing ? "Placement advice is not available from this daemon." : `No placement advice: ${err instanceof Error ? err.message : String(err)}`));
+    }
+  };
+
   const loadAll = async () => {
     await loadDetail();
     await Promise.all([loadSeries(), loadMatrices(), loadHistogram(), loadRegions(), loadProfile(), loadLinks()]);
   };
   await loadDetail();
-  await Promise.all([loadSeries(), loadMatrices(), loadHistogram(), loadRegions(), loadProfile(), loadLinks()]);
+  await Promise.all([loadSeries(), loadMatrices(), loadHistogram(), loadRegions(), loadProfile(), loadLinks(), loadPlacement()]);
   root.dataset.ready = "true";
 
   // Live: refresh while the job runs, once more when it ends, then stop.
@@ -479,6 +503,58 @@ export async function jobPage(ctx: PageContext): Promise<void> {
 }
 
 /** "0–3" or "0, 2, 5" or "0, 2, 5 … (40)". */
+/** The advice: the predicted gain, the costs compared and the file. */
+function placementView(r: Placement): HTMLElement {
+  const g = r.gain["as_ran"];
+  const headline = r.nothing_to_gain
+    ? h("p", { class: "panel-note" }, `Nothing to gain: ${r.reason ?? "the job as it ran is as good as any placement found"}.`)
+    : h(
+        "p",
+        { class: "panel-note" },
+        g
+          ? `Placing the ranks as advised would cut the job's bytes × hops by ${fmt.pct(g.byte_hops_pct)}, its inter-node bytes by ${fmt.pct(g.inter_node_bytes_pct)} and its heaviest link's load by ${fmt.pct(g.heaviest_link_pct)}.`
+          : `The job as it ran cannot be judged${r.as_ran_unknown ? ` (${r.as_ran_unknown})` : ""}; the advice is compared with the usual placements below.`,
+      );
+  const rows: { name: string; c: PlacementCost | null }[] = [
+    { name: "As it ran", c: r.as_ran },
+    { name: "Advice", c: r.advice },
+    { name: "Round-robin", c: r.round_robin },
+    { name: "Block", c: r.block },
+    { name: "Random", c: r.random },
+  ];
+  const costs = table<{ name: string; c: PlacementCost | null }>({
+    label: "Placement costs",
+    param: "pl",
+    rows,
+    defaultSort: "hops",
+    defaultDir: "asc",
+    empty: "No placements.",
+    pageSize: 10,
+    columns: [
+      { key: "name", label: "Placement", value: (x) => x.name },
+      { key: "inter", label: "Inter-node bytes", value: (x) => x.c?.inter_node_bytes ?? -1, cell: (x) => (x.c ? fmt.bytes(x.c.inter_node_bytes) : "–"), numeric: true },
+      { key: "hops", label: "Bytes × hops", value: (x) => x.c?.byte_hops ?? -1, cell: (x) => (x.c ? fmt.count(x.c.byte_hops) : "–"), numeric: true, title: "Bytes weighted by the hops of their routes" },
+      {
+        key: "heavy",
+        label: "Heaviest link",
+        value: (x) => x.c?.heaviest_link?.bytes ?? -1,
+        cell: (x) => (x.c?.heaviest_link ? `${fmt.bytes(x.c.heaviest_link.bytes)} (${x.c.heaviest_link.from_description} → ${x.c.heaviest_link.to_description})` : "–"),
+        numeric: true,
+      },
+      { key: "nodes", label: "Nodes used", value: (x) => x.c?.nodes_used ?? -1, cell: (x) => (x.c ? String(x.c.nodes_used) : "–"), numeric: true },
+    ],
+  });
+  const url = URL.createObjectURL(new Blob([r.file.content], { type: "text/plain" }));
+  const download = h("a", { class: "btn", href: url, download: `${r.job}.${r.file.name}` }, `Download the ${r.file.name}`);
+  const about = h(
+    "p",
+    { class: "panel-note" },
+    `${r.ranks} ranks on ${r.nodes.length} node${r.nodes.length === 1 ? "" : "s"}, by ${r.method} in ${r.seconds.toFixed(2)} s`,
+    r.peers_truncated ? h("span", { class: "warn-text" }, " · some ranks reported only their top peers: the traffic is a lower bound") : "",
+  );
+  return h("div", { class: "placement" }, headline, about, costs, r.nothing_to_gain ? "" : download);
+}
+
 function rankList(ranks: number[]): string {
   if (!ranks.length) return "–";
   const s = [...ranks].sort((a, b) => a - b);
