@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -471,5 +472,30 @@ func TestVisibleAlert(t *testing.T) {
 	b := alert.Alert{Jobs: []alert.Job{{ID: "1", User: "bob"}}}
 	if visibleAlert(&b, "alice") {
 		t.Error("alice sees an alert naming only bob's job")
+	}
+}
+
+// TestAlertsDocExample parses the config example of docs/alerts.md as it is.
+func TestAlertsDocExample(t *testing.T) {
+	b, err := os.ReadFile("../../docs/alerts.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllSubmatch(b, -1)
+	if len(blocks) != 1 {
+		t.Fatalf("%d yaml blocks", len(blocks))
+	}
+	c, err := ParseConfig(blocks[0][1], "docs/alerts.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.WithDefaults().Alerting
+	var names []string
+	for _, r := range a.Enabled() {
+		names = append(names, r.Name)
+	}
+	if len(a.Alertmanagers) != 1 || a.ResendInterval != time.Minute || !strings.Contains(strings.Join(names, " "), "discards_critical") ||
+		strings.Contains(strings.Join(names, " "), "link_utilization") {
+		t.Errorf("parsed %+v", a)
 	}
 }
