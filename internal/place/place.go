@@ -392,13 +392,20 @@ func commGraph(t *Traffic, maxDist int32) graph {
 	for i := range order {
 		order[i] = i
 	}
-	sort.Slice(order, func(a, b int) bool {
-		x, y := order[a], order[b]
+	less := func(x, y int) bool {
 		if t.Src[x] != t.Src[y] {
 			return t.Src[x] < t.Src[y]
 		}
 		return t.Dst[x] < t.Dst[y]
-	})
+	}
+	// Jobs' rows come sorted (by rank, peers by rank); sort only if not.
+	sorted := true
+	for i := 1; i < len(order) && sorted; i++ {
+		sorted = !less(i, i-1)
+	}
+	if !sorted {
+		sort.Slice(order, func(a, b int) bool { return less(order[a], order[b]) })
+	}
 	start := make([]int, n+1)
 	for _, i := range order {
 		start[t.Src[i]+1]++
@@ -420,7 +427,7 @@ func commGraph(t *Traffic, maxDist int32) graph {
 	for r := range n {
 		row := slices.Clone(order[start[r]:start[r+1]])
 		if len(row) > maxPeers {
-			sort.Slice(row, func(a, b int) bool { return t.Bytes[row[a]] > t.Bytes[row[b]] })
+			slices.SortFunc(row, func(a, b int) int { return cmp.Compare(t.Bytes[b], t.Bytes[a]) })
 			row = row[:maxPeers]
 		}
 		for _, i := range row {
