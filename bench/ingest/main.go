@@ -5,9 +5,14 @@
 // records offered and stored per second, drops by reason, arrival-to-
 // queryable latency (p50/p99), the daemon's CPU and RSS, database bytes per
 // sample, and API latency under load, and compares with the scalable-INAM
-// paper's figure (a quarter million inserts per 45 s).
+// paper's figure (a quarter million inserts per 45 s). --db runs each
+// system once per store engine: sqlite (the default), postgres (a private
+// PostgreSQL 15 that test/postgres starts, a fresh database per run) or a
+// postgres:// URL of an empty database; it then also prints the disk taken
+// per port sample and per process sample, tables and indexes.
 //
 //	go run ./bench/ingest --systems stampede,10x-stampede --duration 3m
+//	go run -tags sqlite_dbstat ./bench/ingest --systems 10x-stampede --duration 1m --db sqlite,postgres
 package main
 
 import (
@@ -32,6 +37,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	pgserver "github.com/netloom/netloom/test/postgres"
 )
 
 func main() {
@@ -44,15 +51,51 @@ func main() {
 	sweep := flag.Duration("sweep-interval", 30*time.Second, "switch port sweep interval (the paper's 30 s)")
 	flag.StringVar(&serveArgs, "serve-args", "", "extra space-separated flags for netloom serve, e.g. \"--agent-read-buffer 256\"")
 	flag.StringVar(&pprofDir, "pprof", "", "write the daemon's CPU (30 s, from a third into the load) and heap profiles to DIR")
+	dbs := flag.String("db", "sqlite", "comma-separated store engines to run each system on: sqlite, postgres (a private server) or a postgres:// URL")
 	flag.Parse()
+	engines := strings.Split(*dbs, ",")
+	if slices.Contains(engines, "postgres") {
+		srv, err := pgserver.Start(context.Background(), pgserver.Options{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench/ingest:", err)
+			os.Exit(1)
+		}
+		defer srv.Stop()
+		pgServer = srv
+	}
 	fmt.Println("paper baseline (scalable INAM, Stampede): 27,504 ports / 30 s + 104,656 processes / 45 s, about 250,000 inserts per 45 s")
 	for _, s := range strings.Split(*systems, ",") {
-		if err := run(s, *bin, *duration, *interval, *sweep); err != nil {
-			fmt.Fprintln(os.Stderr, "bench/ingest:", s+":", err)
-			os.Exit(1)
+		for _, e := range engines {
+			if err := run(s, e, *bin, *duration, *interval, *sweep); err != nil {
+				fmt.Fprintln(os.Stderr, "bench/ingest:", s, "on", e+":", err)
+				if pgServer != nil {
+					pgServer.Stop()
+				}
+				os.Exit(1)
+			}
 		}
 	}
 }
+
+// pgServer is the private PostgreSQL server of --db postgres.
+var pgServer *pgserver.Server
+
+// storeURL is the --db of a run on engine: a file in dir, a fresh
+// database on the private server, or the URL given.
+func storeURL(engine, system, dir string) (string, error) {
+	switch {
+	case engine == "sqlite":
+		return filepath.Join(dir, "netloom.db"), nil
+	case engine == "postgres":
+		pgRuns++
+		return pgServer.CreateDB(context.Background(), fmt.Sprintf("bench_%d_%s", pgRuns, strings.ReplaceAll(system, "-", "_")))
+	case strings.HasPrefix(engine, "postgres://"), strings.HasPrefix(engine, "postgresql://"):
+		return engine, nil
+	}
+	return "", fmt.Errorf("--db %q: want sqlite, postgres or a postgres:// URL", engine)
+}
+
+var pgRuns int
 
 var (
 	pprofDir, loadgenBin, serveArgs string
@@ -99,14 +142,17 @@ func freePort(network string) string {
 	return l.Addr().String()
 }
 
-func run(system, bin string, duration, interval, sweep time.Duration) error {
+func run(system, engine, bin string, duration, interval, sweep time.Duration) error {
 	dir, err := os.MkdirTemp("", "netloom-bench-ingest-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	httpAddr, agentAddr := freePort("tcp"), freePort("udp")
-	db := filepath.Join(dir, "netloom.db")
+	db, err := storeURL(engine, system, dir)
+	if err != nil {
+		return err
+	}
 	serve := exec.Command(bin, "serve", "--fabric", "sim:"+system, "--db", db, "--listen", httpAddr,
 		"--agent-listen", agentAddr, "--agent-address-file", "-", "--sweep-interval", sweep.String(), "--log-level", "warn",
 		// The load generator's ranks carry no MUNGE credentials, and the
@@ -124,7 +170,12 @@ func run(system, bin string, duration, interval, sweep time.Duration) error {
 	if err := serve.Start(); err != nil {
 		return err
 	}
-	defer func() { _ = serve.Process.Kill(); _ = serve.Wait() }()
+	defer func() {
+		if serve.ProcessState == nil {
+			_ = serve.Process.Kill()
+			_ = serve.Wait()
+		}
+	}()
 	if pprofDir != "" {
 		defer func() {
 			b, _ := os.ReadFile(filepath.Join(dir, "serve.log"))
@@ -135,7 +186,11 @@ func run(system, bin string, duration, interval, sweep time.Duration) error {
 	if err := waitUp(base, 2*time.Minute); err != nil {
 		return fmt.Errorf("daemon: %w (log %s)", err, tail(filepath.Join(dir, "serve.log")))
 	}
-	fmt.Printf("\n== %s: %s of load\n", system, duration)
+	name := engine
+	if strings.Contains(engine, "://") {
+		name = "postgres" // not the URL: it may hold a password
+	}
+	fmt.Printf("\n== %s on %s: %s of load\n", system, name, duration)
 
 	ctx, cancel := context.WithTimeout(context.Background(), duration+5*time.Minute)
 	defer cancel()
@@ -305,6 +360,22 @@ loop:
 		fmt.Printf("store: %.1f MB for %.0f port samples + %.0f process snapshots = %.1f bytes per record\n",
 			float64(status.Store["bytes"])/1e6, portSamples, snapshots, float64(status.Store["bytes"])/n)
 	}
+	// Stopped, so that the tables are read as the daemon left them.
+	_ = serve.Process.Kill()
+	_ = serve.Wait()
+	sizes, err := tableSizes(db)
+	if err != nil {
+		fmt.Printf("store by table: %v\n", err)
+		return nil
+	}
+	per := func(table string) string {
+		if sizes.rows[table] == 0 {
+			return "none stored"
+		}
+		return fmt.Sprintf("%.1f bytes (%.1f MB / %d)", float64(sizes.bytes[table])/float64(sizes.rows[table]), float64(sizes.bytes[table])/1e6, sizes.rows[table])
+	}
+	fmt.Printf("store by table, indexes included: per port sample %s; per process sample %s; per process row (latest counters of a rank) %s; per link attribution row %s\n",
+		per("port_samples"), per("job_samples"), per("job_processes"), per("link_job_samples"))
 	return nil
 }
 
