@@ -5,7 +5,7 @@ GOFLAGS ?=
 export CGO_ENABLED := 1
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build deps agent web test test-short vet demo bench fuzz proto clean
+.PHONY: all build deps agent web test test-short vet demo bench fuzz proto clean package
 
 all: build
 
@@ -52,6 +52,15 @@ proto:
 	protoc -I proto --plugin=protoc-gen-go=bin/protoc-gen-go --go_out=. \
 	  --go_opt=module=github.com/netloom/netloom proto/netloom/agent/v1/agent.proto
 
+# The .deb and .rpm (dist/), built by nfpm from deploy/nfpm.yaml: the
+# binary, the agent libraries, the systemd unit, the default config in
+# /etc/netloom/ and a netloom system user made at install.
+NFPM            := github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.0
+NETLOOM_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null | sed 's/^v//; s/^\([0-9a-f]\{7,\}\)/0.0.0+g\1/; s/-/./g' || echo 0.0.0)
+package: build
+	mkdir -p dist
+	set -e; for p in deb rpm; do NETLOOM_VERSION=$(NETLOOM_VERSION) $(GO) run $(NFPM) package --config deploy/nfpm.yaml --packager $$p --target dist/; done
+
 demo: build
 	scripts/demo.sh
 
@@ -59,4 +68,4 @@ bench: build
 	bench/run.sh
 
 clean:
-	rm -rf bin web/dist
+	rm -rf bin web/dist dist
