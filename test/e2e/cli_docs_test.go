@@ -365,6 +365,32 @@ func cliDocExamples() map[string]docExample {
 				t.Errorf("offline profile files: %v, want 4", files)
 			}
 		}},
+		"netloom run --output prof -- mpirun -np 4 ./app": {check: func(t *testing.T, r docRun) {
+			files, _ := filepath.Glob(filepath.Join(r.dir, "prof", "*", "rank-*.pb"))
+			if len(files) != 4 {
+				t.Errorf("offline profile files: %v, want 4", files)
+			}
+		}},
+		"netloom place prof --fabric sim:fat-tree:hosts=16,radix=8 --nodes n1,n5 --cores-per-node 2 -o rankfile": {check: func(t *testing.T, r docRun) {
+			contains(t, "place", r.stdout, "4 ranks on 2 nodes (2 cores each)", "advice", "round-robin", "wrote rankfile (openmpi) to rankfile")
+			if !regexp.MustCompile(`^(rank [0-3]=n[15] slot=[01]\n){4}$`).MatchString(r.file(t, "rankfile")) {
+				t.Errorf("rankfile:\n%s", r.file(t, "rankfile"))
+			}
+		}},
+		"netloom place prof --fabric sim:fat-tree:hosts=16,radix=8 --nodes n[1-4] --format slurm --json > advice.json": {check: func(t *testing.T, r docRun) {
+			var a struct {
+				Ranks  int
+				Format string
+				Advice struct {
+					ByteHops uint64 `json:"byte_hops"`
+				}
+				Mapping []struct{ Node string }
+			}
+			jsonOut(t, r.file(t, "advice.json"), &a)
+			if a.Ranks != 4 || a.Format != "slurm" || len(a.Mapping) != 4 {
+				t.Errorf("place JSON: %+v", a)
+			}
+		}},
 		"netloom report prof": {check: func(t *testing.T, r docRun) {
 			contains(t, "report", r.stdout, "Netloom report: job", "4 ranks", "MPI_Sendrecv", "MPI_Bcast")
 		}},
