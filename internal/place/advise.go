@@ -1,7 +1,6 @@
 package place
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -293,41 +292,4 @@ func JobNodes(asRan []string) []Node {
 		out[i].Cores++
 	}
 	return out
-}
-
-// SortedNodes returns names in their natural order (n2 before n10).
-func SortedNodes(names []string) []string {
-	out := slices.Clone(names)
-	slices.SortFunc(out, naturalCompare)
-	return out
-}
-
-func naturalCompare(a, b string) int {
-	for a != "" && b != "" {
-		da, db := digits(a), digits(b)
-		if da > 0 && db > 0 {
-			na, nb := a[:da], b[:db]
-			if c := cmp.Compare(len(na), len(nb)); c != 0 {
-				return c
-			}
-			if c := cmp.Compare(na, nb); c != 0 {
-				return c
-			}
-			a, b = a[da:], b[db:]
-			continue
-		}
-		if a[0] != b[0] {
-			return cmp.Compare(a[0], b[0])
-		}
-		a, b = a[1:], b[1:]
-	}
-	return cmp.Compare(len(a), len(b))
-}
-
-func digits(s string) int {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return i
 }
