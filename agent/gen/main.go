@@ -179,6 +179,17 @@ var neverBlocks = map[string]bool{
 	"MPI_Rget_accumulate": true, "MPI_Win_sync": true, "MPI_Win_post": true, "MPI_Win_test": true,
 }
 
+// waitsBefore are the blocking collectives before which NETLOOM_WAITS puts a
+// timed barrier on the same communicator (MPInside's method): its time is
+// the rank's wait for the last rank to arrive. Neighbourhood collectives are
+// not among them: a barrier over the whole communicator is not their wait.
+var waitsBefore = map[string]bool{
+	"MPI_Barrier": true, "MPI_Bcast": true, "MPI_Gather": true, "MPI_Gatherv": true, "MPI_Scatter": true,
+	"MPI_Scatterv": true, "MPI_Allgather": true, "MPI_Allgatherv": true, "MPI_Alltoall": true,
+	"MPI_Alltoallv": true, "MPI_Alltoallw": true, "MPI_Reduce": true, "MPI_Allreduce": true,
+	"MPI_Reduce_scatter": true, "MPI_Reduce_scatter_block": true, "MPI_Scan": true, "MPI_Exscan": true,
+}
+
 // blocks tells whether a function can wait for another process (see neverBlocks).
 func blocks(name string) bool {
 	nonblocking := strings.HasPrefix(name, "MPI_I") && name != "MPI_Init" && name != "MPI_Init_thread" ||
@@ -244,6 +255,9 @@ func writeC(w io.Writer, fns []function, fortran bool, f08 string) error {
 				fmt.Fprintf(w, "\t\t%s;\n", f.post)
 			}
 			fmt.Fprintf(w, "\t\treturn P%s(%s);\n\t}\n", f.name, f.args())
+		}
+		if waitsBefore[f.name] {
+			fmt.Fprintf(w, "\tif (__builtin_expect(nl_waits, 0))\n\t\tnl_wait_before(NL_FN_%s, comm);\n", f.name)
 		}
 		fmt.Fprintf(w, "\tconst uint64_t nl_t0 = nl_begin(NL_FN_%s);\n", f.name)
 		if f.pre != "" {
@@ -441,6 +455,17 @@ func writeFortran(w io.Writer, f function, b binding) error {
 	fmt.Fprintf(w, "\t%s real = (%s)nl_fsym((void **)&%s, \"%s\");\n", typ, typ, ptr, b.real(lower))
 	if b.optionalIerr {
 		fmt.Fprintf(w, "\tMPI_Fint nl_ierr = MPI_SUCCESS;\n")
+	}
+	if waitsBefore[f.name] {
+		ls, err := locals(f, "nl_wait_before(F, comm)")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\tif (__builtin_expect(nl_waits, 0)) {\n\t\tconst int F = NL_FN_%s;\n", f.name)
+		for _, l := range ls {
+			fmt.Fprintf(w, "\t\t%s\n", l)
+		}
+		fmt.Fprintf(w, "\t\tnl_wait_before(F, comm);\n\t}\n")
 	}
 	fmt.Fprintf(w, "\tconst uint64_t nl_t0 = nl_begin(NL_FN_%s);\n", f.name)
 	if f.pre != "" || f.post != "" || f.hasFpost {

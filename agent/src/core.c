@@ -56,6 +56,21 @@ void nl_fn_timed(int f, uint64_t call, uint64_t ticks)
 /* nl_fn_ticks is the time in f: the first call's, plus the timed calls' after
  * it scaled up to all the calls after it (the mean of a random sample times
  * the count: an unbiased estimate; exact with NETLOOM_TIME_SAMPLE=1). */
+/* nl_wait_before times a barrier on comm before collective f: the time the
+ * rank waits there for the last rank to arrive (load imbalance) is counted
+ * apart from the collective's own time, as MPInside does (NETLOOM_WAITS=1;
+ * agent/README.md, "Wait states"). */
+int nl_waits;
+
+void nl_wait_before(int f, MPI_Comm comm)
+{
+	if (comm == MPI_COMM_NULL)
+		return;
+	uint64_t t0 = nl_ticks();
+	PMPI_Barrier(comm);
+	nl_add(&nl_fns[f].wait, nl_ticks() - t0);
+}
+
 uint64_t nl_fn_ticks(int f)
 {
 	uint64_t calls = __atomic_load_n(&nl_fns[f].calls, __ATOMIC_RELAXED);
@@ -983,7 +998,7 @@ void nl_totals(uint64_t bytes[NL_NCLASS], uint64_t msgs[NL_NCLASS], uint64_t *mp
 		}
 	uint64_t t = 0;
 	for (int f = 0; f < NL_NFUNCS; f++)
-		t += nl_fn_ticks(f);
+		t += nl_fn_ticks(f) + __atomic_load_n(&nl_fns[f].wait, __ATOMIC_RELAXED);
 	*mpi_ticks = t;
 }
 
@@ -1188,6 +1203,7 @@ void nl_start_agent(void)
 	nl_agent.interval_s = env_double("NETLOOM_INTERVAL", 5.0);
 	nl_agent.peer_limit = env_count("NETLOOM_PEER_LIMIT", 256);
 	nl_agent.top_peers = env_count("NETLOOM_TOP_PEERS", 32);
+	nl_waits = env_count("NETLOOM_WAITS", 0) != 0;
 	double sample = env_double("NETLOOM_TIME_SAMPLE", 32);
 	if (sample < 1)
 		sample = 1;

@@ -39,7 +39,7 @@ struct nl_fn {
 	uint64_t timed; /* timed calls after the first, whose time is in ticks */
 	uint64_t next;  /* the call (0-based, by count) to time next */
 	uint64_t first; /* ticks of the first call, always timed */
-	uint64_t pad;
+	uint64_t wait;  /* NETLOOM_WAITS: ticks in the barrier before each call (collectives) */
 } __attribute__((aligned(64)));
 
 /* The datatype size cache: direct-mapped, keyed by the handle. Predefined
@@ -60,6 +60,7 @@ extern struct nl_fn nl_fns[NL_NFUNCS];
 extern struct nl_tcache nl_tcache[NL_TCACHE];
 extern struct nl_peer *nl_peers; /* world_size entries, NULL before MPI_Init */
 extern int nl_world_size, nl_world_rank_self;
+extern int nl_waits;              /* NETLOOM_WAITS: a barrier before each blocking collective (set once at init) */
 extern int nl_mt;                 /* MPI_THREAD_MULTIPLE: use atomic read-modify-write (set once at init) */
 /* nl_slow: nonzero sends every wrapper down its full path (the fast path
  * below is for the single-threaded steady state only). Bits: */
@@ -105,6 +106,7 @@ NL_INLINE void nl_add(uint64_t *p, uint64_t v)
 }
 
 void nl_poll(void);
+void nl_wait_before(int f, MPI_Comm comm);
 void nl_fn_timed(int f, uint64_t call, uint64_t ticks);
 uint64_t nl_type_size_slow(MPI_Datatype t);
 void nl_type_forget(MPI_Datatype t);

@@ -282,7 +282,8 @@ static int take(struct snapshot *s, int final, int all_peers)
 		if (ticks < reported_ticks[f])
 			ticks = reported_ticks[f];
 		reported_ticks[f] = ticks;
-		mpi_ticks += ticks;
+		uint64_t wait = ld(&nl_fns[f].wait);
+		mpi_ticks += ticks + wait;
 		if (!calls)
 			continue;
 		FunctionStat *fs = &s->fns[s->nfns];
@@ -290,6 +291,7 @@ static int take(struct snapshot *s, int final, int all_peers)
 		fs->name = (char *)nl_fn_names[f];
 		fs->calls = calls;
 		fs->time_ns = (uint64_t)((double)ticks * npt);
+		fs->wait_ns = (uint64_t)((double)wait * npt);
 		fs->bytes_sent = ld(&nl_fns[f].sent);
 		fs->bytes_received = ld(&nl_fns[f].recvd);
 		s->fnp[s->nfns++] = fs;

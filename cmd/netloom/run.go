@@ -64,6 +64,7 @@ preloaded.`,
 	f.StringVar(&o.Daemon, "daemon", "", "daemon agent `address` HOST:PORT (default: the agent reads $NETLOOM_DAEMON_FILE, /run/netloom/agent-address)")
 	f.StringVar(&o.Output, "output", "", "write an offline profile per rank to `DIR`/JOB/rank-N.pb at MPI_Finalize")
 	f.DurationVar(&o.Interval, "interval", 0, "snapshot `interval` of the agent (default 5s)")
+	f.BoolVar(&o.Waits, "waits", false, "time the wait for the last rank before each blocking collective apart (a barrier before it: agent/README.md, \"Wait states\")")
 	enumFlag(c, &o.MPI, "mpi", "auto", "MPI `flavour`: ompi, mpich or auto", "ompi", "mpich", "auto")
 	f.StringVar(&o.Lib, "lib", "", "agent library `path` (default: found as above)")
 	f.StringVar(&o.JobID, "job-id", "", "job `id` (default: the scheduler's, else one generated)")

@@ -381,15 +381,29 @@ type FunctionTotal struct {
 
 // Profile is time per MPI function per rank, MPInside-style.
 type Profile struct {
-	Functions []string        `json:"functions"` // by total time, largest first
-	Ranks     []int           `json:"ranks"`
-	TimeNS    [][]uint64      `json:"time_ns"` // [rank index][function index]
-	Calls     [][]uint64      `json:"calls"`
-	Sent      [][]uint64      `json:"bytes_sent"`
-	Received  [][]uint64      `json:"bytes_received"`
-	Wall      []float64       `json:"wall_seconds"` // per rank
-	MPI       []float64       `json:"mpi_seconds"`  // per rank
-	Totals    []FunctionTotal `json:"totals"`
+	Functions []string   `json:"functions"` // by total time, largest first
+	Ranks     []int      `json:"ranks"`
+	TimeNS    [][]uint64 `json:"time_ns"` // [rank index][function index]
+	// WaitNS is each function's wait before it, with NETLOOM_WAITS (the
+	// barrier's time before blocking collectives); absent without.
+	WaitNS   [][]uint64      `json:"wait_ns,omitempty"`
+	Calls    [][]uint64      `json:"calls"`
+	Sent     [][]uint64      `json:"bytes_sent"`
+	Received [][]uint64      `json:"bytes_received"`
+	Wall     []float64       `json:"wall_seconds"` // per rank
+	MPI      []float64       `json:"mpi_seconds"`  // per rank
+	Totals   []FunctionTotal `json:"totals"`
+}
+
+// waited tells, per function column, whether any rank waited before it.
+func (p *Profile) waited() []bool {
+	w := make([]bool, len(p.Functions))
+	for _, row := range p.WaitNS {
+		for k, v := range row {
+			w[k] = w[k] || v > 0
+		}
+	}
+	return w
 }
 
 // BuildProfile tabulates a job's MPI functions per rank.
@@ -397,6 +411,7 @@ func BuildProfile(j *store.Job) *Profile {
 	j = j.Full()
 	totals := map[string]*FunctionTotal{}
 	var mpiNS uint64
+	waits := false
 	for i := range j.Processes {
 		for _, f := range j.Processes[i].Functions {
 			t := totals[f.Name]
@@ -406,12 +421,14 @@ func BuildProfile(j *store.Job) *Profile {
 			}
 			t.Calls += f.Calls
 			t.TimeNS += f.TimeNS
+			t.WaitNS += f.WaitNS
 			t.BytesSent += f.BytesSent
 			t.BytesReceived += f.BytesReceived
 			if f.Calls > 0 {
 				t.Ranks++
 			}
-			mpiNS += f.TimeNS
+			mpiNS += f.TimeNS + f.WaitNS
+			waits = waits || f.WaitNS > 0
 		}
 	}
 	p := &Profile{Functions: []string{}, Ranks: []int{}, TimeNS: [][]uint64{}, Calls: [][]uint64{}, Sent: [][]uint64{},
@@ -423,7 +440,7 @@ func BuildProfile(j *store.Job) *Profile {
 		p.Totals = append(p.Totals, *t)
 	}
 	slices.SortFunc(p.Totals, func(a, b FunctionTotal) int {
-		if c := cmp.Compare(b.TimeNS, a.TimeNS); c != 0 {
+		if c := cmp.Compare(b.TimeNS+b.WaitNS, a.TimeNS+a.WaitNS); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(b.Calls, a.Calls); c != 0 {
@@ -439,16 +456,20 @@ func BuildProfile(j *store.Job) *Profile {
 	nf := len(p.Functions)
 	for i := range j.Processes {
 		pr := &j.Processes[i]
-		tm, calls, sent, recv := make([]uint64, nf), make([]uint64, nf), make([]uint64, nf), make([]uint64, nf)
+		tm, calls, sent, recv, wait := make([]uint64, nf), make([]uint64, nf), make([]uint64, nf), make([]uint64, nf), make([]uint64, nf)
 		for _, f := range pr.Functions {
 			c := col[f.Name]
 			tm[c] += f.TimeNS
+			wait[c] += f.WaitNS
 			calls[c] += f.Calls
 			sent[c] += f.BytesSent
 			recv[c] += f.BytesReceived
 		}
 		p.Ranks = append(p.Ranks, pr.Rank)
 		p.TimeNS = append(p.TimeNS, tm)
+		if waits {
+			p.WaitNS = append(p.WaitNS, wait)
+		}
 		p.Calls = append(p.Calls, calls)
 		p.Sent = append(p.Sent, sent)
 		p.Received = append(p.Received, recv)

@@ -210,7 +210,7 @@ func (d *Datagram) process(b []byte, p *agentpb.Process) error {
 func decodeFunction(b []byte, f *agentpb.FunctionStat) error {
 	return fields(b, func(num protowire.Number, typ protowire.Type, at int) (int, error) {
 		switch {
-		case typ == protowire.VarintType && num >= 2 && num <= 5:
+		case typ == protowire.VarintType && num >= 2 && num <= 6:
 			v, next := varintAt(b, at)
 			if next < 0 {
 				return 0, errMalformed
@@ -222,8 +222,10 @@ func decodeFunction(b []byte, f *agentpb.FunctionStat) error {
 				f.TimeNs = v
 			case 4:
 				f.BytesSent = v
-			default:
+			case 5:
 				f.BytesReceived = v
+			default:
+				f.WaitNs = v
 			}
 			return next, nil
 		case typ == protowire.BytesType && num == 1:

@@ -262,24 +262,34 @@ func WriteText(w io.Writer, r *Report) error {
 	fmt.Fprintf(bw, "\nTime per MPI function per rank (seconds)\n")
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "rank\tnode\twall\tmpi\t")
-	for _, f := range p.Functions {
+	waited := p.waited()
+	for k, f := range p.Functions {
+		if waited[k] { // MPInside's columns: the wait before a collective, then the collective
+			fmt.Fprintf(tw, "b_%s\t", strings.ToLower(strings.TrimPrefix(f, "MPI_")))
+		}
 		fmt.Fprintf(tw, "%s\t", f)
 	}
 	fmt.Fprintln(tw)
 	for i, rank := range p.Ranks {
 		fmt.Fprintf(tw, "%d\t%s\t%.3f\t%.3f\t", rank, r.Processes[i].Node, p.Wall[i], p.MPI[i])
 		for k := range p.Functions {
+			if waited[k] {
+				fmt.Fprintf(tw, "%.4f\t", float64(p.WaitNS[i][k])/1e9)
+			}
 			fmt.Fprintf(tw, "%.4f\t", float64(p.TimeNS[i][k])/1e9)
 		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+	if len(p.WaitNS) > 0 {
+		fmt.Fprintf(bw, "(b_X: waiting for the last rank before collective X, in a barrier the agent put there: NETLOOM_WAITS=1)\n")
+	}
 
 	fmt.Fprintf(bw, "\nMPI functions, all ranks (bytes and requests sent and received)\n")
 	tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "function\tcalls\ttime (s)\t% MPI\tranks\tbytes sent\tbytes received\t")
+	fmt.Fprintln(tw, "function\tcalls\ttime (s)\twait (s)\t% MPI\tranks\tbytes sent\tbytes received\t")
 	for _, t := range p.Totals {
-		fmt.Fprintf(tw, "%s\t%d\t%.4f\t%.1f\t%d\t%d\t%d\t\n", t.Name, t.Calls, float64(t.TimeNS)/1e9, t.MPIPercent, t.Ranks, t.BytesSent, t.BytesReceived)
+		fmt.Fprintf(tw, "%s\t%d\t%.4f\t%.4f\t%.1f\t%d\t%d\t%d\t\n", t.Name, t.Calls, float64(t.TimeNS)/1e9, float64(t.WaitNS)/1e9, t.MPIPercent, t.Ranks, t.BytesSent, t.BytesReceived)
 	}
 	tw.Flush()
 
@@ -401,12 +411,16 @@ func WriteCSV(dir string, r *Report) ([]string, error) {
 	if err := write("ranks.csv", rows); err != nil {
 		return written, err
 	}
-	rows = [][]string{{"rank", "function", "calls", "time_ns", "bytes_sent", "bytes_received"}}
+	rows = [][]string{{"rank", "function", "calls", "time_ns", "bytes_sent", "bytes_received", "wait_ns"}}
 	pr := r.Profile
 	for i, rank := range pr.Ranks {
 		for k, f := range pr.Functions {
 			if pr.Calls[i][k] > 0 || pr.TimeNS[i][k] > 0 {
-				rows = append(rows, []string{strconv.Itoa(rank), f, u(pr.Calls[i][k]), u(pr.TimeNS[i][k]), u(pr.Sent[i][k]), u(pr.Received[i][k])})
+				wait := uint64(0)
+				if len(pr.WaitNS) > 0 {
+					wait = pr.WaitNS[i][k]
+				}
+				rows = append(rows, []string{strconv.Itoa(rank), f, u(pr.Calls[i][k]), u(pr.TimeNS[i][k]), u(pr.Sent[i][k]), u(pr.Received[i][k]), u(wait)})
 			}
 		}
 	}

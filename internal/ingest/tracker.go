@@ -542,7 +542,7 @@ func (t *Tracker) mergeChunk(j *jobState, pend *pending, d *Datagram, prev *stor
 		if i := len(p.Functions); i < len(prev.Functions) {
 			name = prev.Functions[i].Name
 		}
-		p.Functions = append(p.Functions, store.Function{Name: t.like(f.Name, name), Calls: f.Calls, TimeNS: f.TimeNs,
+		p.Functions = append(p.Functions, store.Function{Name: t.like(f.Name, name), Calls: f.Calls, TimeNS: f.TimeNs, WaitNS: f.WaitNs,
 			BytesSent: f.BytesSent, BytesReceived: f.BytesReceived})
 	}
 	for _, r := range d.Regions {
@@ -856,7 +856,7 @@ func backwards(a, b *store.Process) string {
 			}
 			o, ok = fa[f.Name]
 		}
-		if ok && (f.Calls < o.Calls || nsBack(o.TimeNS, f.TimeNS) || f.BytesSent < o.BytesSent || f.BytesReceived < o.BytesReceived) {
+		if ok && (f.Calls < o.Calls || nsBack(o.TimeNS, f.TimeNS) || nsBack(o.WaitNS, f.WaitNS) || f.BytesSent < o.BytesSent || f.BytesReceived < o.BytesReceived) {
 			return "function " + f.Name
 		}
 	}

@@ -32,6 +32,7 @@ type Options struct {
 	MPI      string        // ompi, mpich or auto/""
 	Lib      string        // the agent library (default: found by FindLibrary)
 	JobID    string        // NETLOOM_JOB_ID (default: generated unless the scheduler has one)
+	Waits    bool          // NETLOOM_WAITS=1: the wait before each blocking collective, timed apart
 	Env      []string      // the environment (default os.Environ())
 }
 
@@ -90,6 +91,9 @@ func Prepare(ctx context.Context, opt Options, argv []string) (*Plan, error) {
 			return nil, fmt.Errorf("--output %s: %w", opt.Output, err)
 		}
 		set["NETLOOM_OUTPUT"] = out
+	}
+	if opt.Waits {
+		set["NETLOOM_WAITS"] = "1"
 	}
 	if opt.Interval > 0 {
 		set["NETLOOM_INTERVAL"] = strconv.FormatFloat(opt.Interval.Seconds(), 'f', -1, 64)

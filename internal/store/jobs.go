@@ -181,6 +181,10 @@ type Function struct {
 	TimeNS        uint64 `json:"time_ns"`
 	BytesSent     uint64 `json:"bytes_sent"`
 	BytesReceived uint64 `json:"bytes_received"`
+	// WaitNS is the time in the barrier NETLOOM_WAITS puts before each
+	// call of a blocking collective: waiting for the last rank (load
+	// imbalance). TimeNS is then the collective's own time.
+	WaitNS uint64 `json:"wait_ns,omitempty"`
 }
 
 // Region is an application-marked phase of one rank.

@@ -682,6 +682,10 @@ type FunctionStat struct {
 	TimeNs        uint64                 `protobuf:"varint,3,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"` // total time inside the call
 	BytesSent     uint64                 `protobuf:"varint,4,opt,name=bytes_sent,json=bytesSent,proto3" json:"bytes_sent,omitempty"`
 	BytesReceived uint64                 `protobuf:"varint,5,opt,name=bytes_received,json=bytesReceived,proto3" json:"bytes_received,omitempty"`
+	// With NETLOOM_WAITS=1, blocking collectives only: time in a barrier the
+	// agent put before each call, waiting for the last rank to arrive (load
+	// imbalance); time_ns is then the collective's own time, without it.
+	WaitNs        uint64 `protobuf:"varint,6,opt,name=wait_ns,json=waitNs,proto3" json:"wait_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -747,6 +751,13 @@ func (x *FunctionStat) GetBytesSent() uint64 {
 func (x *FunctionStat) GetBytesReceived() uint64 {
 	if x != nil {
 		return x.BytesReceived
+	}
+	return 0
+}
+
+func (x *FunctionStat) GetWaitNs() uint64 {
+	if x != nil {
+		return x.WaitNs
 	}
 	return 0
 }
@@ -920,14 +931,15 @@ const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"\x0esize_histogram\x18\x05 \x03(\x04R\rsizeHistogram\x12>\n" +
 	"\rmonitored_p2p\x18\x06 \x01(\v2\x19.netloom.agent.v1.TrafficR\fmonitoredP2p\x12@\n" +
 	"\x0emonitored_coll\x18\a \x01(\v2\x19.netloom.agent.v1.TrafficR\rmonitoredColl\x12>\n" +
-	"\rmonitored_rma\x18\b \x01(\v2\x19.netloom.agent.v1.TrafficR\fmonitoredRma\"\x97\x01\n" +
+	"\rmonitored_rma\x18\b \x01(\v2\x19.netloom.agent.v1.TrafficR\fmonitoredRma\"\xb0\x01\n" +
 	"\fFunctionStat\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05calls\x18\x02 \x01(\x04R\x05calls\x12\x17\n" +
 	"\atime_ns\x18\x03 \x01(\x04R\x06timeNs\x12\x1d\n" +
 	"\n" +
 	"bytes_sent\x18\x04 \x01(\x04R\tbytesSent\x12%\n" +
-	"\x0ebytes_received\x18\x05 \x01(\x04R\rbytesReceived\"\xf8\x01\n" +
+	"\x0ebytes_received\x18\x05 \x01(\x04R\rbytesReceived\x12\x17\n" +
+	"\await_ns\x18\x06 \x01(\x04R\x06waitNs\"\xf8\x01\n" +
 	"\x06Region\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aentries\x18\x02 \x01(\x04R\aentries\x12\x17\n" +

@@ -17,10 +17,11 @@ import (
 // bytes, strings as a length and bytes):
 //
 //	rank, node, host, pid, cpu, mpi_library, program, user, start_ns, time_ns,
-//	seq, flags (1 final, 2 peers truncated), cpu_user, cpu_system, wall, mpi,
+//	seq, flags (1 final, 2 peers truncated, 4 wait times), cpu_user, cpu_system, wall, mpi,
 //	vm_size, vm_peak, vm_rss, vm_hwm, io_read, io_write, mpiio_read,
 //	mpiio_write, intra_node bytes and msgs, inter_node bytes and msgs, agent_drops,
-//	functions: count, then name, calls, time_ns, bytes_sent, bytes_received,
+//	functions: count, then name, calls, time_ns, bytes_sent, bytes_received
+//	(and wait_ns with flag 4),
 //	regions: count, then name, entries, time_ns, mpi_time_ns, classes,
 //	to_nodes: count, then the name as the length of the prefix it shares
 //	  with the previous name, the rest as a string, and classes,
@@ -87,6 +88,10 @@ func EncodeProcess(dst []byte, p *store.Process) []byte {
 	if p.PeersTruncated {
 		flags |= 2
 	}
+	waits := slices.ContainsFunc(p.Functions, func(f store.Function) bool { return f.WaitNS != 0 })
+	if waits {
+		flags |= 4 // each function has its wait time after the four counters
+	}
 	dst = binary.AppendUvarint(dst, flags)
 	for _, f := range [...]float64{p.CPUUser, p.CPUSystem, p.Wall, p.MPI} {
 		dst = appendFloat(dst, f)
@@ -103,6 +108,9 @@ func EncodeProcess(dst []byte, p *store.Process) []byte {
 		dst = appendString(dst, f.Name)
 		for _, v := range [...]uint64{f.Calls, f.TimeNS, f.BytesSent, f.BytesReceived} {
 			dst = binary.AppendUvarint(dst, v)
+		}
+		if waits {
+			dst = binary.AppendUvarint(dst, f.WaitNS)
 		}
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(p.Regions)))
@@ -266,6 +274,9 @@ func DecodeProcess(b []byte) (store.Process, error) {
 		f := &p.Functions[i]
 		f.Name = r.string()
 		f.Calls, f.TimeNS, f.BytesSent, f.BytesReceived = r.uvarint(), r.uvarint(), r.uvarint(), r.uvarint()
+		if flags&4 != 0 {
+			f.WaitNS = r.uvarint()
+		}
 	}
 	p.Regions = make([]store.Region, r.count("regions", 5))
 	for i := range p.Regions {

@@ -42,7 +42,9 @@ func bigProcess(nodes int) store.Process {
 }
 
 func TestProcessRowRoundTrip(t *testing.T) {
-	for _, p := range []store.Process{bigProcess(1024), bigProcess(0), {Rank: 0, Functions: []store.Function{}, Regions: []store.Region{},
+	waits := bigProcess(3) // NETLOOM_WAITS: functions with wait times (flag 4)
+	waits.Functions = []store.Function{{Name: "MPI_Allreduce", Calls: 9, TimeNS: 7e6, WaitNS: 3e9}, {Name: "MPI_Send", Calls: 1}}
+	for _, p := range []store.Process{bigProcess(1024), bigProcess(0), waits, {Rank: 0, Functions: []store.Function{}, Regions: []store.Region{},
 		Peers: store.PeerRows{}}} {
 		b := EncodeProcess(nil, &p)
 		got, err := DecodeProcess(b)
