@@ -26,6 +26,11 @@ packages=(
   libmunge-dev
   # Backtraces of core files when a test's MPI rank dies (test/e2e/stress_test.go).
   gdb
+  # Placement advice (netloom place) maps ranks with Scotch, linked by cgo.
+  libscotch-dev
+  # Alerts: the tests deliver to a real Alertmanager and check the shipped
+  # rules and dashboards with promtool and a real Prometheus.
+  prometheus prometheus-alertmanager
   gcc make pkg-config
 )
 
