@@ -342,8 +342,7 @@ func buildHierarchy(hops []int32, n int) hierarchy {
 // group in the members' order, groups by their first member.
 func components(members []int, hops []int32, n int, limit int32) [][]int {
 	parent := map[int]int{}
-	var find func(int) int
-	find = func(x int) int {
+	find := func(x int) int {
 		for parent[x] != x {
 			parent[x] = parent[parent[x]]
 			x = parent[x]
