@@ -267,6 +267,24 @@ func TestLinkDegraded(t *testing.T) {
 	if ch := NewEngine(only(c, "link_degraded"), nil).Evaluate(Input{Time: time.Now(), Topology: topo}); len(ch) != len(topo.Links) {
 		t.Fatalf("every EDR link is below HDR: %d alerts", len(ch))
 	}
+
+	// What both ends support and have enabled (PortInfo, from discovery)
+	// decides when the topology says: one link could do HDR, another is
+	// at its best although the other links are faster.
+	links = slices.Clone(topo.Links)
+	for i := range links {
+		links[i].MaxWidth, links[i].MaxSpeed = links[i].Width, links[i].Speed
+	}
+	links[1].MaxSpeed = "HDR"
+	links[3].Width, links[3].MaxWidth = "1X", "1X"
+	capable, err := fabric.NewTopology(topo.Nodes, links)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch = NewEngine(only(Config{}.WithDefaults(), "link_degraded"), nil).Evaluate(Input{Time: time.Now(), Topology: capable})
+	if len(ch) != 1 || ch[0].Subject.Link != links[1].ID() || !strings.Contains(ch[0].Summary, "below 4X HDR") {
+		t.Fatalf("against the ports' capabilities: %+v", ch)
+	}
 }
 
 func TestCongestionAndUtilizationHold(t *testing.T) {

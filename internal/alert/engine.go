@@ -654,9 +654,10 @@ var (
 )
 
 // degraded finds active links below the rule's width and speed or, where
-// the rule names none, below the best width and speed among the other
-// links of either end's node (the fabric model does not yet carry the
-// ports' supported widths and speeds).
+// the rule names none, below what both ends support and have enabled
+// (Link.MaxWidth, MaxSpeed, from PortInfo), or, where the topology does not
+// say (a simulated fabric), below the best width and speed among the other
+// links of either end's node.
 func degraded(r *Rule, t *fabric.Topology) []candidate {
 	type best struct{ w, s [2]int } // top two per node, so a link is compared with the others
 	top := map[fabric.GUID]*best{}
@@ -697,7 +698,9 @@ func degraded(r *Rule, t *fabric.Topology) []candidate {
 			continue
 		}
 		ew, es := widthRank[strings.ToUpper(r.Width)], speedRank[strings.ToUpper(r.Speed)]
-		if r.Width == "" {
+		if r.Width == "" && l.MaxWidth != "" && l.MaxSpeed != "" {
+			ew, es = widthRank[strings.ToUpper(l.MaxWidth)], speedRank[strings.ToUpper(l.MaxSpeed)]
+		} else if r.Width == "" {
 			for _, g := range []fabric.GUID{l.A.GUID, l.B.GUID} {
 				ew = max(ew, other(top[g].w, w))
 				es = max(es, other(top[g].s, s))

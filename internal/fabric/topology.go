@@ -160,6 +160,11 @@ type Link struct {
 	Width string  `json:"width"` // "1X", "4X", "8X", "12X"
 	Speed string  `json:"speed"` // "SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR"
 	State string  `json:"state"` // "Active", "Armed", "Init", "Down"
+	// MaxWidth and MaxSpeed are the widest width and fastest speed both
+	// ends have enabled and support: what the link should train to (as
+	// iblinkinfo's "could be"); empty when unknown.
+	MaxWidth string `json:"max_width,omitempty"`
+	MaxSpeed string `json:"max_speed,omitempty"`
 }
 
 // NewLink returns the canonical link between two ports.

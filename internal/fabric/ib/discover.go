@@ -25,6 +25,7 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/netloom/netloom/internal/fabric"
@@ -173,7 +174,7 @@ func convert(f *C.ibnd_fabric_t) (*fabric.Topology, error) {
 func build(raw []rawNode) (*fabric.Topology, error) {
 	nodes := make([]fabric.Node, 0, len(raw))
 	var links []fabric.Link
-	seen := map[[2]fabric.PortRef]bool{}
+	seen := map[[2]fabric.PortRef]int{} // index in links
 	for _, n := range raw {
 		node := fabric.Node{
 			GUID:        fabric.GUID(n.guid),
@@ -222,9 +223,15 @@ func build(raw []rawNode) (*fabric.Topology, error) {
 				fabric.PortRef{GUID: node.GUID, Port: i},
 				fabric.PortRef{GUID: fabric.GUID(p.remoteNode), Port: p.remotePort},
 				width(p), speed(p, capMask), state(p))
+			w, s := capable(p, capMask)
 			k := [2]fabric.PortRef{l.A, l.B}
-			if !seen[k] {
-				seen[k] = true
+			if at, ok := seen[k]; ok {
+				// the other end: the link can do what both ends can
+				links[at].MaxWidth = lower(links[at].MaxWidth, w, widthOrder)
+				links[at].MaxSpeed = lower(links[at].MaxSpeed, s, speedOrder)
+			} else {
+				seen[k] = len(links)
+				l.MaxWidth, l.MaxSpeed = w, s
 				links = append(links, l)
 			}
 		}
@@ -301,6 +308,60 @@ func speed(p *rawPort, capMask uint32) string {
 		return "QDR"
 	}
 	return "unknown"
+}
+
+// Link widths and speeds, slowest first, by their PortInfo bit (IBA
+// 14.2.5.6: LinkWidthSupported/Enabled, LinkSpeedSupported/Enabled,
+// LinkSpeedExtSupported/Enabled).
+var (
+	widthOrder = []string{"1X", "2X", "4X", "8X", "12X"}
+	widthBits  = map[uint32]string{1: "1X", 2: "4X", 4: "8X", 8: "12X", 16: "2X"}
+	speedOrder = []string{"SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR"}
+	speedBits  = map[uint32]string{1: "SDR", 2: "DDR", 4: "QDR"}
+	extBits    = map[uint32]string{1: "FDR", 2: "EDR", 4: "HDR", 8: "NDR"}
+)
+
+// best is the fastest of the names whose bits are set in mask.
+func best(mask uint32, bits map[uint32]string, order []string) string {
+	top := ""
+	for b, name := range bits {
+		if mask&b != 0 && slices.Index(order, name) > slices.Index(order, top) {
+			top = name
+		}
+	}
+	return top
+}
+
+// lower is the slower of two names ("" when either is unknown).
+func lower(a, b string, order []string) string {
+	if a == "" || b == "" {
+		return ""
+	}
+	if slices.Index(order, b) < slices.Index(order, a) {
+		return b
+	}
+	return a
+}
+
+// capable is the widest width and fastest speed the port both supports
+// and has enabled: extended speeds when its capability mask says so, else
+// FDR10 (Mellanox ExtendedPortInfo), else the base speeds. "" when the
+// port's PortInfo does not say.
+func capable(p *rawPort, capMask uint32) (string, string) {
+	w := best(field(p.info, C.IB_PORT_LINK_WIDTH_SUPPORTED_F)&field(p.info, C.IB_PORT_LINK_WIDTH_ENABLED_F), widthBits, widthOrder)
+	s := best(field(p.info, C.IB_PORT_LINK_SPEED_SUPPORTED_F)&field(p.info, C.IB_PORT_LINK_SPEED_ENABLED_F), speedBits, speedOrder)
+	if field(p.extInfo, C.IB_MLNX_EXT_PORT_LINK_SPEED_SUPPORTED_F)&field(p.extInfo, C.IB_MLNX_EXT_PORT_LINK_SPEED_ENABLED_F)&1 != 0 {
+		s = "FDR10"
+	}
+	if capMask&capHasExtSpeeds != 0 {
+		if ext := best(field(p.info, C.IB_PORT_LINK_SPEED_EXT_SUPPORTED_F)&field(p.info, C.IB_PORT_LINK_SPEED_EXT_ENABLED_F), extBits, speedOrder); ext != "" {
+			s = ext
+		}
+	}
+	if w == "" || s == "" {
+		return "", ""
+	}
+	return w, s
 }
 
 func state(p *rawPort) string {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,7 +63,13 @@ func TestDiscoverMatchesIbnetdiscover(t *testing.T) {
 	if c.Switches != 6 || c.CAs != 8 || c.Links != 16 {
 		t.Errorf("counts = %+v, want 6 switches, 8 CAs, 16 links", c)
 	}
-	got := &fabric.Topology{Nodes: topo.Nodes, Links: topo.Links}
+	// ibnetdiscover prints what a link runs at, not what it could do
+	// (TestLinkCapabilities checks that against smpquery).
+	links := slices.Clone(topo.Links)
+	for i := range links {
+		links[i].MaxWidth, links[i].MaxSpeed = "", ""
+	}
+	got := &fabric.Topology{Nodes: topo.Nodes, Links: links}
 	if !reflect.DeepEqual(got.Nodes, want.Nodes) {
 		t.Errorf("nodes differ from ibnetdiscover:\ngot  %+v\nwant %+v", got.Nodes, want.Nodes)
 	}
@@ -650,6 +657,107 @@ func TestRepeatedDiscovery(t *testing.T) {
 		}
 		if _, err := s.ForwardingTables(ctx, topo); err != nil {
 			t.Fatalf("forwarding tables after discovery %d: %v", i+1, err)
+		}
+	}
+}
+
+// TestLinkCapabilities checks each link's MaxWidth and MaxSpeed (what both
+// ends support and have enabled) against smpquery's PortInfo of both ends,
+// and that lowering one end's enabled width with ibportstate lowers it.
+func TestLinkCapabilities(t *testing.T) {
+	f, s, ctx := setup(t)
+	topo := discover(t, ctx, s)
+	leaf1 := switchByName(t, topo, "leaf1")
+	portInfo := func(lid fabric.LID, port int) map[string]string {
+		out, err := f.Run(ctx, "smpquery", "portinfo", strconv.Itoa(int(lid)), strconv.Itoa(port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, line := range strings.Split(string(out), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok {
+				m[strings.TrimSpace(k)] = strings.TrimLeft(v, ".")
+			}
+		}
+		return m
+	}
+	// smpquery names widths "1X or 4X" and speeds by their Gbps.
+	widths := []string{"1X", "2X", "4X", "8X", "12X"}
+	speeds := map[string]string{"2.5 Gbps": "SDR", "5.0 Gbps": "DDR", "10.0 Gbps": "QDR", "14.0625 Gbps": "FDR", "25.78125 Gbps": "EDR", "53.125 Gbps": "HDR"}
+	order := []string{"SDR", "DDR", "QDR", "FDR", "EDR", "HDR"}
+	both := func(a, b string) map[string]bool {
+		in := map[string]bool{}
+		for _, x := range strings.Split(a, " or ") {
+			in[strings.TrimSpace(x)] = true
+		}
+		out := map[string]bool{}
+		for _, x := range strings.Split(b, " or ") {
+			if in[strings.TrimSpace(x)] {
+				out[strings.TrimSpace(x)] = true
+			}
+		}
+		return out
+	}
+	lidOf := func(p fabric.PortRef) fabric.LID {
+		n, _ := topo.Node(p.GUID)
+		if n.Type == fabric.Switch {
+			return n.LID
+		}
+		return n.PortLID(p.Port)
+	}
+	checked := 0
+	for _, l := range topo.Links {
+		if l.A.GUID != leaf1.GUID && l.B.GUID != leaf1.GUID {
+			continue
+		}
+		wantW, wantS := "", ""
+		for k, end := range []fabric.PortRef{l.A, l.B} {
+			pi := portInfo(lidOf(end), end.Port)
+			w := ""
+			for x := range both(pi["LinkWidthSupported"], pi["LinkWidthEnabled"]) {
+				if slices.Index(widths, x) > slices.Index(widths, w) {
+					w = x
+				}
+			}
+			sp := ""
+			for x := range both(pi["LinkSpeedSupported"], pi["LinkSpeedEnabled"]) {
+				if slices.Index(order, speeds[x]) > slices.Index(order, sp) {
+					sp = speeds[x]
+				}
+			}
+			// extended speeds count where the node's capability mask
+			// advertises them, as for the active speed (l.Speed says FDR
+			// or faster then)
+			if slices.Index(order, l.Speed) >= slices.Index(order, "FDR") {
+				for x := range both(pi["LinkSpeedExtSupported"], pi["LinkSpeedExtEnabled"]) {
+					if slices.Index(order, speeds[x]) > slices.Index(order, sp) {
+						sp = speeds[x]
+					}
+				}
+			}
+			if k == 0 || slices.Index(widths, w) < slices.Index(widths, wantW) {
+				wantW = w
+			}
+			if k == 0 || slices.Index(order, sp) < slices.Index(order, wantS) {
+				wantS = sp
+			}
+		}
+		if l.MaxWidth != wantW || l.MaxSpeed != wantS {
+			t.Errorf("link %s: max %s %s, smpquery says %s %s (active %s %s)", l.ID(), l.MaxWidth, l.MaxSpeed, wantW, wantS, l.Width, l.Speed)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no link of leaf1 checked")
+	}
+	// leaf1's port 1 may now use 1X only: its link can do no more.
+	if _, err := f.Run(ctx, "ibportstate", strconv.Itoa(int(leaf1.LID)), "1", "width", "1"); err != nil {
+		t.Fatal(err)
+	}
+	topo = discover(t, ctx, s)
+	for _, l := range topo.Links {
+		if (l.A == fabric.PortRef{GUID: leaf1.GUID, Port: 1} || l.B == fabric.PortRef{GUID: leaf1.GUID, Port: 1}) && l.MaxWidth != "1X" {
+			t.Errorf("after ibportstate width 1: link %s can do %s, want 1X", l.ID(), l.MaxWidth)
 		}
 	}
 }
