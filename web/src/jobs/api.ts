@@ -134,6 +134,9 @@ export interface FunctionTotal {
   name: string;
   calls: number;
   time_ns: number;
+  /** The wait for the last rank before it (--waits), summed over ranks;
+   * absent when none. */
+  wait_ns?: number;
   bytes_sent: number;
   bytes_received: number;
   ranks: number;
@@ -144,6 +147,9 @@ export interface Profile {
   functions: string[];
   ranks: number[];
   time_ns: number[][];
+  /** [rank][function]: the wait for the last rank before each blocking
+   * collective, when the job ran with --waits; absent without. */
+  wait_ns?: number[][];
   calls: number[][];
   bytes_sent: number[][];
   bytes_received: number[][];

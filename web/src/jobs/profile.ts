@@ -9,7 +9,7 @@ import { h } from "../dom";
 import type { Profile } from "./api";
 
 const TOP = 9;
-const OTHER_COLOR = "#cbd5e1";
+export const OTHER_COLOR = "#cbd5e1";
 const OUTSIDE_COLOR = "#f1f5f9";
 const HEIGHT = 260;
 const AXIS_W = 56;
@@ -30,11 +30,15 @@ export function seconds(s: number): string {
   return `${s.toFixed(s < 10 ? 2 : 1)} s`;
 }
 
-interface Segment {
+export interface Segment {
   name: string;
   color: string;
   values: Float64Array; // seconds per rank index
 }
+
+/** The wait before blocking collectives (NETLOOM_WAITS), wherever drawn. */
+export const WAIT_SEGMENT = "wait before collectives";
+export const WAIT_COLOR = "#7f1d1d"; // not in PALETTE
 
 export function profileChart(p: Profile, opt: ProfileOptions): HTMLElement {
   const n = p.ranks.length;
@@ -43,13 +47,30 @@ export function profileChart(p: Profile, opt: ProfileOptions): HTMLElement {
   // Order functions by time over the kept set (p.functions is already by total time).
   const top = keep.slice(0, TOP);
   const rest = keep.slice(TOP);
-  const segs: Segment[] = top.map(({ f, k }, i) => ({ name: f, color: PALETTE[i % PALETTE.length]!, values: Float64Array.from(p.time_ns, (row) => (row[k] ?? 0) / 1e9) }));
+  const segs: Segment[] = [];
+  // With --waits, the wait before collectives is MPI time too: one segment
+  // at the bottom, so a bar's height stays the rank's time in MPI (the
+  // "Where the ranks wait" panel splits it further).
+  if (p.wait_ns) {
+    const w = p.wait_ns;
+    segs.push({ name: WAIT_SEGMENT, color: WAIT_COLOR, values: Float64Array.from(w, (row) => keep.reduce((a, { k }) => a + (row[k] ?? 0), 0) / 1e9) });
+  }
+  segs.push(...top.map(({ f, k }, i) => ({ name: f, color: PALETTE[i % PALETTE.length]!, values: Float64Array.from(p.time_ns, (row) => (row[k] ?? 0) / 1e9) })));
   if (rest.length) segs.push({ name: `other MPI (${rest.length})`, color: OTHER_COLOR, values: Float64Array.from(p.time_ns, (row) => rest.reduce((a, { k }) => a + (row[k] ?? 0), 0) / 1e9) });
   if (opt.showOutside) segs.push({ name: "outside MPI", color: OUTSIDE_COLOR, values: Float64Array.from(p.wall_seconds, (w, i) => Math.max(0, w - (p.mpi_seconds[i] ?? 0))) });
+  return stackedRanks(p.ranks, segs, "Time per MPI function, stacked per rank");
+}
+
+/** One stacked bar per rank (x = rank, y = seconds), a segment per entry of
+ * segs from the bottom up; columns average their ranks when ranks
+ * outnumber pixels. The element carries data-ranks and data-segments;
+ * hover or the arrow keys write a rank's breakdown into its readout. */
+export function stackedRanks(ranks: number[], segs: Segment[], label: string): HTMLElement {
+  const n = ranks.length;
   const totals = Float64Array.from({ length: n }, (_, i) => segs.reduce((a, s) => a + s.values[i]!, 0));
   const ymax = Math.max(...totals) || 1;
 
-  const canvas = h("canvas", { class: "profile-canvas", tabindex: "0", role: "img", "aria-label": "Time per MPI function, stacked per rank" });
+  const canvas = h("canvas", { class: "profile-canvas", tabindex: "0", role: "img", "aria-label": label });
   const readout = h("div", { class: "heatmap-readout", "aria-live": "polite" }, "\u00a0");
   const legend = h(
     "div",
@@ -72,7 +93,7 @@ export function profileChart(p: Profile, opt: ProfileOptions): HTMLElement {
       return a / cnt;
     };
     const parts = segs.map((s) => [s.name, mean(s)] as const).filter(([, v]) => v > 0);
-    const who = lo === hi ? `rank ${p.ranks[lo]}` : `ranks ${p.ranks[lo]}–${p.ranks[hi]} (mean)`;
+    const who = lo === hi ? `rank ${ranks[lo]}` : `ranks ${ranks[lo]}–${ranks[hi]} (mean)`;
     return `${who}: ${parts.map(([name, v]) => `${name} ${seconds(v)}`).join(" · ") || "no MPI time"}`;
   };
 
@@ -125,7 +146,7 @@ export function profileChart(p: Profile, opt: ProfileOptions): HTMLElement {
       }
       if (c % labelEvery === 0) {
         ctx.fillStyle = "#64748b";
-        ctx.fillText(String(p.ranks[lo]), AXIS_W + c * colW + colW / 2, 8 + plotH + 4);
+        ctx.fillText(String(ranks[lo]), AXIS_W + c * colW + colW / 2, 8 + plotH + 4);
       }
     }
     ctx.textAlign = "left";

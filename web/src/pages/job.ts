@@ -1,6 +1,7 @@
 // The job page: summary, per-node and per-process tables and time series,
 // rank- and node-level communication matrices per class, message sizes,
-// time per MPI function per rank, regions, the links the job crosses (once
+// time per MPI function per rank, where the ranks wait before collectives
+// (with `netloom run --waits`) and which ranks the others wait for, regions, the links the job crosses (once
 // the daemon attributes link traffic to jobs) and a link to its nodes on
 // the network map. Refreshed live while the job runs. A regular user (their
 // own jobs only) gets no map and no node pages: those are the fabric's; the
@@ -9,12 +10,13 @@ import { ApiError, get, isAdmin } from "../api";
 import { chartError, chartFrame, drawChart, PALETTE } from "../chart";
 import { h, link, loading, panel } from "../dom";
 import * as fmt from "../format";
-import type { Histogram, JobDetail, JobSeries, MatrixResponse, NodeView, Placement, PlacementCost, PlacementFormat, ProcessView, Profile, RegionTotal, Why, WhyLink } from "../jobs/api";
+import type { FunctionTotal, Histogram, JobDetail, JobSeries, MatrixResponse, NodeView, Placement, PlacementCost, PlacementFormat, ProcessView, Profile, RegionTotal, Why, WhyLink } from "../jobs/api";
 import { jobPath } from "../jobs/api";
 import { heatmap } from "../jobs/heatmap";
 import { histogramBars } from "../jobs/histogram";
 import { jobLabel } from "../jobs/linkjobs";
 import { profileChart, seconds, SETUP_FUNCTIONS } from "../jobs/profile";
+import { waitsView } from "../jobs/waits";
 import type { PageContext } from "../router";
 import { setQuery } from "../router";
 import { table } from "../table";
@@ -127,6 +129,7 @@ export async function jobPage(ctx: PageContext): Promise<void> {
   }
   const profileBox = h("div", { class: "profile-box" }, loading("Loading the profile…"));
   const functionsBox = h("div", {}, "");
+  const waitsBox = h("div", { class: "waits-box" }, loading("Loading waits…"));
   const linksBox = h("div", {}, loading("Loading links…"));
   const placeBox = h("div", {}, loading("Computing placement advice…"));
   const placeFormat = h(
@@ -168,6 +171,7 @@ export async function jobPage(ctx: PageContext): Promise<void> {
         h("label", { class: "check" }, outsideBox, " time outside MPI"),
       ),
     ),
+    panel("Where the ranks wait", waitsBox),
     panel("Links the job's traffic crosses", linksBox),
     panel("Placement advice", placeBox, placeFormat),
   );
@@ -370,12 +374,15 @@ export async function jobPage(ctx: PageContext): Promise<void> {
   const drawProfile = () => {
     if (!profile) return;
     profileBox.replaceChildren(profileChart(profile, { includeSetup: view.setup, showOutside: view.outside }));
+    const nodes = new Map((detail?.processes ?? []).map((p) => [p.rank, p.node]));
+    waitsBox.replaceChildren(waitsView(profile, (r) => nodes.get(r) ?? "", view.setup));
   };
   const loadProfile = async () => {
     try {
       const r = await get<{ profile: Profile }>(jobPath(id, "/profile"), {}, signal);
       profile = r.profile;
       drawProfile();
+      const waits = r.profile.wait_ns !== undefined;
       functionsBox.replaceChildren(
         table({
           label: "MPI functions",
@@ -390,6 +397,9 @@ export async function jobPage(ctx: PageContext): Promise<void> {
             { key: "name", label: "Function", value: (x) => x.name, cell: (x) => h("code", {}, x.name) },
             { key: "calls", label: "Calls", value: (x) => x.calls, cell: (x) => fmt.count(x.calls), numeric: true },
             { key: "time", label: "Time", value: (x) => x.time_ns, cell: (x) => seconds(x.time_ns / 1e9), numeric: true, title: "Summed over ranks" },
+            ...(waits
+              ? [{ key: "wait", label: "Wait before", value: (x: FunctionTotal) => x.wait_ns ?? 0, cell: (x: FunctionTotal) => (x.wait_ns ? seconds(x.wait_ns / 1e9) : "–"), numeric: true, title: "Waiting for the last rank before the collective (--waits), summed over ranks" }]
+              : []),
             { key: "pct", label: "% of MPI", value: (x) => x.mpi_percent, cell: (x) => fmt.pct(x.mpi_percent), numeric: true },
             { key: "sent", label: "Sent", value: (x) => x.bytes_sent, cell: (x) => fmt.bytes(x.bytes_sent), numeric: true },
             { key: "recv", label: "Received", value: (x) => x.bytes_received, cell: (x) => fmt.bytes(x.bytes_received), numeric: true },
@@ -400,6 +410,7 @@ export async function jobPage(ctx: PageContext): Promise<void> {
     } catch (err) {
       if (signal.aborted) return;
       profileBox.replaceChildren(h("div", { class: "state error" }, err instanceof Error ? err.message : String(err)));
+      waitsBox.replaceChildren(h("div", { class: "state error" }, err instanceof Error ? err.message : String(err)));
     }
   };
 

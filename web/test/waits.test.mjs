@@ -1,0 +1,171 @@
+// End-to-end test of the job page's "Where the ranks wait" panel against a
+// real daemon and REAL Open MPI jobs under the agent: the integration
+// suite's test/e2e/testdata/mpi/imbalance.c (rank k sleeps k x D ms before
+// each of ITERS MPI_Allreduce), run with `netloom run --waits` on 4 ranks
+// (ranks 0-1 on node n1, 2-3 on n2: test/mpi/nodewrap.sh), and once more
+// without --waits. The panel's numbers are checked against the daemon's
+// profile (GET /jobs/{job}/profile, wait_ns), rank 3 is the one the others
+// wait for, and the job without waits shows only the hint.
+import assert from "node:assert/strict";
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { agentLibDir, freeUdpPort, mpiSkip, netloomBin, newPage, resultsDir, shot, startBrowser, startDaemon, webDir } from "./harness.mjs";
+
+const D_MS = 50; // rank k sleeps k x D_MS before each allreduce
+const ITERS = 5;
+const W = `web-waits-${process.pid}`;
+const N = `web-nowaits-${process.pid}`;
+const imbalanceSrc = resolve(webDir, "../test/e2e/testdata/mpi/imbalance.c");
+const nodewrap = join(webDir, "test", "mpi", "nodewrap.sh");
+const skip = mpiSkip();
+
+let daemon;
+let browser;
+let page;
+let dir;
+let agentPort;
+const errors = [];
+const runs = [];
+
+/** Runs imbalance.c on 4 ranks under `netloom run` (with --waits when
+ * asked); resolves with its output when the launcher exits 0. */
+function runJob(id, waits, d, iters) {
+  const args = ["run", "--daemon", `127.0.0.1:${agentPort}`, "--interval", "1s", "--job-id", id, ...(waits ? ["--waits"] : []), "--", "mpirun", "--oversubscribe", "-np", "4", nodewrap, join(dir, "imbalance"), String(d), String(iters)];
+  const p = spawn(netloomBin, args, {
+    env: { ...process.env, NETLOOM_LIB_DIR: agentLibDir, NL_NODE_BASE: "1", NL_PPN: "2", OMPI_ALLOW_RUN_AS_ROOT: "1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1", OMPI_MCA_rmaps_base_oversubscribe: "1" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  p.stdout.on("data", (x) => (out += x));
+  p.stderr.on("data", (x) => (out += x));
+  const done = new Promise((ok, fail) => p.once("exit", (code) => (code === 0 ? ok(out) : fail(new Error(`netloom run ${id} exited ${code}:\n${out}`)))));
+  runs.push({ p, done });
+  return done;
+}
+
+const jobDone = async (id) => {
+  for (let i = 0; i < 150; i++) {
+    const j = await daemon.api(`/jobs/${id}`).catch(() => null);
+    if (j?.job.state === "finished") return j;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`job ${id} did not finish`);
+};
+
+/** The page's formatting of seconds (src/jobs/profile.ts). */
+function seconds(s) {
+  if (s === 0) return "0 s";
+  if (s < 1e-3) return `${(s * 1e6).toFixed(0)} µs`;
+  if (s < 1) return `${(s * 1e3).toFixed(s < 0.01 ? 2 : 1)} ms`;
+  return `${s.toFixed(s < 10 ? 2 : 1)} s`;
+}
+const esc = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+const cells = (locator) => locator.evaluateAll((rows) => rows.map((r) => Array.from(r.cells, (c) => c.innerText)));
+
+describe("wait states on the job page", { skip }, () => {
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "netloom-web-waits-"));
+    execFileSync("mpicc", ["-O1", "-o", join(dir, "imbalance"), imbalanceSrc]);
+    agentPort = await freeUdpPort();
+    daemon = await startDaemon({ args: ["--agent-listen", `127.0.0.1:${agentPort}`, "--agent-address-file", "-", "--job-timeout", "10s"] });
+    browser = await startBrowser();
+    page = await newPage(browser, errors);
+  });
+
+  after(async () => {
+    for (const r of runs) if (r.p.exitCode === null) r.p.kill();
+    await browser?.close();
+    await daemon?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("names the rank the others wait for, with the API's numbers", async () => {
+    // One after the other: two jobs oversubscribing the same cores would
+    // add their own imbalance.
+    await runJob(W, true, D_MS, ITERS);
+    await runJob(N, false, D_MS, 2);
+    await jobDone(W);
+    await jobDone(N);
+    const { profile: p } = await daemon.api(`/jobs/${W}/profile`);
+    const { processes } = await daemon.api(`/jobs/${W}`);
+    const nodeOf = Object.fromEntries(processes.map((x) => [x.rank, x.node]));
+    assert.ok(p.wait_ns, "the profile of a --waits job has wait_ns");
+    const k = p.functions.indexOf("MPI_Allreduce");
+    assert.ok(k >= 0, `MPI_Allreduce in ${p.functions}`);
+    // The program's imbalance, as the agent measured it: rank r waits about
+    // (3 - r) x D per round, so the waits fall with the rank.
+    const waitOf = p.ranks.map((_, i) => p.wait_ns[i].reduce((a, v) => a + v, 0) / 1e9);
+    const byRank = (r) => waitOf[p.ranks.indexOf(r)];
+    for (let r = 0; r < 3; r++) assert.ok(byRank(r) > byRank(r + 1), `rank ${r} waits ${byRank(r)} s, more than rank ${r + 1}'s ${byRank(r + 1)} s`);
+    const allreduce0 = p.wait_ns[p.ranks.indexOf(0)][k] / 1e9;
+    assert.ok(allreduce0 > 0.5 * 3 * D_MS * ITERS * 1e-3 && allreduce0 < 2 * 3 * D_MS * ITERS * 1e-3, `rank 0 waited ${allreduce0} s before MPI_Allreduce`);
+    // What the page must say: the others' wait beyond rank 3's.
+    const othersWaited = [0, 1, 2].reduce((a, r) => a + (byRank(r) - byRank(3)), 0);
+
+    await page.goto(`${daemon.base}/jobs/${W}`);
+    await page.waitForSelector(".page[data-ready]", { timeout: 20_000 });
+    const panel = page.locator(".waits[data-waits='1']");
+    await panel.waitFor();
+    const late = panel.locator(".waits-late");
+    assert.equal(await late.getAttribute("data-late"), "3");
+    assert.ok(Math.abs(Number(await late.getAttribute("data-others-waited")) - othersWaited) < 1e-6);
+    const headline = await late.innerText();
+    assert.match(headline, new RegExp(`^Rank 3 \\(n2\\) arrives last: the other 3 ranks waited ${esc(seconds(othersWaited))} for it in all\\.`));
+    assert.match(headline, new RegExp(`Next latest: rank 2 \\(n2\\), others waited ${esc(seconds(byRank(0) - byRank(2) + byRank(1) - byRank(2)))} longer than it`));
+
+    // Per rank, least wait first: each rank's wait as the API has it.
+    const rows = await cells(panel.locator('table[aria-label="Wait per rank"] tbody tr'));
+    assert.deepEqual(rows.map((r) => r[0]), ["3", "2", "1", "0"]);
+    assert.deepEqual(rows.map((r) => r[1]), ["n2", "n2", "n1", "n1"]);
+    assert.deepEqual(rows.map((r) => r[1]), [3, 2, 1, 0].map((r) => nodeOf[r]));
+    assert.deepEqual(rows.map((r) => r[2]), [3, 2, 1, 0].map((r) => seconds(byRank(r))));
+    assert.equal(rows[0][6], seconds(othersWaited));
+    assert.equal(await panel.locator('table[aria-label="Wait per rank"] tbody tr.chosen').count(), 1);
+
+    // Per collective: MPInside's b_allreduce beside MPI_Allreduce, summed over ranks.
+    const fns = Object.fromEntries((await cells(panel.locator('table[aria-label="Wait per collective"] tbody tr'))).map((r) => [r[0], r]));
+    const tot = p.totals.find((t) => t.name === "MPI_Allreduce");
+    assert.deepEqual(fns.MPI_Allreduce.slice(1, 5), ["b_allreduce", String(4 * ITERS), seconds(tot.wait_ns / 1e9), seconds(tot.time_ns / 1e9)]);
+    assert.equal(fns.MPI_Allreduce[6], `rank 0 · ${seconds(allreduce0)}`);
+
+    // The stacked bars: wait, the collectives, other MPI; rank 0's readout.
+    const chart = panel.locator(".waits-chart");
+    assert.equal(await chart.getAttribute("data-ranks"), "4");
+    assert.equal(await chart.getAttribute("data-segments"), "wait before collectives,collectives' own time,other MPI");
+    await chart.locator("canvas").focus();
+    await page.keyboard.press("ArrowRight");
+    assert.match(await chart.locator(".heatmap-readout").innerText(), new RegExp(`^rank 0: wait before collectives ${esc(seconds(byRank(0)))} · collectives' own time `));
+    for (let i = 0; i < 3; i++) await page.keyboard.press("ArrowRight");
+    assert.match(await chart.locator(".heatmap-readout").innerText(), new RegExp(`^rank 3: wait before collectives ${esc(seconds(byRank(3)))}`));
+
+    // The time-per-function chart and table carry the wait too.
+    assert.ok((await page.locator(".profile:not(.waits-chart)").getAttribute("data-segments")).startsWith("wait before collectives,"));
+    const mpiFns = Object.fromEntries((await cells(page.locator('table[aria-label="MPI functions"] tbody tr'))).map((r) => [r[0], r]));
+    assert.equal(mpiFns.MPI_Allreduce[3], seconds(tot.wait_ns / 1e9));
+    await shot(page, "job-waits");
+    // The panel alone, to look at.
+    await page.locator("section.panel", { has: panel }).screenshot({ path: join(resultsDir, "job-waits-panel.png") });
+  });
+
+  it("without --waits shows how to get wait data, and nothing else", async () => {
+    const { profile: p } = await daemon.api(`/jobs/${N}/profile`);
+    assert.equal(p.wait_ns, undefined);
+    await page.goto(`${daemon.base}/jobs/${N}`);
+    await page.waitForSelector(".page[data-ready]", { timeout: 20_000 });
+    const box = page.locator(".waits-box");
+    const hint = box.locator(".waits-hint[data-waits='0']");
+    await hint.waitFor();
+    assert.match(await hint.innerText(), /netloom run --waits/);
+    assert.equal(await box.locator("table, canvas, .waits-late").count(), 0);
+    assert.ok(!(await page.locator(".profile").getAttribute("data-segments")).includes("wait before collectives"));
+    assert.equal(await page.locator('table[aria-label="MPI functions"] th button[data-key="wait"]').count(), 0);
+    await page.locator("section.panel", { has: box }).screenshot({ path: join(resultsDir, "job-nowaits-panel.png") });
+  });
+
+  it("raised no page errors", () => {
+    assert.deepEqual(errors, []);
+  });
+});
