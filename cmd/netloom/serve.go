@@ -21,7 +21,7 @@ func serveCmd() *cobra.Command {
 		agentNet, nodeMap                                     string
 		discover, sweep, jobTO, schedIv                       time.Duration
 		caPorts                                               bool
-		agentBuf                                              int
+		agentBuf, backlog                                     int
 	)
 	c := &cobra.Command{
 		Use:   "serve",
@@ -72,6 +72,9 @@ Fabric sources (--fabric):
 			}
 			if schedIv != 0 {
 				cfg.SchedulerInterval = schedIv
+			}
+			if backlog != 0 {
+				cfg.StoreBacklogMiB = backlog
 			}
 			if agentBuf != 0 {
 				cfg.AgentReadBuffer = agentBuf
@@ -134,6 +137,7 @@ Fabric sources (--fabric):
 	enumFlag(c, &logLevel, "log-level", "info", "log `level`: debug, info, warn, error", "debug", "info", "warn", "error")
 	f.StringVar(&agent, "agent-listen", "", "UDP `address` MPI agents send to, or off (default "+daemon.DefaultAgentListen+")")
 	f.StringVar(&agentF, "agent-address-file", "", "`file` the agent address is written to for agents, - for none (default "+daemon.DefaultAgentAddressFile+")")
+	f.IntVar(&backlog, "store-backlog", 0, "`MiB` of writes held while the database is unreachable, the oldest dropped beyond (default 1024)")
 	f.IntVar(&agentBuf, "agent-read-buffer", 0, "agent socket receive buffer in `MiB` (default 256)")
 	f.DurationVar(&jobTO, "job-timeout", 0, "end a job silent for this `long` (and 6 of its intervals; default 30s)")
 	f.StringVar(&schedS, "scheduler", "", "batch `scheduler` jobs are learnt from: none or slurm[:OPTIONS] (default none)")

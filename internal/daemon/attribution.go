@@ -223,7 +223,7 @@ func (d *Daemon) attributeOnce(a *attributor, now time.Time) {
 	d.m.attr.unmappedNodes.Set(float64(len(unmapped)))
 	d.m.attr.jobs.Set(float64(len(a.jobs)))
 	if len(samples) > 0 {
-		d.enqueue(writeOp{kind: "link_attribution", apply: func(ctx context.Context, st store.Store) error { return st.AddLinkJobSamples(ctx, samples) }})
+		d.enqueue(writeOp{kind: "link_attribution", bytes: linkJobSamplesBytes(samples), apply: func(ctx context.Context, st store.Store) error { return st.AddLinkJobSamples(ctx, samples) }})
 	}
 	// Save the summaries whose attribution moved, so the stored job ends
 	// with its last interval's numbers: one write for all (at 8x Stampede

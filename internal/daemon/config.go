@@ -65,6 +65,11 @@ type Config struct {
 	// descriptions do not start with the node name (docs/operations.md).
 	NodeMap string `yaml:"node_map"`
 
+	// StoreBacklogMiB bounds, in MiB of estimated memory, the writes held
+	// while the database is unreachable (default 1024); beyond it the
+	// oldest held writes are dropped and counted.
+	StoreBacklogMiB int `yaml:"store_backlog_mib"`
+
 	Retention RetentionConfig `yaml:"retention"`
 
 	// Alerting is the alert rules and where alerts go (docs/alerts.md).
@@ -90,6 +95,7 @@ const (
 	DefaultAgentReadBuffer  = 256 // MiB
 	DefaultScheduler        = "none"
 	DefaultSchedInterval    = 10 * time.Second
+	DefaultStoreBacklogMiB  = 1024
 )
 
 // set sets *v to d when it is the zero value.
@@ -111,6 +117,7 @@ func (c Config) WithDefaults() Config {
 	set(&c.JobTimeout, DefaultJobTimeout)
 	set(&c.AgentReadBuffer, DefaultAgentReadBuffer)
 	set(&c.DiscoverInterval, DefaultDiscoverInterval)
+	set(&c.StoreBacklogMiB, DefaultStoreBacklogMiB)
 	set(&c.SweepInterval, DefaultSweepInterval)
 	c.Retention = c.Retention.withDefaults()
 	set(&c.AgentAuth, "auto")
@@ -140,6 +147,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("job_timeout %s: must not be negative", c.JobTimeout)
 	case c.AgentReadBuffer < 1 || c.AgentReadBuffer > 4096:
 		return fmt.Errorf("agent_read_buffer_mib %d: must be 1..4096", c.AgentReadBuffer)
+	case c.StoreBacklogMiB < 1 || c.StoreBacklogMiB > 1<<20:
+		return fmt.Errorf("store_backlog_mib %d: must be 1..1048576", c.StoreBacklogMiB)
 	case parseAgentListen(c.AgentListen) != nil:
 		return parseAgentListen(c.AgentListen)
 	case c.Retention.validate() != nil:

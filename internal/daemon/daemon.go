@@ -37,6 +37,10 @@ type Daemon struct {
 	writes chan writeOp
 	reg    *prometheus.Registry
 	m      metrics
+	// unreachable tells errors of reaching the database (writes held
+	// and retried) from others; nil: postgres.Unreachable.
+	unreachable func(error) bool
+	backlogInfo atomic.Pointer[backlogInfo]
 
 	agents       agentSide
 	agentDefault bool // AgentListen was not set: a busy default port is not fatal
@@ -70,19 +74,8 @@ type metrics struct {
 	attr                                                 attributionMetrics
 	sched                                                schedMetrics
 	alert                                                alertMetrics
+	w                                                    writerMetrics
 }
-
-// writeOp is one unit of work for the writer goroutine. done, when set,
-// receives the outcome.
-type writeOp struct {
-	kind  string
-	apply func(ctx context.Context, st store.Store) error
-	done  chan error
-}
-
-// writeQueueLen bounds the work waiting for the store: a stalled disk drops
-// and counts samples instead of growing memory.
-const writeQueueLen = 256
 
 // New builds a daemon; Run starts it.
 func New(cfg Config, src fabric.Source, st store.Store, log *slog.Logger) *Daemon {
@@ -104,10 +97,12 @@ func New(cfg Config, src fabric.Source, st store.Store, log *slog.Logger) *Daemo
 		sweepPortErrors: counter("netloom_fabric_sweep_port_errors_total", "Port counter queries that failed after retries."),
 		discoveries:     counter("netloom_fabric_discoveries_total", "Fabric discoveries completed."),
 		discoverErrors:  counter("netloom_fabric_discovery_errors_total", "Fabric discoveries that failed."),
-		writeDropped:    vec("netloom_store_writes_dropped_total", "Store writes dropped, by reason.", "reason"),
-		writeErrors:     vec("netloom_store_write_errors_total", "Store writes that failed, by kind of data.", "kind"),
+		writeDropped:    vec("netloom_store_writes_dropped_total", "Store writes dropped, by reason: queue_full, backlog_full, error, shutdown.", "reason"),
+		writeErrors:     vec("netloom_store_write_errors_total", "Store write attempts that failed (retries of held writes included), by kind of data.", "kind"),
 		events:          vec("netloom_fabric_events_total", "Fabric events recorded, by kind.", "kind"),
 	}
+	d.m.w = newWriterMetrics(d.reg)
+	d.m.w.limit.Set(float64(int64(d.cfg.StoreBacklogMiB) << 20))
 	d.m.writeQueue = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "netloom_store_write_queue_length",
 		Help: "Store writes waiting for the writer."}, func() float64 { return float64(len(d.writes)) })
 	d.agents.m = ingest.NewMetrics(d.reg)
@@ -186,46 +181,4 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error)
 		err = nil
 	}
 	return err
-}
-
-// enqueue hands work to the writer without ever blocking the caller.
-func (d *Daemon) enqueue(op writeOp) bool {
-	select {
-	case d.writes <- op:
-		return true
-	default:
-		d.m.writeDropped.WithLabelValues("queue_full").Inc()
-		d.log.Warn("store is falling behind: write dropped", "kind", op.kind, "queue", len(d.writes))
-		return false
-	}
-}
-
-// writeSync queues work and waits for it; for rare writes whose result the
-// caller needs (topology versions).
-func (d *Daemon) writeSync(ctx context.Context, kind string, f func(ctx context.Context, st store.Store) error) error {
-	op := writeOp{kind: kind, apply: f, done: make(chan error, 1)}
-	select {
-	case d.writes <- op:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case err := <-op.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (d *Daemon) writer(ctx context.Context) {
-	for op := range d.writes {
-		err := op.apply(ctx, d.st)
-		if err != nil {
-			d.m.writeErrors.WithLabelValues(op.kind).Inc()
-			d.log.Error("store write failed", "kind", op.kind, "err", err)
-		}
-		if op.done != nil {
-			op.done <- err
-		}
-	}
 }

@@ -77,6 +77,13 @@ func startSim(t *testing.T, db string) *simDaemon {
 // defaults of these tests changed by setup, and waits for three sweeps.
 func startDaemon(t *testing.T, db, spec string, setup func(*Config)) *simDaemon {
 	t.Helper()
+	return startWrapped(t, db, spec, setup, nil)
+}
+
+// startWrapped is startDaemon with the store wrapped by wrap (when not
+// nil), e.g. to make it fail.
+func startWrapped(t *testing.T, db, spec string, setup func(*Config), wrap func(store.Store) store.Store) *simDaemon {
+	t.Helper()
 	sp, err := sim.ParseSpec(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -92,11 +99,15 @@ func startDaemon(t *testing.T, db, spec string, setup func(*Config)) *simDaemon 
 	cfg := Config{Listen: "127.0.0.1:0", DB: db, Fabric: "sim", SweepInterval: 100 * time.Millisecond, DiscoverInterval: time.Second}
 	cfg.Auth.Anonymous = "admin"
 	setup(&cfg)
-	s := &simDaemon{t: t, src: src, d: New(cfg, src, st, slog.New(slog.NewTextHandler(io.Discard, nil))), done: make(chan error, 1)}
+	var ds store.Store = st
+	if wrap != nil {
+		ds = wrap(st)
+	}
+	s := &simDaemon{t: t, src: src, d: New(cfg, src, ds, slog.New(slog.NewTextHandler(io.Discard, nil))), done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	addr := make(chan net.Addr, 1)
-	go func() { s.done <- s.d.Run(ctx, func(a net.Addr) { addr <- a }); st.Close() }()
+	go func() { s.done <- s.d.Run(ctx, func(a net.Addr) { addr <- a }); ds.Close() }()
 	select {
 	case a := <-addr:
 		s.base = "http://" + a.String()

@@ -107,7 +107,7 @@ func (d *Daemon) discover(ctx context.Context) error {
 					Detail: fmt.Sprintf("forwarding tables of %d switches changed", changedTables(d.ft, ft))})
 			}
 			d.ft = ft
-			d.enqueue(writeOp{kind: "routes", apply: func(ctx context.Context, st store.Store) error {
+			d.enqueue(writeOp{kind: "routes", bytes: forwardingBytes(ft), apply: func(ctx context.Context, st store.Store) error {
 				return st.SaveForwardingTables(ctx, ft, now)
 			}})
 		}
@@ -146,7 +146,7 @@ func (d *Daemon) recordEvents(ev []fabric.Event) {
 	for _, e := range ev {
 		d.m.events.WithLabelValues(e.Kind).Inc()
 	}
-	d.enqueue(writeOp{kind: "events", apply: func(ctx context.Context, st store.Store) error { return st.AddEvents(ctx, ev) }})
+	d.enqueue(writeOp{kind: "events", bytes: eventsBytes(ev), apply: func(ctx context.Context, st store.Store) error { return st.AddEvents(ctx, ev) }})
 }
 
 // sweep reads every port's counters once, turns them into per-interval
@@ -215,7 +215,7 @@ func (d *Daemon) sweep(ctx context.Context) {
 	d.m.sweeps.Inc()
 	d.m.sweepPortErrors.Add(float64(failed))
 	if len(samples) > 0 {
-		d.enqueue(writeOp{kind: "samples", apply: func(ctx context.Context, st store.Store) error { return st.AddPortSamples(ctx, samples) }})
+		d.enqueue(writeOp{kind: "samples", bytes: portSamplesBytes(samples), apply: func(ctx context.Context, st store.Store) error { return st.AddPortSamples(ctx, samples) }})
 	}
 	d.recordEvents(events)
 

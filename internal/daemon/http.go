@@ -73,6 +73,10 @@ func (d *Daemon) watchBehind(ctx context.Context) {
 		if n := len(d.writes); n > writeQueueLen*3/4 {
 			reasons = append(reasons, fmt.Sprintf("store write queue %d/%d", n, writeQueueLen))
 		}
+		if b := d.backlogInfo.Load(); b != nil && b.writes > 0 {
+			reasons = append(reasons, fmt.Sprintf("database unreachable since %s: %d writes (%.1f of %d MiB) held",
+				b.since.Format(time.RFC3339), b.writes, float64(b.bytes)/(1<<20), d.cfg.StoreBacklogMiB))
+		}
 		if l := d.agents.l; l != nil && l.QueueLen() > l.QueueCap()/2 {
 			reasons = append(reasons, fmt.Sprintf("agent datagram queue %d/%d", l.QueueLen(), l.QueueCap()))
 		}
@@ -101,14 +105,15 @@ func (d *Daemon) watchBehind(ctx context.Context) {
 }
 
 // lossCounts reads the counters of data lost because the daemon could not
-// keep up (not of bad input): store writes dropped, agent datagrams
+// keep up (not of bad input): store writes dropped for a full queue or
+// backlog or at a stop with the database unreachable, agent datagrams
 // dropped for a full queue or reassembly table. It collects those two
 // counters only: gathering the whole registry builds every switch port's
 // series (27k ports at Stampede's size), which cost half the daemon's CPU
 // and allocations when done every few seconds.
 func (d *Daemon) lossCounts() map[string]float64 {
 	return map[string]float64{
-		"store writes dropped":    sumCounters(d.m.writeDropped, func(*dto.Metric) bool { return true }),
+		"store writes dropped":    sumCounters(d.m.writeDropped, storeLossReason),
 		"agent datagrams dropped": sumCounters(d.agents.m.DroppedCollector(), lossReason),
 	}
 }
@@ -137,4 +142,13 @@ func lossReason(m *dto.Metric) bool {
 		}
 	}
 	return false
+}
+
+func storeLossReason(m *dto.Metric) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == "reason" {
+			return l.GetValue() != dropError
+		}
+	}
+	return true
 }

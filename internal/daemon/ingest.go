@@ -180,7 +180,7 @@ func (d *Daemon) aggregate(shard, shards int, q <-chan ingest.Item, rejects *rej
 			saves = append(saves, j)
 		},
 		Samples: func(s []store.ProcessSample) {
-			d.enqueue(writeOp{kind: "job_samples", apply: func(ctx context.Context, st store.Store) error { return st.AddProcessSamples(ctx, s) }})
+			d.enqueue(writeOp{kind: "job_samples", bytes: processSamplesBytes(s), apply: func(ctx context.Context, st store.Store) error { return st.AddProcessSamples(ctx, s) }})
 		},
 	}, d.agents.m)
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -212,7 +212,7 @@ func (d *Daemon) aggregate(shard, shards int, q <-chan ingest.Item, rejects *rej
 
 // saveJobs is one store write that saves jobs.
 func saveJobs(jobs []*store.Job) writeOp {
-	return writeOp{kind: "jobs", apply: func(ctx context.Context, st store.Store) error {
+	return writeOp{kind: "jobs", bytes: jobsBytes(jobs), apply: func(ctx context.Context, st store.Store) error {
 		var errs []error
 		for _, j := range jobs {
 			errs = append(errs, st.SaveJob(ctx, j))
@@ -280,7 +280,7 @@ func (d *Daemon) endStaleJobs(ctx context.Context) {
 	for _, j := range jobs {
 		j.State, j.EndReason, j.End = store.JobFinished, store.EndRestart, j.Updated
 		job := &store.Job{JobSummary: j}
-		d.enqueue(writeOp{kind: "jobs", apply: func(ctx context.Context, st store.Store) error { return st.SaveJob(ctx, job) }})
+		d.enqueue(writeOp{kind: "jobs", bytes: jobsBytes([]*store.Job{job}), apply: func(ctx context.Context, st store.Store) error { return st.SaveJob(ctx, job) }})
 	}
 }
 

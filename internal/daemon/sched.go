@@ -95,7 +95,7 @@ func (d *Daemon) saveSchedJob(v *schedView, id string) {
 	if l := d.agents.live.Load(); l != nil {
 		live = l.Jobs[id]
 	}
-	d.enqueue(writeOp{kind: "jobs", apply: func(ctx context.Context, st store.Store) error {
+	d.enqueue(writeOp{kind: "jobs", bytes: sizeJob + 512, apply: func(ctx context.Context, st store.Store) error {
 		var js store.JobSummary
 		switch prev, err := st.JobSummary(ctx, id); {
 		case live != nil:

@@ -74,6 +74,7 @@ type Server struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	dbs  atomic.Int64
+	opt  Options
 }
 
 // Options tune Start; the zero value is good.
@@ -103,7 +104,7 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: scratch dir: %w", err)
 	}
-	s := &Server{Dir: dir, BinDir: BinDir()}
+	s := &Server{Dir: dir, BinDir: BinDir(), opt: opt}
 	cred, err := s.credential()
 	if err != nil {
 		os.RemoveAll(dir)
@@ -126,7 +127,12 @@ func Start(ctx context.Context, opt Options) (*Server, error) {
 	// A port found free may be taken before the server binds it: try a
 	// few.
 	for attempt := 0; ; attempt++ {
-		err = s.start(ctx, cred, opt)
+		var port int
+		if port, err = freePort(); err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		err = s.start(ctx, cred, opt, port)
 		if err == nil {
 			return s, nil
 		}
@@ -160,11 +166,7 @@ func (s *Server) dataDir() string { return filepath.Join(s.Dir, "data") }
 // LogPath is the server's log file.
 func (s *Server) LogPath() string { return filepath.Join(s.Dir, "server.log") }
 
-func (s *Server) start(ctx context.Context, cred *syscall.Credential, opt Options) error {
-	port, err := freePort()
-	if err != nil {
-		return fmt.Errorf("postgres: %w", err)
-	}
+func (s *Server) start(ctx context.Context, cred *syscall.Credential, opt Options, port int) error {
 	s.Port = port
 	args := []string{"-D", s.dataDir(), "-p", strconv.Itoa(port), "-k", s.Dir,
 		"-c", "listen_addresses=127.0.0.1",
@@ -285,6 +287,49 @@ func (s *Server) Stop() {
 		}
 	}
 	_ = os.RemoveAll(s.Dir)
+}
+
+// Halt shuts the server down (a fast shutdown: clients are disconnected,
+// committed data is kept) and leaves its data directory: a database host
+// gone away. Restart brings it back.
+func (s *Server) Halt() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		s.kill()
+	}
+}
+
+// Restart starts a halted server again on its port and data, and
+// returns once it accepts connections.
+func (s *Server) Restart(ctx context.Context) error {
+	cred, err := s.credential()
+	if err != nil {
+		return err
+	}
+	timeout := s.opt.Timeout
+	if timeout <= 0 {
+		timeout = 60 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// The port may be held for a moment after the old server let it go.
+	for {
+		err := s.start(ctx, cred, s.opt, s.Port)
+		if err == nil || !strings.Contains(s.Log(), "could not bind") || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // Main starts one server for a test binary, runs its tests and stops the

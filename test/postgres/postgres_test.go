@@ -31,3 +31,47 @@ func TestServer(t *testing.T) {
 		t.Errorf("current_user = %q (%v)", user, err)
 	}
 }
+
+// TestHaltRestart stops a server of its own and starts it again: the same
+// URL answers and what was committed is there.
+func TestHaltRestart(t *testing.T) {
+	if m := Missing(); m != "" {
+		t.Skip(m)
+	}
+	ctx := context.Background()
+	s, err := Start(ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	url, err := s.CreateDB(ctx, "halt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)"); err != nil {
+		t.Fatal(err)
+	}
+	s.Halt()
+	if err := c.Ping(ctx); err == nil {
+		t.Fatal("a connection still answers after Halt")
+	}
+	if _, err := pgx.Connect(ctx, url); err == nil {
+		t.Fatal("connected to a halted server")
+	}
+	if err := s.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err = pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var v int
+	if err := c.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != 42 {
+		t.Fatalf("after a restart: %d, %v", v, err)
+	}
+}

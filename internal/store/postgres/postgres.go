@@ -61,6 +61,10 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// DefaultConnectTimeout bounds a connection attempt when the URL does not
+// (connect_timeout).
+const DefaultConnectTimeout = 10 * time.Second
+
 // Store is the PostgreSQL engine of store.Store.
 type Store struct {
 	url  string // without a password, for messages
@@ -94,6 +98,12 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
 	cfg.MaxConns = opt.MaxConns
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// A database host that drops packets would otherwise hold each
+		// connection attempt, and the writer with it, for the kernel's
+		// TCP timeout (minutes); connect_timeout in the URL overrides.
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
 	s := &Store{url: redact(cfg), opt: opt, nodeIDs: map[fabric.GUID]int64{}, pending: map[fabric.GUID]int64{}, parts: map[partKey]bool{}}
 	s.decoders.New = func() any { return new(codec.Decoder) }
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
