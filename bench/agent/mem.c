@@ -19,15 +19,16 @@ int main(int argc, char **argv)
 		{"rank translation of one N-rank communicator", n * (long)sizeof(int)},
 		{"regions and agent state", (long)sizeof(struct nl_agent)},
 		{"Open MPI monitoring pvars (only with MPI_T)", n * (long)(sizeof(struct nl_monitored) + 8)},
+		{"node map from PMIx (16 ranks per node)", (long)sizeof(struct nl_nodemap) + n * (long)sizeof(int32_t) + (n / 16 + 1) * NL_NAME_MAX},
 	};
 	long total = 0;
-	printf("agent memory per rank, %ld ranks, all-to-all (no per-node state: the daemon places peers on nodes):\n", n);
+	printf("agent memory per rank, %ld ranks, all-to-all:\n", n);
 	for (size_t i = 0; i < sizeof it / sizeof it[0]; i++) {
 		printf("  %-48s %9ld bytes\n", it[i].what, it[i].bytes);
 		total += it[i].bytes;
 	}
 	printf("  %-48s %9ld bytes (%.1f KiB)\n", "total", total, total / 1024.0);
 	printf("  snapshot buffers on the helper thread (transient): about %ld bytes\n",
-	       n * (long)(2 * NL_NCLASS * 8 + 8 + 4 + 96 + 8 + 6 * 32 + NL_NBINS * 8));
+	       n * (long)(2 * NL_NCLASS * 8 + 8 + 4 + 96 + 8 + 6 * 32 + NL_NBINS * 8) + (n / 16 + 1) * (2 * NL_NCLASS * 8 + 3 * 32 + 48));
 	return 0;
 }

@@ -23,10 +23,12 @@ type docBlock struct {
 }
 
 // docExample is what running one documented line must give besides exit
-// status 0. probe, when set, runs in the same shell right after the line.
+// status 0. setup, when set, runs in the same shell right before the line
+// (what the reader is assumed to have: a site's database is
+// $NETLOOM_DOC_DB, the doc daemon's); probe right after it.
 type docExample struct {
-	probe string
-	check func(t *testing.T, r docRun)
+	setup, probe string
+	check        func(t *testing.T, r docRun)
 }
 
 // docRun is what one documented line did.
@@ -129,7 +131,7 @@ func TestCLIDocsExamples(t *testing.T) {
 		"NETLOOM_LIB_DIR="+filepath.Join(repoRoot(t), "bin", "lib"),
 		"NETLOOM_DAEMON_FILE="+addrFile,
 		"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_rmaps_base_oversubscribe=1",
-		"MANPAGER=cat", "PAGER=cat", "MANWIDTH=100")
+		"MANPAGER=cat", "PAGER=cat", "MANWIDTH=100", "NETLOOM_DOC_DB="+filepath.Join(dir, "netloom.db"))
 
 	for i, b := range blocks {
 		t.Run(fmt.Sprintf("%d-%s", i+1, firstWords(b.section)), func(t *testing.T) {
@@ -166,6 +168,9 @@ func TestCLIDocsExamples(t *testing.T) {
 				}
 				r := docRun{dir: work}
 				script := l
+				if ex.setup != "" {
+					script = ex.setup + "\n" + script
+				}
 				if ex.probe != "" {
 					script += "\necho '--- probe'\n" + ex.probe
 				}
@@ -329,6 +334,17 @@ func cliDocExamples() map[string]docExample {
 			}
 		}},
 		"ibqueryerrors --load-cache fabric.cache": {},
+
+		"netloom store copy --from sqlite:site.db --to sqlite:copy.db": {
+			// a consistent copy of the running doc daemon's store, as a site's
+			setup: `sqlite3 "$NETLOOM_DOC_DB" ".backup site.db"`,
+			probe: `sqlite3 site.db "SELECT COUNT(*) FROM topology_versions"; sqlite3 copy.db "SELECT COUNT(*) FROM topology_versions"`,
+			check: func(t *testing.T, r docRun) {
+				contains(t, "store copy", r.stderr+r.stdout, "rows in 11 tables")
+				if n := strings.Fields(r.probe); len(n) != 2 || n[0] != n[1] || n[0] == "0" {
+					t.Errorf("topology versions in the site's store and the copy: %q", r.probe)
+				}
+			}},
 		"netloom fabric route --load-cache fabric.cache n1 n8": {check: func(t *testing.T, r docRun) {
 			contains(t, "route", r.stdout, `From ca`, `"n1 HCA-1"`, `"n8 HCA-1"`)
 		}},
