@@ -96,6 +96,10 @@ type jobAttribution struct {
 	counter *analysis.JobCounter
 	sum     store.Attribution
 	saved   store.Attribution
+	// stored is set once the job's attribution was saved: the first is
+	// saved even when empty (a job on one node), so that the stored job
+	// says what the live one says, to API daemons too.
+	stored bool
 }
 
 // attributionLoop attributes every live job's inter-node traffic of each
@@ -199,7 +203,7 @@ func (d *Daemon) attributeOnce(a *attributor, now time.Time) {
 		d.m.attr.bytes.Add(float64(iv.Bytes))
 	}
 	for id, ja := range a.jobs {
-		if !attributionEqual(&ja.sum, &ja.saved) {
+		if !ja.stored || !attributionEqual(&ja.sum, &ja.saved) {
 			changed[id] = true
 		}
 	}
@@ -232,7 +236,7 @@ func (d *Daemon) attributeOnce(a *attributor, now time.Time) {
 	var save []*store.Job
 	for id := range changed {
 		ja := a.jobs[id]
-		ja.saved = ja.sum
+		ja.saved, ja.stored = ja.sum, true
 		ja.saved.UnmappedNodes = slices.Clone(ja.sum.UnmappedNodes)
 		ja.saved.Errors = slices.Clone(ja.sum.Errors)
 		if j, ok := jobs[id]; ok {
