@@ -11,6 +11,7 @@ import (
 
 	"github.com/netloom/netloom/internal/auth"
 	"github.com/netloom/netloom/internal/daemon"
+	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/fabric/sim"
 )
 
@@ -18,8 +19,8 @@ func serveCmd() *cobra.Command {
 	var (
 		cfgPath, listen, db, fabricS, logLevel, agent, agentF string
 		schedS, anon, users, tlsCert, tlsKey, agentAu, mungeS string
-		agentNet, nodeMap                                     string
-		discover, sweep, jobTO, schedIv                       time.Duration
+		agentNet, nodeMap, role                               string
+		discover, sweep, jobTO, schedIv, poll                 time.Duration
 		caPorts                                               bool
 		agentBuf, backlog                                     int
 	)
@@ -32,6 +33,12 @@ forwarding tables, stores everything in the embedded SQLite database, and
 serves the JSON API under /api/v1 and Prometheus metrics at /metrics.
 
 Flags override the config file, which overrides the defaults.
+
+Roles (--role): collector (the default) does all of the above; api serves
+the API and UI from the database alone (PostgreSQL; docs/postgres.md),
+reading the newest topology, routes and port samples every --poll-interval,
+so that any number of them can run behind a load balancer beside the
+collectors.
 
 Fabric sources (--fabric):
   ib            the local InfiniBand port, like the infiniband-diags tools
@@ -53,6 +60,10 @@ Fabric sources (--fabric):
 				if v != "" {
 					*dst = v
 				}
+			}
+			override(&cfg.Role, role)
+			if poll != 0 {
+				cfg.PollInterval = poll
 			}
 			override(&cfg.Listen, listen)
 			override(&cfg.DB, db)
@@ -102,11 +113,14 @@ Fabric sources (--fabric):
 			log := slog.New(slog.NewTextHandler(c.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 
 			ctx := c.Context()
-			src, err := daemon.OpenSource(ctx, cfg.Fabric)
-			if err != nil {
-				return err
+			var src fabric.Source
+			if cfg.Role == daemon.RoleCollector {
+				var err error
+				if src, err = daemon.OpenSource(ctx, cfg.Fabric); err != nil {
+					return err
+				}
+				defer src.Close()
 			}
-			defer src.Close()
 			st, err := daemon.OpenStore(ctx, cfg.DB)
 			if err != nil {
 				return err
@@ -128,6 +142,8 @@ Fabric sources (--fabric):
 	}
 	f := c.Flags()
 	f.StringVar(&cfgPath, "config", "", "YAML config `file` (see docs/operations.md)")
+	enumFlag(c, &role, "role", "", "what this daemon does: collector (the fabric, agents, scheduler, store and API) or api (the API and UI from the database alone; default collector)", "collector", "api")
+	f.DurationVar(&poll, "poll-interval", 0, "with --role api: how often the database is read for the live views (default 2s)")
 	f.StringVar(&listen, "listen", "", "HTTP listen `address` (default "+daemon.DefaultListen+")")
 	f.StringVar(&db, "db", "", "store `URL`: a file path, sqlite:PATH or postgres://USER@HOST/DB (docs/postgres.md; default "+daemon.DefaultDB+")")
 	f.StringVar(&fabricS, "fabric", "", "fabric `source`: ib, ib:CA:PORT or sim:SPEC (default ib)")

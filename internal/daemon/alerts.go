@@ -253,6 +253,10 @@ func (d *Daemon) serveAlerts(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusUnauthorized, "unauthenticated", "sign in first")
 		return
 	}
+	if d.cfg.Role == RoleAPI {
+		fail(http.StatusNotImplemented, "not_on_api_daemon", "alerts are evaluated and delivered by the collector daemons; this daemon (role api) serves what the database holds and keeps no alerts")
+		return
+	}
 	q := r.URL.Query()
 	state := q.Get("state")
 	if !slices.Contains([]string{"", "active", alert.Firing, alert.Pending, alert.Resolved}, state) {

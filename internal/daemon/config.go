@@ -17,6 +17,12 @@ import (
 // Config is everything `netloom serve` can be told, from flags or a YAML
 // file (flags win). Zero values mean the documented defaults.
 type Config struct {
+	// Role is what this daemon does: "collector" (default: the fabric,
+	// agents, scheduler, store writer and API) or "api" (the API and UI
+	// from the database alone, re-read every PollInterval; default 2s).
+	Role         string        `yaml:"role"`
+	PollInterval time.Duration `yaml:"poll_interval"`
+
 	Listen string `yaml:"listen"` // HTTP address
 	DB     string `yaml:"db"`     // store URL: a path, or sqlite:PATH
 	Fabric string `yaml:"fabric"` // "ib", "ib:CA:PORT" or "sim:SPEC"
@@ -108,6 +114,8 @@ func set[T comparable](v *T, d T) {
 
 // WithDefaults fills every zero field with its default.
 func (c Config) WithDefaults() Config {
+	set(&c.Role, RoleCollector)
+	set(&c.PollInterval, DefaultPollInterval)
 	set(&c.Listen, DefaultListen)
 	set(&c.DB, DefaultDB)
 	set(&c.Fabric, DefaultFabric)
@@ -129,6 +137,10 @@ func (c Config) WithDefaults() Config {
 // Validate reports the first field with an impossible value.
 func (c Config) Validate() error {
 	switch {
+	case c.Role != RoleCollector && c.Role != RoleAPI:
+		return fmt.Errorf("role %q: want collector or api", c.Role)
+	case c.PollInterval < 100*time.Millisecond:
+		return fmt.Errorf("poll_interval %s: must be at least 100ms", c.PollInterval)
 	case c.DiscoverInterval < time.Second:
 		return fmt.Errorf("discover_interval %s: must be at least 1s", c.DiscoverInterval)
 	case c.SweepInterval < 10*time.Millisecond:

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/netloom/netloom/internal/alert"
+	"github.com/netloom/netloom/internal/analysis"
 	"github.com/netloom/netloom/internal/api"
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/ingest"
@@ -41,6 +42,8 @@ type Daemon struct {
 	// and retried) from others; nil: postgres.Unreachable.
 	unreachable func(error) bool
 	backlogInfo atomic.Pointer[backlogInfo]
+	// polledNodes maps node names to the fabric an API daemon read.
+	polledNodes atomic.Pointer[analysis.NodeMap]
 
 	agents       agentSide
 	agentDefault bool // AgentListen was not set: a busy default port is not fatal
@@ -124,8 +127,10 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error)
 	if d.nodeOverrides, err = loadNodeOverrides(d.cfg.NodeMap); err != nil {
 		return err
 	}
-	if d.scheduler, err = openScheduler(d.cfg.Scheduler); err != nil {
-		return err
+	if d.cfg.Role == RoleCollector {
+		if d.scheduler, err = openScheduler(d.cfg.Scheduler); err != nil {
+			return err
+		}
 	}
 	srv, err := d.httpServer()
 	if err != nil {
@@ -134,6 +139,9 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error)
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", d.cfg.Listen, err)
+	}
+	if d.cfg.Role == RoleAPI {
+		return d.runAPI(ctx, srv, ln, ready)
 	}
 	if err := d.openIngest(); err != nil {
 		ln.Close()
@@ -156,6 +164,38 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error)
 	g.Go(func() error { d.watchBehind(gctx); return nil })
 	g.Go(func() error { return d.alertLoop(gctx) })
 	g.Go(func() error { d.notifier.Run(gctx); return nil })
+	serveHTTP(g, gctx, srv, ln)
+	err = g.Wait()
+	// Drain what was queued, then stop the writer.
+	close(d.writes)
+	<-writerDone
+	stopWriter()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// runAPI is Run for the API role: the HTTP server and the database poller,
+// nothing that reaches the fabric or agents or writes to the store.
+func (d *Daemon) runAPI(ctx context.Context, srv *http.Server, ln net.Listener, ready func(addr net.Addr)) error {
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	d.log.Info("serving the API from the database", "http", ln.Addr().String(), "tls", srv.TLSConfig != nil,
+		"db", d.cfg.DB, "poll_interval", d.cfg.PollInterval)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return d.pollLoop(gctx) })
+	serveHTTP(g, gctx, srv, ln)
+	err := g.Wait()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// serveHTTP serves srv on ln in g until gctx ends.
+func serveHTTP(g *errgroup.Group, gctx context.Context, srv *http.Server, ln net.Listener) {
 	g.Go(func() error {
 		serve := func() error { return srv.Serve(ln) }
 		if srv.TLSConfig != nil {
@@ -172,13 +212,4 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error)
 		defer cancel()
 		return srv.Shutdown(shut)
 	})
-	err = g.Wait()
-	// Drain what was queued, then stop the writer.
-	close(d.writes)
-	<-writerDone
-	stopWriter()
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	return err
 }

@@ -47,6 +47,9 @@ func TestParseConfig(t *testing.T) {
 		"reset_threshold: 1.5\n":            "reset_threshold",
 		"sweep_retries: 99\n":               "sweep_retries",
 		"agent_read_buffer_mib: -1\n":       "agent_read_buffer_mib -1",
+		"role: both\n":                      "role \"both\"",
+		"store_backlog_mib: -5\n":           "store_backlog_mib -5",
+		"poll_interval: 1ms\n":              "poll_interval 1ms",
 		"[1, 2\n":                           "line",
 	} {
 		_, err := ParseConfig([]byte(text), "bad.yaml")

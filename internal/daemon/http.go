@@ -24,6 +24,17 @@ func (d *Daemon) Handler() (http.Handler, error) {
 		Behind: d.behind.Load})
 	srv.Mux().Handle("/", api.UI(web.Dist()))
 	srv.Mux().HandleFunc("GET /api/v1/alerts", d.serveAlerts)
+	if d.cfg.Role == RoleAPI {
+		// Jobs, running or not, as the collectors last saved them.
+		srv.ServeJobs(nil)
+		srv.ServeAttribution(api.AttributionOptions{Nodes: func() api.NodeMapper {
+			if nm := d.polledNodes.Load(); nm != nil {
+				return nm
+			}
+			return nil
+		}})
+		return auth.NewGuard(d.cfg.Auth, srv, d.reg, d.log)
+	}
 	srv.ServeJobs(d.liveJobs)
 	srv.ServeAttribution(api.AttributionOptions{Jobs: d.liveJobs, Nodes: func() api.NodeMapper {
 		if v := d.attrib.Load(); v != nil && v.Nodes != nil {

@@ -1,7 +1,12 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/url"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -176,4 +181,152 @@ func TestCollectorsOutage(t *testing.T) {
 		t.Errorf("%d jobs spanning the outage, %d ranks checked", spanning, checked)
 	}
 	t.Logf("%d sweeps; %d jobs (%d spanning the outage), %d ranks, %d process samples, chains unbroken", sweeps, len(jobs), spanning, checked, total)
+}
+
+// TestCollectorsAPIRole runs a collector (a simulated fabric, loadgen's
+// MPI jobs) and a `netloom serve --role api` daemon on one PostgreSQL
+// database: the API daemon lists the running jobs, streams the map's
+// sweeps as the collector stores them, and, once the jobs have ended,
+// answers every page's questions about the run exactly as the collector
+// does.
+func TestCollectorsAPIRole(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	pg := startPostgres(t, ctx)
+	dbURL, err := pg.CreateDB(ctx, "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	col, agent := serve(t, t.TempDir(), nil, "--fabric", "sim:"+collectorsFabric, "--db", dbURL,
+		"--agent-listen", "127.0.0.1:0", "--agent-address-file", "-",
+		"--sweep-interval", "500ms", "--discover-interval", "2s", "--job-timeout", "2s")
+	apid, _ := serve(t, t.TempDir(), nil, "--role", "api", "--db", dbURL, "--agent-listen", "off",
+		"--sweep-interval", "500ms", "--poll-interval", "500ms")
+	if strings.Contains(apid.log.String(), "MPI agents") {
+		t.Errorf("the API daemon listens for agents:\n%s", apid.log)
+	}
+	lg := exec.CommandContext(ctx, netloomBin, "loadgen", "--system", collectorsFabric, "--target", agent,
+		"--duration", "8s", "--interval", "300ms", "--ranks-per-node", "2", "--max-job-nodes", "4", "--job-lifetime", "3s")
+	lgOut := &strings.Builder{}
+	lg.Stdout, lg.Stderr = lgOut, lgOut
+	if err := lg.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Running jobs, from the jobs' saves.
+	apid.waitFor(func() bool {
+		var l struct{ Total int }
+		return apid.get("/api/v1/jobs?state=running", &l) == 200 && l.Total > 0
+	}, "running jobs on the API daemon")
+	// The live map: the API daemon's stream sends the collector's sweeps.
+	var colFabric struct{ Version int64 }
+	col.get("/api/v1/fabric", &colFabric)
+	msgs := streamSweeps(t, apid, 3, 20*time.Second)
+	for i, m := range msgs {
+		if m.Version != colFabric.Version || m.Links == 0 || !measured(t, m.Util) {
+			t.Errorf("stream message %d: %+v; want version %d with measured links", i, m, colFabric.Version)
+		}
+		if i > 0 && (m.Sweep <= msgs[i-1].Sweep || m.Time <= msgs[i-1].Time) {
+			t.Errorf("stream message %d: sweep %d at %g after sweep %d at %g", i, m.Sweep, m.Time, msgs[i-1].Sweep, msgs[i-1].Time)
+		}
+	}
+
+	if err := lg.Wait(); err != nil {
+		t.Fatalf("loadgen: %v\n%s", err, lgOut)
+	}
+	col.waitFor(func() bool {
+		var l struct{ Total int }
+		return col.get("/api/v1/jobs?state=running", &l) == 200 && l.Total == 0
+	}, "every job to end")
+	time.Sleep(2 * time.Second) // the last jobs' final saves and attribution
+	end := time.Now()
+	want, got := uiAnswers(t, col, end), uiAnswers(t, apid, end)
+	for _, p := range []string{"/api/v1/fabric/nodes?at=" + url.QueryEscape(end.Format(time.RFC3339Nano)), "/api/v1/links/top?n=5&at=" + url.QueryEscape(end.Format(time.RFC3339Nano))} {
+		want[p], got[p] = rawGet(t, col, p), rawGet(t, apid, p)
+	}
+	size := 0
+	for path, w := range want {
+		size += len(w)
+		if got[path] != w {
+			t.Errorf("GET %s differs:\n api %s\n collector %s", path, clip(got[path]), clip(w))
+		}
+	}
+	t.Logf("compared %d answers (%d bytes of JSON); %d stream messages", len(want), size, len(msgs))
+	var e struct{ Reason string }
+	if code := apid.get("/api/v1/alerts", &e); code != http.StatusNotImplemented || e.Reason != "not_on_api_daemon" {
+		t.Errorf("alerts on the API daemon: %d %+v, want 501 not_on_api_daemon", code, e)
+	}
+}
+
+func rawGet(t *testing.T, d *daemon, path string) string {
+	t.Helper()
+	var v json.RawMessage
+	if code := d.get(path, &v); code != 200 {
+		t.Fatalf("GET %s: %d %s", path, code, v)
+	}
+	return string(v)
+}
+
+// sweepMessage is the part of a stream "sweep" event the tests read.
+type sweepMessage struct {
+	Version int64
+	Sweep   int64
+	Time    float64
+	Links   int
+	Util    string
+}
+
+// streamSweeps reads n "sweep" events from d's live stream, skipping the
+// state before the first sweep (no samples yet).
+func streamSweeps(t *testing.T, d *daemon, n int, within time.Duration) []sweepMessage {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", d.base+"/api/v1/fabric/stream", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("stream: %s", resp.Status)
+	}
+	var out []sweepMessage
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	event := ""
+	for len(out) < n && sc.Scan() {
+		line := sc.Text()
+		if e, ok := strings.CutPrefix(line, "event: "); ok {
+			event = e
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok && event == "sweep" {
+			var m sweepMessage
+			if err := json.Unmarshal([]byte(data), &m); err != nil {
+				t.Fatalf("stream data %q: %v", data, err)
+			}
+			if m.Sweep > 0 {
+				out = append(out, m)
+			}
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("%d of %d sweep events in %s: %v", len(out), n, within, sc.Err())
+	}
+	return out
+}
+
+// measured tells whether a stream message's util has a measured link.
+func measured(t *testing.T, util string) bool {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(util)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range b {
+		if u != 255 {
+			return true
+		}
+	}
+	return false
 }
