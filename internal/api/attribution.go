@@ -102,6 +102,23 @@ func utilization(bytes uint64, capacity, seconds float64) float64 {
 	return 100 * float64(bytes) / (capacity * seconds)
 }
 
+// routesAndNodes are what attributing traffic to links needs: the routes
+// of view v and the node map in force (503 while there is none).
+func (a *attribAPI) routesAndNodes(ctx context.Context, v *view) (*fabric.Routes, NodeMapper, error) {
+	routes, err := a.s.routes(ctx, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	var nodes NodeMapper
+	if a.opt.Nodes != nil {
+		nodes = a.opt.Nodes()
+	}
+	if nodes == nil {
+		return nil, nil, &httpError{http.StatusServiceUnavailable, "no_node_map", "node names are not mapped to the fabric yet"}
+	}
+	return routes, nodes, nil
+}
+
 func (a *attribAPI) liveJobs() map[string]*store.Job {
 	if a.opt.Jobs == nil {
 		return nil
@@ -372,16 +389,9 @@ func (a *attribAPI) linkPairs(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	routes, err := a.s.routes(r.Context(), v)
+	routes, nodes, err := a.routesAndNodes(r.Context(), v)
 	if err != nil {
 		return nil, err
-	}
-	var nodes NodeMapper
-	if a.opt.Nodes != nil {
-		nodes = a.opt.Nodes()
-	}
-	if nodes == nil {
-		return nil, &httpError{http.StatusServiceUnavailable, "no_node_map", "node names are not mapped to the fabric yet"}
 	}
 	// crosses[src node][dst node]: bit 0 the route crosses A->B, bit 1 B->A.
 	type key struct{ s, d string }

@@ -65,16 +65,9 @@ func (a *attribAPI) placement(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	routes, err := a.s.routes(r.Context(), v)
+	routes, nodes, err := a.routesAndNodes(r.Context(), v)
 	if err != nil {
 		return nil, err
-	}
-	var nodes NodeMapper
-	if a.opt.Nodes != nil {
-		nodes = a.opt.Nodes()
-	}
-	if nodes == nil {
-		return nil, &httpError{http.StatusServiceUnavailable, "no_node_map", "node names are not mapped to the fabric yet"}
 	}
 	req, err := place.JobRequest(j, opt)
 	var adv *place.Advice
