@@ -328,7 +328,7 @@ func (a *attribAPI) jobLinksQuery(r *http.Request, def, hi int) (*jobLinksQuery,
 	lf, lt := from, to
 	if q := r.URL.Query(); q.Get("from") == "" && q.Get("to") == "" {
 		lf, lt = time.Time{}, time.Time{}
-		if !js.End.IsZero() && js.Attribution != nil && js.Attribution.Updated.After(to) {
+		if !js.End.IsZero() && js.Attribution != nil && js.Attribution.Intervals > 0 && js.Attribution.Updated.After(to) {
 			to = js.Attribution.Updated
 		}
 	}
