@@ -9,12 +9,12 @@
 // the back-pressure banner, and that no page of either role triggers a
 // Content-Security-Policy violation. Screenshots go to test-results/.
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { agentLibDir, freeUdpPort, have, mpiSkip, netloomBin, newContext, newPage, shot, startBrowser, startDaemon, webDir } from "./harness.mjs";
+import { freeUdpPort, have, jobFinished, mpiSkip, netloomBin, newContext, newPage, shot, startBrowser, startDaemon, startJob, webDir } from "./harness.mjs";
 
 const ADMIN = { name: "ada", password: "ada-e2e-secret-1", admin: true };
 // The regular user is named after the Unix account their job runs as: the
@@ -26,7 +26,6 @@ const ITERS = 20;
 const mpiDir = join(webDir, "test", "mpi");
 
 const bin = netloomBin;
-const libDir = agentLibDir;
 const skip =
   mpiSkip() ||
   (process.getuid?.() !== 0 || !have("setpriv") ? "needs root and setpriv to run a job as another Unix user" : false);
@@ -42,25 +41,10 @@ const pages = [];
 function runJob(id, np, nodeBase, ppn, asUser) {
   const run = [bin, "run", "--daemon", `127.0.0.1:${agentPort}`, "--interval", "1s", "--job-id", id, "--", "mpirun", "--oversubscribe", "-np", String(np), join(mpiDir, "nodewrap.sh"), join(dir, "traffic"), String(ITERS)];
   const cmd = asUser ? ["setpriv", `--reuid=${asUser}`, `--regid=${asUser === "nobody" ? "nogroup" : asUser}`, "--clear-groups", ...run] : run;
-  const p = spawn(cmd[0], cmd.slice(1), {
-    cwd: dir,
-    env: { ...process.env, HOME: dir, NETLOOM_LIB_DIR: libDir, NL_NODE_BASE: String(nodeBase), NL_PPN: String(ppn), OMPI_ALLOW_RUN_AS_ROOT: "1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1", OMPI_MCA_rmaps_base_oversubscribe: "1" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  p.stdout.on("data", (d) => (out += d));
-  p.stderr.on("data", (d) => (out += d));
-  return new Promise((ok, fail) => p.once("exit", (code) => (code === 0 ? ok(out) : fail(new Error(`netloom run ${id} exited ${code}:\n${out}`)))));
+  return startJob(id, cmd, { HOME: dir, NL_NODE_BASE: String(nodeBase), NL_PPN: String(ppn) }, { cwd: dir }).done;
 }
 
-const jobDone = async (id) => {
-  for (let i = 0; i < 150; i++) {
-    const j = await daemon.api(`/jobs/${id}`).catch(() => null);
-    if (j?.job.state === "finished") return j;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`job ${id} did not finish:\n${daemon.log().slice(-3000)}`);
-};
+const jobDone = (id) => jobFinished(daemon, id);
 
 /** A page in a cookie jar of its own (one person), recording errors. */
 async function personPage() {

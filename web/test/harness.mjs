@@ -27,6 +27,34 @@ export function have(cmd) {
   }
 }
 
+/** Starts an MPI job's launcher command line (`netloom run ... mpirun ...`,
+ * or what wraps it) with the agent libraries and Open MPI's root and
+ * oversubscription settings; env adds to that. Returns the process and a
+ * promise of its output, rejected when it exits non-zero. */
+export function startJob(id, argv, env = {}, opts = {}) {
+  const p = spawn(argv[0], argv.slice(1), {
+    ...opts,
+    env: { ...process.env, NETLOOM_LIB_DIR: agentLibDir, OMPI_ALLOW_RUN_AS_ROOT: "1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1", OMPI_MCA_rmaps_base_oversubscribe: "1", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  p.stdout.on("data", (d) => (out += d));
+  p.stderr.on("data", (d) => (out += d));
+  const done = new Promise((ok, fail) => p.once("exit", (code) => (code === 0 ? ok(out) : fail(new Error(`netloom run ${id} exited ${code}:\n${out}`)))));
+  return { p, done };
+}
+
+/** Waits (tries x 200 ms) until the daemon lists job id as finished, and
+ * resolves with its answer; rejects with the end of the daemon's log. */
+export async function jobFinished(daemon, id, tries = 150) {
+  for (let i = 0; i < tries; i++) {
+    const j = await daemon.api(`/jobs/${id}`).catch(() => null);
+    if (j?.job.state === "finished") return j;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`job ${id} did not finish:\n${daemon.log().slice(-3000)}`);
+}
+
 /** Why tests of real Open MPI jobs under the agent cannot run here, or false. */
 export function mpiSkip() {
   if (!have("mpicc") || !have("mpirun")) return "Open MPI (mpicc, mpirun) not installed";

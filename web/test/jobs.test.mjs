@@ -5,12 +5,12 @@
 // second small job on n3. Its traffic is known exactly, so the pages'
 // numbers are checked against it. Screenshots go to test-results/.
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { agentLibDir, freeUdpPort, mpiSkip, netloomBin, newPage, shot, startBrowser, startDaemon, webDir } from "./harness.mjs";
+import { freeUdpPort, jobFinished, mpiSkip, netloomBin, newPage, shot, startBrowser, startDaemon, startJob, webDir } from "./harness.mjs";
 
 const ITERS = 40; // rounds of traffic.c, ~110 ms each
 const A = `web-e2e-a-${process.pid}`;
@@ -18,7 +18,6 @@ const B = `web-e2e-b-${process.pid}`;
 const mpiDir = join(webDir, "test", "mpi");
 
 const bin = netloomBin;
-const libDir = agentLibDir;
 const skip = mpiSkip();
 
 let daemon;
@@ -31,27 +30,13 @@ const runs = [];
 
 /** Starts `netloom run` of traffic.c; resolves when the launcher exits. */
 function runJob(id, np, nodeBase, iters) {
-  const args = ["run", "--daemon", `127.0.0.1:${agentPort}`, "--interval", "1s", "--job-id", id, "--", "mpirun", "--oversubscribe", "-np", String(np), join(mpiDir, "nodewrap.sh"), join(dir, "traffic"), String(iters)];
-  const p = spawn(bin, args, {
-    env: { ...process.env, NETLOOM_LIB_DIR: libDir, NL_NODE_BASE: String(nodeBase), NL_PPN: "2", OMPI_ALLOW_RUN_AS_ROOT: "1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1", OMPI_MCA_rmaps_base_oversubscribe: "1" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  p.stdout.on("data", (d) => (out += d));
-  p.stderr.on("data", (d) => (out += d));
-  const done = new Promise((ok, fail) => p.once("exit", (code) => (code === 0 ? ok(out) : fail(new Error(`netloom run ${id} exited ${code}:\n${out}`)))));
-  runs.push({ p, done });
-  return done;
+  const args = [bin, "run", "--daemon", `127.0.0.1:${agentPort}`, "--interval", "1s", "--job-id", id, "--", "mpirun", "--oversubscribe", "-np", String(np), join(mpiDir, "nodewrap.sh"), join(dir, "traffic"), String(iters)];
+  const run = startJob(id, args, { NL_NODE_BASE: String(nodeBase), NL_PPN: "2" });
+  runs.push(run);
+  return run.done;
 }
 
-const jobDone = async (id) => {
-  for (let i = 0; i < 100; i++) {
-    const j = await daemon.api(`/jobs/${id}`).catch(() => null);
-    if (j?.job.state === "finished") return j;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`job ${id} did not finish`);
-};
+const jobDone = (id) => jobFinished(daemon, id, 100);
 
 // The pages format bytes in powers of 1000 with 3 significant digits.
 const kb = (n) => {

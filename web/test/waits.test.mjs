@@ -7,12 +7,12 @@
 // profile (GET /jobs/{job}/profile, wait_ns), rank 3 is the one the others
 // wait for, and the job without waits shows only the hint.
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { agentLibDir, freeUdpPort, mpiSkip, netloomBin, newPage, resultsDir, shot, startBrowser, startDaemon, webDir } from "./harness.mjs";
+import { freeUdpPort, jobFinished, mpiSkip, netloomBin, newPage, resultsDir, shot, startBrowser, startDaemon, startJob, webDir } from "./harness.mjs";
 
 const D_MS = 50; // rank k sleeps k x D_MS before each allreduce
 const ITERS = 5;
@@ -33,27 +33,13 @@ const runs = [];
 /** Runs imbalance.c on 4 ranks under `netloom run` (with --waits when
  * asked); resolves with its output when the launcher exits 0. */
 function runJob(id, waits, d, iters) {
-  const args = ["run", "--daemon", `127.0.0.1:${agentPort}`, "--interval", "1s", "--job-id", id, ...(waits ? ["--waits"] : []), "--", "mpirun", "--oversubscribe", "-np", "4", nodewrap, join(dir, "imbalance"), String(d), String(iters)];
-  const p = spawn(netloomBin, args, {
-    env: { ...process.env, NETLOOM_LIB_DIR: agentLibDir, NL_NODE_BASE: "1", NL_PPN: "2", OMPI_ALLOW_RUN_AS_ROOT: "1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1", OMPI_MCA_rmaps_base_oversubscribe: "1" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  p.stdout.on("data", (x) => (out += x));
-  p.stderr.on("data", (x) => (out += x));
-  const done = new Promise((ok, fail) => p.once("exit", (code) => (code === 0 ? ok(out) : fail(new Error(`netloom run ${id} exited ${code}:\n${out}`)))));
-  runs.push({ p, done });
-  return done;
+  const args = [netloomBin, "run", "--daemon", `127.0.0.1:${agentPort}`, "--interval", "1s", "--job-id", id, ...(waits ? ["--waits"] : []), "--", "mpirun", "--oversubscribe", "-np", "4", nodewrap, join(dir, "imbalance"), String(d), String(iters)];
+  const run = startJob(id, args, { NL_NODE_BASE: "1", NL_PPN: "2" });
+  runs.push(run);
+  return run.done;
 }
 
-const jobDone = async (id) => {
-  for (let i = 0; i < 150; i++) {
-    const j = await daemon.api(`/jobs/${id}`).catch(() => null);
-    if (j?.job.state === "finished") return j;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`job ${id} did not finish`);
-};
+const jobDone = (id) => jobFinished(daemon, id);
 
 /** The page's formatting of seconds (src/jobs/profile.ts). */
 function seconds(s) {
