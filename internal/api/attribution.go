@@ -3,7 +3,6 @@ package api
 import (
 	"cmp"
 	"context"
-	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -373,17 +372,9 @@ func (a *attribAPI) linkPairs(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	id := r.PathValue("job")
-	var j *store.Job
-	if lj, ok := a.liveJobs()[id]; ok {
-		j = lj.Full()
-	} else if j, err = a.s.opt.Store.Job(r.Context(), id); errors.Is(err, store.ErrNotFound) {
-		return nil, jobHidden(id)
-	} else if err != nil {
+	j, err := visibleJob(r.Context(), a.s.opt.Store, a.liveJobs(), r.PathValue("job"))
+	if err != nil {
 		return nil, err
-	}
-	if !canSeeJob(r.Context(), &j.JobSummary) {
-		return nil, jobHidden(id)
 	}
 	limit, err := intParam(r, "limit", 1000, 1, 1_000_000)
 	if err != nil {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -48,19 +49,24 @@ func (a *jobsAPI) liveJobs() map[string]*store.Job {
 	return nil
 }
 
-// job finds {job}: in memory first, else in the store.
+// job finds {job} (see visibleJob).
 func (a *jobsAPI) job(r *http.Request) (*store.Job, error) {
-	id := r.PathValue("job")
-	j, ok := a.liveJobs()[id]
+	return visibleJob(r.Context(), a.s.opt.Store, a.liveJobs(), r.PathValue("job"))
+}
+
+// visibleJob finds job id with all its ranks: among the live jobs first,
+// else in the store; a job the caller may not see is not found.
+func visibleJob(ctx context.Context, st store.Store, live map[string]*store.Job, id string) (*store.Job, error) {
+	j, ok := live[id]
 	if !ok {
 		var err error
-		if j, err = a.s.opt.Store.Job(r.Context(), id); errors.Is(err, store.ErrNotFound) {
+		if j, err = st.Job(ctx, id); errors.Is(err, store.ErrNotFound) {
 			return nil, jobHidden(id)
 		} else if err != nil {
 			return nil, err
 		}
 	}
-	if !canSeeJob(r.Context(), &j.JobSummary) {
+	if !canSeeJob(ctx, &j.JobSummary) {
 		return nil, jobHidden(id)
 	}
 	return j.Full(), nil

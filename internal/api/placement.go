@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/netloom/netloom/internal/place"
-	"github.com/netloom/netloom/internal/store"
 )
 
 // servePlacement adds GET /api/v1/jobs/{job}/placement: placement advice
@@ -25,18 +24,9 @@ type placementFile struct {
 }
 
 func (a *attribAPI) placement(r *http.Request) (any, error) {
-	id := r.PathValue("job")
-	var j *store.Job
-	var err error
-	if lj, ok := a.liveJobs()[id]; ok {
-		j = lj.Full()
-	} else if j, err = a.s.opt.Store.Job(r.Context(), id); errors.Is(err, store.ErrNotFound) {
-		return nil, jobHidden(id)
-	} else if err != nil {
+	j, err := visibleJob(r.Context(), a.s.opt.Store, a.liveJobs(), r.PathValue("job"))
+	if err != nil {
 		return nil, err
-	}
-	if !canSeeJob(r.Context(), &j.JobSummary) {
-		return nil, jobHidden(id)
 	}
 	q := r.URL.Query()
 	opt := place.Options{Hostlist: q.Get("nodes"), Seed: 1}
