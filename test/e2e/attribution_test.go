@@ -211,6 +211,14 @@ func TestAttributionWithSlurm(t *testing.T) {
 
 	t.Logf("job %s: %d inter-node bytes over %d directions; job %s: %d over %d", idA, total[idA], len(expect[idA]), idB, total[idB], len(expect[idB]))
 	jobs := map[string]attribJob{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, id := range []string{idA, idB} {
+				j := jobs[id]
+				t.Logf("job %s as last listed: state %q, attribution %+v (want %d bytes)", id, j.State, j.Attribution, total[id])
+			}
+		}
+	})
 	waitAPI(t, d, 60*time.Second, "both agent jobs finished and attributed", func() bool {
 		var list struct{ Jobs []attribJob }
 		if d.get("/api/v1/jobs?limit=100", &list) != 200 {
