@@ -16,9 +16,9 @@
  * (NETLOOM_NODE or SLURMD_NODENAME may name another), so that the names in
  * node rows are the names the other ranks report of themselves.
  *
- * Runs on the helper thread, between MPI_Init and MPI_Finalize (which joins
- * the helper before PMPI_Finalize), while the MPI library's PMIx client is
- * up. */
+ * Runs before each report (helper thread, then MPI_Finalize after joining
+ * it, before PMPI_Finalize), while the MPI library's PMIx client is up,
+ * until the map is known or known not to come. */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -45,9 +45,12 @@ static void map_free(struct nl_nodemap *m)
 	free(m);
 }
 
-/* pmix_map asks PMIx; NULL when it cannot say where every rank is. */
-static struct nl_nodemap *pmix_map(int world)
+/* pmix_map asks PMIx; NULL when it cannot say where every rank is, with
+ * *again set when PMIx is there but did not answer in full (worth asking
+ * at the next report). */
+static struct nl_nodemap *pmix_map(int world, int *again)
 {
+	*again = 0;
 	const char *nspace = getenv("PMIX_NAMESPACE");
 	if (!nspace || !*nspace || strlen(nspace) > 255)
 		return NULL;
@@ -61,6 +64,7 @@ static struct nl_nodemap *pmix_map(int world)
 	char *list = NULL;
 	if (!initialized || !resolve_nodes || !resolve_peers || !initialized())
 		goto out;
+	*again = 1;
 	if (resolve_nodes(nspace, &list) != 0 || !list || !*list)
 		goto out;
 	m = calloc(1, sizeof *m);
@@ -97,6 +101,7 @@ static struct nl_nodemap *pmix_map(int world)
 	}
 	if (placed != world)
 		goto fail;
+	*again = 0;
 	goto out;
 fail:
 	map_free(m);
@@ -109,11 +114,16 @@ out:
 
 void nl_nodemap_load(void)
 {
-	static int tried; /* once: by the helper, else by MPI_Finalize after it */
+	/* Settled once the map is known, or known not to come: before each
+	 * report by the helper, then by MPI_Finalize after it (never both at
+	 * once). A PMIx that answered in part is asked again next time. */
+	static int settled;
 	const char *env = getenv("NETLOOM_NODE_MAP");
-	if (tried++ || (env && strcmp(env, "0") == 0))
+	if (settled || (env && strcmp(env, "0") == 0))
 		return;
-	struct nl_nodemap *m = pmix_map(nl_world_size);
+	int again;
+	struct nl_nodemap *m = pmix_map(nl_world_size, &again);
+	settled = !again;
 	if (!m)
 		return;
 	int self = m->node_of[nl_world_rank_self];

@@ -201,6 +201,7 @@ static void node_rows(struct snapshot *s, const struct nl_nodemap *m, const uint
 static int take(struct snapshot *s, int final, int all_peers)
 {
 	memset(s, 0, sizeof *s);
+	nl_nodemap_load(); /* PMIx is up: take runs before MPI_Finalize's PMPI_Finalize */
 	int n = nl_world_size;
 	double npt = nl_ns_per_tick();
 
@@ -634,7 +635,6 @@ static void add_ns(struct timespec *t, uint64_t ns)
 static void *helper(void *arg)
 {
 	(void)arg;
-	nl_nodemap_load();
 	/* credentials from the start, off the application's thread (resolve
 	 * may ask DNS) */
 	if (resolve() == 0) {
@@ -715,7 +715,6 @@ void nl_report_final(void)
 		pthread_join(nl_agent.helper, NULL);
 		nl_agent.helper_running = 0;
 	}
-	nl_nodemap_load(); /* when there was no helper thread; PMIx is still up */
 	/* a job shorter than munged's first answer: wait for it, briefly */
 	nl_auth_wait_first(500);
 	struct snapshot s;
