@@ -57,9 +57,15 @@ exec "$@"
 `
 
 // fakeSSH stands in for ssh when Open MPI starts its daemons on the
-// rankfile's named nodes: it runs the command here, whatever the host.
+// rankfile's named nodes: it runs the command here, whatever the host,
+// with a temporary directory of the host's own, as a real node has (the
+// daemons, all on this machine, raced making one session directory in
+// /tmp once: "mkdir ... /tmp/ompi.vm.0/jf.N/0: No such file or directory").
 const fakeSSH = `#!/bin/sh
 while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done
+TMPDIR="$(dirname "$0")/tmp-$1"
+export TMPDIR
+mkdir -p "$TMPDIR"
 shift
 exec sh -c "$*"
 `
