@@ -21,9 +21,12 @@ struct nl_region {
 	uint64_t bytes0[NL_NCLASS], msgs0[NL_NCLASS];
 };
 
-/* Open MPI monitoring pvars, read per peer through MPI_T. */
+/* What Open MPI's PML and one-sided components really sent to one peer (its
+ * monitoring's per-peer counts): p2p, collectives as decomposed, one-sided
+ * puts; NL_FETCHED: one-sided data fetched from the peer (the peer sent it). */
+#define NL_FETCHED NL_NCLASS
 struct nl_monitored {
-	uint64_t bytes[NL_NCLASS], msgs[NL_NCLASS];
+	uint64_t bytes[NL_NCLASS + 1], msgs[NL_NCLASS + 1];
 };
 
 /* The node of every rank, from the launcher (launcher.c). */
@@ -50,9 +53,10 @@ struct nl_agent {
 	int peer_limit, top_peers;
 	char output_dir[1024];
 
-	/* monitoring pvars: written by the rank's thread in nl_poll, read by the helper */
-	int mpit_on;
-	struct nl_monitored *monitored; /* world_size entries when mpit_on */
+	/* physical traffic, from Open MPI's monitoring (core.c): added to by the
+	 * ranks' threads, read by the helper; NULL until sized */
+	struct nl_monitored *monitored;
+	int monitored_size;
 
 	/* every rank's node, set once by the helper thread when the launcher tells */
 	struct nl_nodemap *nodemap;
@@ -76,6 +80,7 @@ struct nl_agent {
 extern struct nl_agent nl_agent;
 
 uint64_t nl_mono_ns(void);
+int nl_physical_known(void);
 uint64_t nl_fn_ticks(int f);
 int64_t nl_unix_ns(void);
 double nl_ns_per_tick(void);

@@ -1,5 +1,5 @@
 /* Netloom agent core: start and stop, rank translation caches, collective,
- * one-sided and MPI-IO accounting, regions, Open MPI monitoring pvars. */
+ * one-sided and MPI-IO accounting, regions, Open MPI's monitoring (physical traffic). */
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -893,96 +893,96 @@ const void *nl_fbuf(const void *b)
 	return b;
 }
 
-/* ------------------------------------------------- Open MPI monitoring pvars */
+/* ------------------------------------------------- Open MPI monitoring: what the PML sends */
 
-static const char *const pvar_names[2 * NL_NCLASS] = {
-	"pml_monitoring_messages_count", "pml_monitoring_messages_size",
-	"coll_monitoring_messages_count", "coll_monitoring_messages_size",
-	"osc_monitoring_messages_sent_count", "osc_monitoring_messages_sent_size",
-};
-static MPI_T_pvar_session pvar_session;
-static MPI_T_pvar_handle pvar_handle[2 * NL_NCLASS];
-static int pvar_ok[2 * NL_NCLASS];
-static unsigned long long *pvar_buf;
-static int polling;
+/* With Open MPI's monitoring on (--mca pml_monitoring_enable N), its pml, coll
+ * and osc monitoring components call these two functions of
+ * libmca_common_monitoring for every message the PML sends (collectives as
+ * the library decomposed them: their internal tags are negative) and every
+ * one-sided transfer. They are what Open MPI's own monitoring files are made
+ * of (E, I, S and R lines). The agent, preloaded, defines them first: it
+ * counts each call into the rank's physical per-peer counters, as Open MPI
+ * does (only while its monitoring is started), then calls Open MPI's own.
+ * No MPI_T pvar is touched: starting one turns Open MPI's own output off for
+ * the rest of the run, and the pml ones are gone after MPI_Init in Open MPI
+ * 4.1 (agent/README.md). Hot path: an array index and two atomic adds. */
+enum { OSC_SEND, OSC_RECV }; /* Open MPI's enum mca_monitoring_osc_direction */
+typedef void (*record_pml_fn)(int, size_t, int);
+typedef void (*record_osc_fn)(int, size_t, int);
+static record_pml_fn real_record_pml;
+static record_osc_fn real_record_osc;
+static const int32_t *monitoring_state; /* Open MPI's: 0 while its monitoring is stopped */
+static int physical_off = -1;            /* NETLOOM_PHYSICAL=0; -1 until read */
 
-static void mpit_start(void)
+/* physical_resolve finds Open MPI's functions, at the first call (the
+ * monitoring library is loaded during MPI_Init, after the agent). */
+static void physical_resolve(void)
 {
-	/* With the agent's pvar handles, Open MPI writes none of its own
-	 * monitoring files (pml_monitoring_enable_output): reading the pvars
-	 * by default would take the user's output away, so by default they
-	 * are read only when no output was asked for. */
-	const char *e = getenv("NETLOOM_MPIT");
-	const char *mon = getenv("OMPI_MCA_pml_monitoring_enable");
-	const char *output = getenv("OMPI_MCA_pml_monitoring_enable_output");
-	int want = e ? atoi(e) != 0 : (mon && atoi(mon) != 0 && !(output && atoi(output) != 0));
-	if (!want)
-		return;
-	int prov;
-	if (PMPI_T_init_thread(MPI_THREAD_MULTIPLE, &prov) != MPI_SUCCESS)
-		return;
-	if (PMPI_T_pvar_session_create(&pvar_session) != MPI_SUCCESS) {
-		PMPI_T_finalize();
-		return;
-	}
-	int any = 0;
-	MPI_Comm world = MPI_COMM_WORLD;
-	for (int i = 0; i < 2 * NL_NCLASS; i++) {
-		int idx, count = 0;
-		if (PMPI_T_pvar_get_index(pvar_names[i], MPI_T_PVAR_CLASS_SIZE, &idx) != MPI_SUCCESS)
-			continue;
-		if (PMPI_T_pvar_handle_alloc(pvar_session, idx, &world, &pvar_handle[i], &count) != MPI_SUCCESS)
-			continue;
-		if (count != nl_world_size) {
-			PMPI_T_pvar_handle_free(pvar_session, &pvar_handle[i]);
-			continue;
-		}
-		PMPI_T_pvar_start(pvar_session, pvar_handle[i]); /* continuous pvars refuse: fine */
-		pvar_ok[i] = 1;
-		any = 1;
-	}
-	pvar_buf = calloc((size_t)nl_world_size, sizeof *pvar_buf);
-	nl_agent.monitored = calloc((size_t)nl_world_size, sizeof *nl_agent.monitored);
-	if (!any || !pvar_buf || !nl_agent.monitored) {
-		PMPI_T_pvar_session_free(&pvar_session);
-		PMPI_T_finalize();
-		return;
-	}
-	nl_agent.mpit_on = 1;
+	monitoring_state = dlsym(RTLD_DEFAULT, "mca_common_monitoring_current_state");
+	__atomic_store_n(&real_record_osc, (record_osc_fn)dlsym(RTLD_NEXT, "mca_common_monitoring_record_osc"), __ATOMIC_RELEASE);
+	__atomic_store_n(&real_record_pml, (record_pml_fn)dlsym(RTLD_NEXT, "mca_common_monitoring_record_pml"), __ATOMIC_RELEASE);
+	const char *e = getenv("NETLOOM_PHYSICAL");
+	__atomic_store_n(&physical_off, e && *e && atoi(e) == 0, __ATOMIC_RELEASE);
 }
 
-/* nl_poll reads the pvars. It runs on the rank's own thread, from a wrapper,
- * at most once per interval (when the helper thread asked for it). */
-void nl_poll(void)
+/* physical_alloc gives the physical counters their rows: at MPI_Init's
+ * entry when the launcher tells the world's size (Open MPI's mpirun does),
+ * so that what the PML sends during MPI_Init is counted as Open MPI counts
+ * it, else once MPI_Init has returned. */
+static void physical_alloc(int size)
 {
-	if (!(__atomic_fetch_and(&nl_slow, ~NL_SLOW_POLL, __ATOMIC_RELAXED) & NL_SLOW_POLL))
+	if (size <= 0 || nl_agent.monitored)
 		return;
-	if (!nl_agent.mpit_on || __atomic_exchange_n(&polling, 1, __ATOMIC_ACQUIRE))
+	struct nl_monitored *m = calloc((size_t)size, sizeof *m);
+	if (!m)
 		return;
-	for (int i = 0; i < 2 * NL_NCLASS; i++) {
-		if (!pvar_ok[i] || PMPI_T_pvar_read(pvar_session, pvar_handle[i], pvar_buf) != MPI_SUCCESS)
-			continue;
-		for (int p = 0; p < nl_world_size; p++) {
-			uint64_t *dst = (i & 1) ? &nl_agent.monitored[p].bytes[i / 2] : &nl_agent.monitored[p].msgs[i / 2];
-			__atomic_store_n(dst, (uint64_t)pvar_buf[p], __ATOMIC_RELAXED);
-		}
-	}
-	__atomic_store_n(&polling, 0, __ATOMIC_RELEASE);
+	nl_agent.monitored_size = size;
+	__atomic_store_n(&nl_agent.monitored, m, __ATOMIC_RELEASE);
 }
 
-static void mpit_stop(void)
+/* nl_physical_known: Open MPI's monitoring reports to the agent, so every
+ * peer row carries what the library really sent (zeros included). */
+int nl_physical_known(void)
 {
-	if (!nl_agent.mpit_on)
+	return __atomic_load_n(&real_record_pml, __ATOMIC_ACQUIRE) && monitoring_state && !physical_off;
+}
+
+NL_INLINE void physical_add(int rank, size_t bytes, int class)
+{
+	struct nl_monitored *m = __atomic_load_n(&nl_agent.monitored, __ATOMIC_ACQUIRE);
+	if (!m || rank < 0 || rank >= nl_agent.monitored_size || !monitoring_state ||
+	    !__atomic_load_n(monitoring_state, __ATOMIC_RELAXED) || physical_off)
 		return;
-	for (int i = 0; i < 2 * NL_NCLASS; i++)
-		if (pvar_ok[i]) {
-			PMPI_T_pvar_stop(pvar_session, pvar_handle[i]);
-			PMPI_T_pvar_handle_free(pvar_session, &pvar_handle[i]);
-			pvar_ok[i] = 0;
-		}
-	PMPI_T_pvar_session_free(&pvar_session);
-	PMPI_T_finalize();
-	nl_agent.mpit_on = 0; /* nl_agent.monitored keeps the last values for the final report */
+	__atomic_fetch_add(&m[rank].bytes[class], (uint64_t)bytes, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&m[rank].msgs[class], 1, __ATOMIC_RELAXED);
+}
+
+void mca_common_monitoring_record_pml(int world_rank, size_t data_size, int tag)
+{
+	record_pml_fn real = __atomic_load_n(&real_record_pml, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(!real, 0)) {
+		physical_resolve();
+		if (!(real = real_record_pml))
+			return;
+	}
+	physical_add(world_rank, data_size, tag < 0 ? NL_COLL : NL_P2P);
+	real(world_rank, data_size, tag);
+}
+
+void mca_common_monitoring_record_osc(int world_rank, size_t data_size, int direction)
+{
+	record_osc_fn real = __atomic_load_n(&real_record_osc, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(!real, 0)) {
+		physical_resolve();
+		if (!(real = real_record_osc))
+			return;
+	}
+	/* a put or accumulate: this rank's adapter sends; a get: the target's sends to it */
+	if (direction == OSC_SEND)
+		physical_add(world_rank, data_size, NL_RMA);
+	else
+		physical_add(world_rank, data_size, NL_FETCHED);
+	real(world_rank, data_size, direction);
 }
 
 /* ------------------------------------------------- regions */
@@ -1179,6 +1179,7 @@ void nl_init_begin(void)
 		return;
 	nl_agent.wall_start_mono_ns = nl_mono_ns();
 	nl_agent.start_unix_ns = nl_unix_ns();
+	physical_alloc(env_count("OMPI_COMM_WORLD_SIZE", 0));
 }
 
 void nl_start_agent(void)
@@ -1239,7 +1240,7 @@ void nl_start_agent(void)
 		abort();
 	}
 	memset(peers, 0, sizeof(struct nl_peer) * (size_t)nl_world_size);
-	mpit_start();
+	physical_alloc(nl_world_size);
 	__atomic_store_n(&nl_peers, peers, __ATOMIC_RELEASE);
 	__atomic_fetch_and(&nl_slow, ~NL_SLOW_INIT, __ATOMIC_RELEASE); /* the wrappers' fast path may read nl_peers now */
 	nl_report_start();
@@ -1250,9 +1251,6 @@ void nl_stop_agent(void)
 	if (!nl_agent.started || nl_agent.stopped)
 		return;
 	nl_agent.stopped = 1;
-	__atomic_fetch_or(&nl_slow, NL_SLOW_POLL, __ATOMIC_RELAXED);
-	nl_poll();
-	mpit_stop();
 	pthread_mutex_lock(&nl_agent.region_lock);
 	for (int i = 0; i < nl_agent.nregions; i++) /* close regions left open */
 		while (nl_agent.regions[i].depth > 0)

@@ -64,7 +64,6 @@ extern int nl_waits;              /* NETLOOM_WAITS: a barrier before each blocki
 extern int nl_mt;                 /* MPI_THREAD_MULTIPLE: use atomic read-modify-write (set once at init) */
 /* nl_slow: nonzero sends every wrapper down its full path (the fast path
  * below is for the single-threaded steady state only). Bits: */
-#define NL_SLOW_POLL 1u /* set by the helper thread: read the MPI_T pvars */
 #define NL_SLOW_MT 2u   /* MPI_THREAD_MULTIPLE (set once at init) */
 #define NL_SLOW_INIT 4u /* before the agent started (cleared once nl_peers is set) */
 extern unsigned nl_slow;
@@ -105,7 +104,6 @@ NL_INLINE void nl_add(uint64_t *p, uint64_t v)
 	nl_addm(nl_mt, p, v);
 }
 
-void nl_poll(void);
 void nl_wait_before(int f, MPI_Comm comm);
 void nl_fn_timed(int f, uint64_t call, uint64_t ticks);
 uint64_t nl_type_size_slow(MPI_Datatype t);
@@ -128,16 +126,9 @@ NL_INLINE int nl_untimed(int f)
 	return nl_ld(&nl_fns[f].calls) < nl_ld(&nl_fns[f].next);
 }
 
-NL_INLINE int nl_poll_due(void)
-{
-	return __atomic_load_n(&nl_slow, __ATOMIC_RELAXED) & NL_SLOW_POLL;
-}
-
 NL_INLINE void nl_fn_count(int f)
 {
 	nl_addm(nl_mt, &nl_fns[f].calls, 1);
-	if (__builtin_expect(nl_poll_due(), 0))
-		nl_poll();
 }
 
 NL_INLINE void nl_fn_done(int f, uint64_t t0)
@@ -153,8 +144,6 @@ NL_INLINE void nl_fn_done(int f, uint64_t t0)
 	}
 	if (__builtin_expect(t0 != 0, 0))
 		nl_fn_timed(f, c, t1 - t0);
-	if (__builtin_expect(nl_poll_due(), 0))
-		nl_poll();
 }
 
 NL_INLINE unsigned nl_thash(uintptr_t k)
@@ -237,7 +226,7 @@ NL_INLINE void nl_recvd(int f, int count, MPI_Datatype t, int source)
  * everything (nl_fast, then nl_p2p_ok / nl_recvd_ok, which write nothing), then
  * counts (nl_fast_count, nl_p2p_do, nl_recvd_do) and tail-calls PMPI_X; if a
  * check fails it tail-calls its full path (the timed call, the first use of a
- * communicator or datatype, MPI_T polls, atomic counts), which does the same
+ * communicator or datatype, atomic counts), which does the same
  * accounting as before. No call on the fast path, so it sets up no frame and
  * saves few registers, if any. With one writer (nl_slow == 0), the counts are
  * plain adds (nl_add1, as nl_addm(0, ...)). */

@@ -99,7 +99,7 @@ struct snapshot {
 	Traffic *rtraffic; /* 3 per region */
 	PeerTraffic *peers;
 	PeerTraffic **peerp;
-	Traffic *ptraffic; /* 6 per peer */
+	Traffic *ptraffic; /* 7 per peer */
 	NodeTraffic *nodes;
 	NodeTraffic **nodep;
 	Traffic *ntraffic; /* 3 per node */
@@ -112,14 +112,20 @@ static uint64_t ld(const uint64_t *p)
 	return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
-static Traffic *traffic(Traffic *t, uint64_t bytes, uint64_t msgs)
+/* traffic0 is traffic, zeros included. */
+static Traffic *traffic0(Traffic *t, uint64_t bytes, uint64_t msgs)
 {
-	if (!bytes && !msgs)
-		return NULL;
 	netloom__agent__v1__traffic__init(t);
 	t->bytes = bytes;
 	t->msgs = msgs;
 	return t;
+}
+
+static Traffic *traffic(Traffic *t, uint64_t bytes, uint64_t msgs)
+{
+	if (!bytes && !msgs)
+		return NULL;
+	return traffic0(t, bytes, msgs);
 }
 
 static const uint64_t *sort_bytes; /* only the helper or finalize sorts, never both at once */
@@ -216,7 +222,7 @@ static int take(struct snapshot *s, int final, int all_peers)
 	s->rtraffic = calloc(NL_MAX_REGIONS * 3, sizeof(Traffic));
 	s->peers = calloc((size_t)n, sizeof *s->peers);
 	s->peerp = calloc((size_t)n, sizeof *s->peerp);
-	s->ptraffic = calloc((size_t)n * 6, sizeof(Traffic));
+	s->ptraffic = calloc((size_t)n * 7, sizeof(Traffic));
 	s->hist = calloc((size_t)n * NL_NBINS, sizeof(uint64_t));
 	struct nl_region *regs = calloc(NL_MAX_REGIONS, sizeof *regs);
 	if (!pb || !tot || !order || !s->fns || !s->fnp || !s->regions || !s->regionp || !s->rtraffic ||
@@ -241,7 +247,10 @@ static int take(struct snapshot *s, int final, int all_peers)
 	d->start_unix_ns = nl_agent.start_unix_ns;
 	d->interval_ns = (uint64_t)(nl_agent.interval_s * 1e9);
 
-	int active = 0; /* peers with traffic */
+	int active = 0; /* peers with traffic, as the application asked or as the library sent */
+	const struct nl_monitored *mon = __atomic_load_n(&nl_agent.monitored, __ATOMIC_ACQUIRE);
+	int phys = mon && nl_physical_known();
+	int nmon = phys ? nl_agent.monitored_size : 0;
 	for (int i = 0; i < n; i++) {
 		uint64_t *row = &pb[(size_t)i * 2 * NL_NCLASS];
 		uint64_t msgs = 0;
@@ -251,6 +260,8 @@ static int take(struct snapshot *s, int final, int all_peers)
 			tot[i] += row[c];
 			msgs += row[NL_NCLASS + c];
 		}
+		for (int c = 0; i < nmon && c <= NL_FETCHED; c++)
+			msgs += ld(&mon[i].msgs[c]);
 		active += tot[i] || msgs;
 		order[i] = i;
 	}
@@ -336,31 +347,33 @@ static int take(struct snapshot *s, int final, int all_peers)
 		limit = nl_agent.top_peers < n ? nl_agent.top_peers : n;
 		s->truncated = 1;
 	}
-	const struct nl_monitored *mon = __atomic_load_n(&nl_agent.monitored, __ATOMIC_ACQUIRE);
 	for (int j = 0; j < limit; j++) {
 		int i = order[j];
 		uint64_t *row = &pb[(size_t)i * 2 * NL_NCLASS];
 		struct nl_monitored m = {{0}, {0}};
-		if (mon)
-			for (int c = 0; c < NL_NCLASS; c++) {
-				m.bytes[c] = ld(&mon[i].bytes[c]);
-				m.msgs[c] = ld(&mon[i].msgs[c]);
-			}
 		int any = 0;
+		for (int c = 0; i < nmon && c <= NL_FETCHED; c++) {
+			m.bytes[c] = ld(&mon[i].bytes[c]);
+			m.msgs[c] = ld(&mon[i].msgs[c]);
+			any |= m.bytes[c] || m.msgs[c];
+		}
 		for (int c = 0; c < NL_NCLASS; c++)
-			any |= row[c] || row[NL_NCLASS + c] || m.bytes[c] || m.msgs[c];
+			any |= row[c] || row[NL_NCLASS + c];
 		if (!any)
 			continue;
 		PeerTraffic *pt = &s->peers[s->npeers];
-		Traffic *tr = &s->ptraffic[(size_t)6 * s->npeers];
+		Traffic *tr = &s->ptraffic[(size_t)7 * s->npeers];
 		netloom__agent__v1__peer_traffic__init(pt);
 		pt->peer = (uint32_t)i;
 		pt->p2p = traffic(&tr[0], row[NL_P2P], row[NL_NCLASS + NL_P2P]);
 		pt->coll = traffic(&tr[1], row[NL_COLL], row[NL_NCLASS + NL_COLL]);
 		pt->rma = traffic(&tr[2], row[NL_RMA], row[NL_NCLASS + NL_RMA]);
-		pt->monitored_p2p = traffic(&tr[3], m.bytes[NL_P2P], m.msgs[NL_P2P]);
+		/* every row of a rank whose library tells what it sent carries
+		 * it, zeros too: the daemon then knows the rank's rows are physical */
+		pt->monitored_p2p = phys ? traffic0(&tr[3], m.bytes[NL_P2P], m.msgs[NL_P2P]) : NULL;
 		pt->monitored_coll = traffic(&tr[4], m.bytes[NL_COLL], m.msgs[NL_COLL]);
 		pt->monitored_rma = traffic(&tr[5], m.bytes[NL_RMA], m.msgs[NL_RMA]);
+		pt->monitored_fetched = traffic(&tr[6], m.bytes[NL_FETCHED], m.msgs[NL_FETCHED]);
 		const uint64_t *h = __atomic_load_n(&nl_peers[i].hist, __ATOMIC_ACQUIRE);
 		if (h) {
 			uint64_t *dst = &s->hist[(size_t)NL_NBINS * s->npeers];
@@ -675,7 +688,6 @@ static void *helper(void *arg)
 			send_snapshot(&s);
 			take_free(&s);
 		}
-		__atomic_fetch_or(&nl_slow, NL_SLOW_POLL, __ATOMIC_RELAXED); /* ask the rank to read the MPI_T pvars before the next one */
 		pthread_mutex_lock(&nl_agent.lock);
 		add_ns(&next, (uint64_t)(nl_agent.interval_s * 1e9));
 	}
@@ -693,7 +705,6 @@ void nl_report_start(void)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&nl_agent.wake, &ca);
 	pthread_condattr_destroy(&ca);
-	__atomic_fetch_or(&nl_slow, NL_SLOW_POLL, __ATOMIC_RELAXED);
 
 	/* the helper takes no signal meant for the application */
 	sigset_t all, old;

@@ -30,7 +30,13 @@ The ranks get LD_PRELOAD and the agent's NETLOOM_* settings: with Open MPI
 through "-x LD_PRELOAD=... -x NETLOOM_...", with MPICH through
 "-genv LD_PRELOAD ..." (Hydra passes the rest of the environment), with
 srun through --export=ALL,LD_PRELOAD=.... The launcher itself is not
-preloaded.`,
+preloaded.
+
+Under Open MPI, netloom run turns Open MPI's monitoring on
+(OMPI_MCA_pml_monitoring_enable=1, no output files) unless the environment
+sets it: the agent then also counts what the library really sends to each
+peer, collectives as decomposed, and the daemon puts those bytes on the
+links (traffic_model physical). --logical leaves it off.`,
 		Example: `  netloom run --daemon mgmt:8467 -- mpirun -np 64 ./app
   netloom run --output /tmp/prof -- mpiexec.mpich -n 4 ./app && netloom report /tmp/prof`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -65,6 +71,7 @@ preloaded.`,
 	f.StringVar(&o.Output, "output", "", "write an offline profile per rank to `DIR`/JOB/rank-N.pb at MPI_Finalize")
 	f.DurationVar(&o.Interval, "interval", 0, "snapshot `interval` of the agent (default 5s)")
 	f.BoolVar(&o.Waits, "waits", false, "time the wait for the last rank before each blocking collective apart (a barrier before it: agent/README.md, \"Wait states\")")
+	f.BoolVar(&o.Logical, "logical", false, "under Open MPI, leave its monitoring off: the agent then counts the application's calls only, not the messages the library sends for them (agent/README.md, \"Physical traffic\")")
 	enumFlag(c, &o.MPI, "mpi", "auto", "MPI `flavour`: ompi, mpich or auto", "ompi", "mpich", "auto")
 	f.StringVar(&o.Lib, "lib", "", "agent library `path` (default: found as above)")
 	f.StringVar(&o.JobID, "job-id", "", "job `id` (default: the scheduler's, else one generated)")

@@ -9,7 +9,8 @@ import (
 )
 
 // JobCounter turns a job's cumulative per-node traffic, as the agents
-// report it (each rank's bytes to every node), into the node-to-node bytes
+// report it (each rank's bytes to every node; what its MPI library really
+// sent to each peer where known: store.Process.Physical), into the node-to-node bytes
 // of each interval. It keeps the previous cumulative matrix: 8 bytes per
 // pair of the job's nodes. Owned by one goroutine.
 type JobCounter struct {
@@ -94,9 +95,26 @@ func (c *JobCounter) Next(j *store.Job, lid func(name string) (fabric.LID, bool)
 	}
 	cur := scratch[:n*n]
 	clear(cur)
+	var nodeOfRank []int32 // for physical rows, made when one is met
 	for i := range j.Processes {
+		p := &j.Processes[i]
 		src, m := int(srcs[i]), maps[i]
-		rows := j.Processes[i].ToNodes.Cursor()
+		if p.Physical() {
+			if nodeOfRank == nil {
+				nodeOfRank = ranksToNodes(j, srcs)
+			}
+			for peer, t := range p.Peers.Physical() {
+				if peer < 0 || peer >= len(nodeOfRank) || nodeOfRank[peer] < 0 {
+					continue // a peer not heard from yet: its bytes show once it is
+				}
+				if dst := int(nodeOfRank[peer]); dst != src {
+					cur[dst*n+src] += t.Total().Bytes
+					cur[src*n+dst] += t.Fetched.Bytes // a get: the peer's adapter sent it
+				}
+			}
+			continue
+		}
+		rows := p.ToNodes.Cursor()
 		for k, t, ok := rows.NextIndex(); ok; k, t, ok = rows.NextIndex() {
 			if dst := int(m[k]); dst != src {
 				cur[dst*n+src] += t.P2P.Bytes + t.Coll.Bytes + t.RMA.Bytes
@@ -160,6 +178,25 @@ func (c *JobCounter) Next(j *store.Job, lid func(name string) (fabric.LID, bool)
 	}
 	iv.Matrix = Matrix{LIDs: out, Bytes: cur[:m*m]}
 	return iv, scratch
+}
+
+// ranksToNodes maps each world rank of j to the counter's index of its
+// node (srcs, per process), -1 for ranks not heard from.
+func ranksToNodes(j *store.Job, srcs []int32) []int32 {
+	size := j.Ranks
+	for i := range j.Processes {
+		size = max(size, j.Processes[i].Rank+1)
+	}
+	out := make([]int32, size)
+	for i := range out {
+		out[i] = -1
+	}
+	for i := range j.Processes {
+		if r := j.Processes[i].Rank; r >= 0 {
+			out[r] = srcs[i]
+		}
+	}
+	return out
 }
 
 // Nodes is the number of nodes the counter has seen.

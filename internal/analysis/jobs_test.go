@@ -95,3 +95,42 @@ func TestJobCounterSharedTableGrows(t *testing.T) {
 		t.Fatalf("second interval: %v, want map[a>c:100]", got)
 	}
 }
+
+// A rank whose peer rows carry what its library sent (monitored counts)
+// is attributed from them, gets in the direction their data flows; a rank
+// without them, or whose rows were cut to its top peers, from its node
+// rows (the application's calls).
+func TestJobCounterPhysical(t *testing.T) {
+	logical := store.NewNodeRows([]store.NodeTraffic{{Node: "b", Classes: store.Classes{Coll: store.Traffic{Bytes: 1000}}}})
+	phys := func(peer int, sent, fetched uint64) store.PeerTraffic {
+		return store.PeerTraffic{Peer: peer, Classes: store.Classes{Coll: store.Traffic{Bytes: 1000}},
+			Monitored: &store.Physical{Classes: store.Classes{Coll: store.Traffic{Bytes: sent}}, Fetched: store.Traffic{Bytes: fetched}}}
+	}
+	j := &store.Job{JobSummary: store.JobSummary{Ranks: 4}, Processes: []store.Process{
+		// rank 0 on a: physically 300 to rank 2 (on b), 7 fetched from rank 3 (on b), 50 to rank 1 (a)
+		{Rank: 0, Node: "a", ToNodes: logical, Peers: store.NewPeerRows([]store.PeerTraffic{phys(1, 50, 0), phys(2, 300, 0), phys(3, 0, 7)})},
+		// rank 1 on a: no monitored counts: its node rows, 1000 to b
+		{Rank: 1, Node: "a", ToNodes: logical, Peers: store.NewPeerRows([]store.PeerTraffic{{Peer: 2, Classes: store.Classes{Coll: store.Traffic{Bytes: 1000}}}})},
+		// rank 2 on b: physical, but its rows are its top peers only: node rows (none)
+		{Rank: 2, Node: "b", Peers: store.NewPeerRows([]store.PeerTraffic{phys(0, 9999, 0)}), PeersTruncated: true},
+		// rank 3 on b: physical, 20 to rank 1, and to rank 5, never heard from
+		{Rank: 3, Node: "b", Peers: store.NewPeerRows([]store.PeerTraffic{phys(1, 20, 0), phys(5, 4000, 0)})},
+	}}
+	if !j.Processes[0].Physical() || j.Processes[1].Physical() || j.Processes[2].Physical() || !j.Processes[3].Physical() {
+		t.Fatalf("Physical: %v %v %v %v", j.Processes[0].Physical(), j.Processes[1].Physical(), j.Processes[2].Physical(), j.Processes[3].Physical())
+	}
+	lids := map[string]fabric.LID{"a": 1, "b": 2}
+	iv, _ := NewJobCounter().Next(j, func(n string) (fabric.LID, bool) { l, ok := lids[n]; return l, ok }, nil)
+	got := map[string]uint64{}
+	n := len(iv.Names)
+	for d := range n {
+		for s := range n {
+			if b := iv.Matrix.Bytes[d*n+s]; b > 0 {
+				got[iv.Names[s]+">"+iv.Names[d]] = b
+			}
+		}
+	}
+	if want := map[string]uint64{"a>b": 300 + 1000, "b>a": 7 + 20}; fmt.Sprint(got) != fmt.Sprint(want) || iv.Bytes != 1327 {
+		t.Errorf("matrix %v (%d bytes), want %v", got, iv.Bytes, want)
+	}
+}

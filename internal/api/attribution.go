@@ -352,7 +352,7 @@ func (a *attribAPI) jobLinks(r *http.Request) (any, error) {
 		}
 	}
 	return map[string]any{"job": js.ID, "from": from, "to": to, "seconds": to.Sub(from).Seconds(),
-		"attribution": js.Attribution, "traffic_source": js.TrafficSource, "links": links}, nil
+		"attribution": js.Attribution, "traffic_source": js.TrafficSource, "traffic_model": js.TrafficModel, "links": links}, nil
 }
 
 // pairJSON is one rank (or node) pair whose traffic crosses a direction.
@@ -697,7 +697,7 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 		}
 		return cmp.Compare(x.Job, y.Job)
 	})
-	res := map[string]any{"job": js.ID, "from": from, "to": to, "traffic_source": js.TrafficSource,
+	res := map[string]any{"job": js.ID, "from": from, "to": to, "traffic_source": js.TrafficSource, "traffic_model": js.TrafficModel,
 		"attribution": js.Attribution, "links": out, "sharing_jobs": sharing}
 	if !js.Agent {
 		res["host_links"], err = a.hostLinks(r.Context(), v, js, from, to)

@@ -42,6 +42,7 @@ func Summarize(j *store.Job) {
 // plain memory.
 type rankSum struct {
 	final, truncated     bool
+	physical             bool  // its traffic as the library sent it (store.Process.Physical)
 	node                 int32 // the rank's node, as an index among the job's
 	start, time          int64 // of the run and the snapshot, Unix ns
 	cpu, mpi, wall       float64
@@ -52,7 +53,7 @@ type rankSum struct {
 }
 
 func sumOf(p *store.Process, sent store.Classes, node int32) rankSum {
-	return rankSum{final: p.Final, truncated: p.PeersTruncated, node: node, start: p.Start.UnixNano(), time: p.Time.UnixNano(),
+	return rankSum{final: p.Final, truncated: p.PeersTruncated, physical: p.Physical(), node: node, start: p.Start.UnixNano(), time: p.Time.UnixNano(),
 		cpu: p.CPUUser + p.CPUSystem, mpi: p.MPI, wall: p.Wall,
 		rss: p.VmRSS, hwm: p.VmHWM, drops: p.AgentDrops, ior: p.IORead, iow: p.IOWrite, mpir: p.MPIIORead, mpiw: p.MPIIOWrite,
 		sent: sent, intra: p.IntraNode, inter: p.InterNode}
@@ -73,6 +74,7 @@ type chunkSum struct {
 	traffic                         store.Classes
 	intra, inter                    store.Traffic
 	truncated                       bool
+	physical                        int // ranks whose traffic is physical
 }
 
 func sumChunk(sums []rankSum) chunkSum {
@@ -82,6 +84,9 @@ func sumChunk(sums []rankSum) chunkSum {
 		r := chunkSum{reporting: 1, start: p.start, updated: p.time, cpu: p.cpu, mpi: p.mpi,
 			mem: p.rss, peak: p.hwm, ior: p.ior, iow: p.iow, mpir: p.mpir, mpiw: p.mpiw, drops: p.drops,
 			traffic: p.sent, intra: p.intra, inter: p.inter, truncated: p.truncated}
+		if p.physical {
+			r.physical = 1
+		}
 		if p.final {
 			r.finalized = 1
 		}
@@ -116,6 +121,7 @@ func (c *chunkSum) add(o *chunkSum) {
 	c.inter = c.inter.Add(o.inter)
 	c.drops += o.drops
 	c.truncated = c.truncated || o.truncated
+	c.physical += o.physical
 }
 
 // summarizeChunks fills s from its ranks' chunk sums and processes, in
@@ -147,6 +153,12 @@ func summarizeChunks(s *store.JobSummary, chunks []chunkSum, procs []*store.Proc
 	s.IORead, s.IOWrite, s.MPIIORead, s.MPIIOWrite = t.ior, t.iow, t.mpir, t.mpiw
 	s.Traffic, s.IntraNode, s.InterNode = t.traffic, t.intra, t.inter
 	s.AgentDrops, s.PeersCapped = t.drops, t.truncated
+	switch {
+	case t.physical > 0:
+		s.TrafficModel = store.TrafficPhysical
+	case t.reporting > 0:
+		s.TrafficModel = store.TrafficLogical
+	}
 	cpuPct, mpiPct := t.cpuPct, t.mpiPct
 	if s.Reporting > 0 {
 		cpuPct /= float64(s.Reporting)

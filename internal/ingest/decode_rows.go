@@ -109,9 +109,10 @@ func FromProto(m *agentpb.Datagram) *Datagram {
 		var p peerRows
 		for _, x := range m.Peers {
 			p.hist = append(p.hist, x.SizeHistogram...)
-			var mon *store.Classes
-			if x.MonitoredP2P != nil || x.MonitoredColl != nil || x.MonitoredRma != nil {
-				mon = &store.Classes{P2P: traffic(x.MonitoredP2P), Coll: traffic(x.MonitoredColl), RMA: traffic(x.MonitoredRma)}
+			var mon *store.Physical
+			if x.MonitoredP2P != nil || x.MonitoredColl != nil || x.MonitoredRma != nil || x.MonitoredFetched != nil {
+				mon = &store.Physical{Classes: store.Classes{P2P: traffic(x.MonitoredP2P), Coll: traffic(x.MonitoredColl), RMA: traffic(x.MonitoredRma)},
+					Fetched: traffic(x.MonitoredFetched)}
 			}
 			p.end(store.PeerTraffic{Peer: int(x.Peer), Classes: store.Classes{P2P: traffic(x.P2P), Coll: traffic(x.Coll), RMA: traffic(x.Rma)}}, mon)
 		}
@@ -265,6 +266,7 @@ const (
 	fieldPeerP2P       protowire.Number = 2 // then coll 3, rma 4
 	fieldPeerHistogram protowire.Number = 5
 	fieldPeerMonitored protowire.Number = 6 // then coll 7, rma 8
+	fieldPeerFetched   protowire.Number = 9
 )
 
 // peerRows collects a datagram's peer rows while it is decoded, with
@@ -273,7 +275,7 @@ const (
 // packs them.
 type peerRows struct {
 	peers []store.PeerTraffic // without their histograms and monitored counters
-	mon   []store.Classes
+	mon   []store.Physical
 	hist  []uint64
 	ends  []int
 	mons  []int
@@ -337,7 +339,7 @@ func (p *peerRows) pack() packedPeers {
 func (p *peerRows) decode(row []byte) error {
 	var (
 		pt        store.PeerTraffic
-		mon       store.Classes
+		mon       store.Physical
 		monitored bool
 	)
 	for off := 0; off < len(row); {
@@ -361,9 +363,18 @@ func (p *peerRows) decode(row []byte) error {
 			off = next
 			c, class := &pt.Classes, num-fieldPeerP2P
 			if num >= fieldPeerMonitored {
-				c, class, monitored = &mon, num-fieldPeerMonitored, true
+				c, class, monitored = &mon.Classes, num-fieldPeerMonitored, true
 			}
 			if err := decodeClass(v, c, class); err != nil {
+				return err
+			}
+		case num == fieldPeerFetched && typ == protowire.BytesType:
+			v, next := bytesAt(row, at)
+			if next < 0 {
+				return errMalformed
+			}
+			off, monitored = next, true
+			if err := decodeTraffic(v, &mon.Fetched); err != nil {
 				return err
 			}
 		case num == fieldPeerHistogram && typ == protowire.VarintType:
@@ -403,7 +414,7 @@ func (p *peerRows) decode(row []byte) error {
 
 // end adds a row whose histogram's bins were appended to p.hist since the
 // last row, with its monitored counters if any.
-func (p *peerRows) end(pt store.PeerTraffic, mon *store.Classes) {
+func (p *peerRows) end(pt store.PeerTraffic, mon *store.Physical) {
 	m := -1
 	if mon != nil {
 		m = len(p.mon)

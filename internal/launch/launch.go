@@ -33,7 +33,11 @@ type Options struct {
 	Lib      string        // the agent library (default: found by FindLibrary)
 	JobID    string        // NETLOOM_JOB_ID (default: generated unless the scheduler has one)
 	Waits    bool          // NETLOOM_WAITS=1: the wait before each blocking collective, timed apart
-	Env      []string      // the environment (default os.Environ())
+	// Logical leaves Open MPI's monitoring as the user set it: without it
+	// on, the agent knows only the application's calls, not the messages
+	// the library sent (TrafficModel).
+	Logical bool
+	Env     []string // the environment (default os.Environ())
 }
 
 // Plan is the command to run and what was decided.
@@ -94,6 +98,13 @@ func Prepare(ctx context.Context, opt Options, argv []string) (*Plan, error) {
 	}
 	if opt.Waits {
 		set["NETLOOM_WAITS"] = "1"
+	}
+	// Under Open MPI the agent learns what the library really sends
+	// (collectives as decomposed) from Open MPI's monitoring: turn it on,
+	// without its output, unless the user set it (agent/README.md,
+	// "Physical traffic"). MPICH has no equivalent.
+	if mpi == OpenMPI && !opt.Logical && getenv(env, "OMPI_MCA_pml_monitoring_enable") == "" {
+		set["OMPI_MCA_pml_monitoring_enable"] = "1"
 	}
 	if opt.Interval > 0 {
 		set["NETLOOM_INTERVAL"] = strconv.FormatFloat(opt.Interval.Seconds(), 'f', -1, 64)

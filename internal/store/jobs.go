@@ -113,6 +113,9 @@ type JobSummary struct {
 	InterNode   Traffic `json:"inter_node"`
 	AgentDrops  uint64  `json:"agent_datagrams_dropped"`
 	PeersCapped bool    `json:"peers_truncated"` // some rank sent only its top peers
+	// TrafficModel is TrafficPhysical when the ranks' MPI library told
+	// what it really sent, else TrafficLogical.
+	TrafficModel string `json:"traffic_model,omitempty"`
 
 	// Scheduler is the batch scheduler's view of the job (nil: it does
 	// not know the job). Agent is whether MPI agents reported it, and
@@ -174,6 +177,20 @@ func (p *Process) Sent() Classes {
 	return c
 }
 
+// Physical says whether the rank's traffic to each node can be taken from
+// what its MPI library really sent (the monitored counts of its peer
+// rows), rather than from the application's calls (its node rows): it
+// has rows for every peer it sent to, and they carry monitored counts
+// (the agent gives them to every row of a rank whose library tells).
+func (p *Process) Physical() bool {
+	if p.PeersTruncated {
+		return false
+	}
+	c := p.Peers.Cursor()
+	_, _, _, has, _ := c.Next(nil, nil)
+	return has
+}
+
 // Function is the use of one MPI function by one rank.
 type Function struct {
 	Name          string `json:"name"`
@@ -209,9 +226,30 @@ type PeerTraffic struct {
 	// Histogram counts point-to-point messages by size: bin i holds sizes
 	// s with 2^(i-1) <= s < 2^i, bin 0 empty messages.
 	Histogram []uint64 `json:"size_histogram,omitempty"`
-	// Monitored is Open MPI's monitoring components' count, when enabled.
-	Monitored *Classes `json:"monitored,omitempty"`
+	// Monitored is what the MPI library really sent the peer, from Open
+	// MPI's monitoring when it is on (nil: not known).
+	Monitored *Physical `json:"monitored,omitempty"`
 }
+
+// Physical is a rank's traffic with one peer as its MPI library carried
+// it: point-to-point messages (P2P), the messages collectives were
+// decomposed into (Coll) and one-sided puts and accumulates (RMA), all
+// sent by the rank to the peer; Fetched is one-sided data the rank got
+// from the peer, which the peer's adapter sent.
+type Physical struct {
+	Classes
+	Fetched Traffic `json:"fetched"`
+}
+
+// TrafficModel values: where a job's link attribution comes from.
+const (
+	// TrafficPhysical: the messages the MPI library sent (Open MPI's
+	// monitoring), collectives as decomposed.
+	TrafficPhysical = "physical"
+	// TrafficLogical: the application's calls, a collective counted as
+	// its root sending to every rank (MPInside's view).
+	TrafficLogical = "logical"
+)
 
 // Job is a summary with its processes, ordered by rank.
 type Job struct {

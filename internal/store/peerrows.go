@@ -14,7 +14,9 @@ import (
 // PeerTraffic takes 88 bytes and holds pointers: at ten times Stampede's
 // load the ranks' peer rows were a gigabyte of the daemon's heap, and
 // most of what each garbage collection had to scan. The process codec
-// stores these bytes as they are. PeerRows is immutable; its zero value
+// stores these bytes as they are. The byte after the bins is 2 when the
+// monitored counters carry fetched one-sided data too (its bytes and
+// messages follow them as uvarints). PeerRows is immutable; its zero value
 // has no rows. It encodes to JSON as a list of PeerTraffic.
 type PeerRows struct {
 	b []byte
@@ -30,10 +32,15 @@ func AppendPeer(dst []byte, last int, x *PeerTraffic) []byte {
 	for _, v := range x.Histogram {
 		dst = binary.AppendUvarint(dst, v)
 	}
-	if x.Monitored == nil {
+	m := x.Monitored
+	switch {
+	case m == nil:
 		return append(dst, 0)
+	case m.Fetched == (Traffic{}):
+		return AppendClasses(append(dst, 1), &m.Classes)
 	}
-	return AppendClasses(append(dst, 1), x.Monitored)
+	dst = AppendClasses(append(dst, 2), &m.Classes)
+	return binary.AppendUvarint(binary.AppendUvarint(dst, m.Fetched.Bytes), m.Fetched.Msgs)
 }
 
 // NewPeerRows packs rows, in their order.
@@ -79,7 +86,7 @@ func (r PeerRows) Cursor() PeerCursor { return PeerCursor{b: r.b} }
 // monitored its monitored counters (nil: none, or not wanted; has says
 // whether the row has them). The bytes were written by AppendPeer, so
 // they are trusted.
-func (c *PeerCursor) Next(hist []uint64, monitored *Classes) (peer int, cl Classes, bins []uint64, has bool, ok bool) {
+func (c *PeerCursor) Next(hist []uint64, monitored *Physical) (peer int, cl Classes, bins []uint64, has bool, ok bool) {
 	if len(c.b) == 0 {
 		return 0, cl, hist[:0], false, false
 	}
@@ -90,14 +97,22 @@ func (c *PeerCursor) Next(hist []uint64, monitored *Classes) (peer int, cl Class
 		bins = append(bins, v)
 		off += n
 	}
-	has = c.b[off] == 1
+	flag := c.b[off]
 	off++
-	if has {
-		mc, n := ReadClasses(c.b[off:])
-		if monitored != nil {
-			*monitored = mc
-		}
+	if has = flag != 0; has {
+		var m Physical
+		var n int
+		m.Classes, n = ReadClasses(c.b[off:])
 		off += n
+		if flag == 2 {
+			m.Fetched.Bytes, n = binary.Uvarint(c.b[off:])
+			off += n
+			m.Fetched.Msgs, n = binary.Uvarint(c.b[off:])
+			off += n
+		}
+		if monitored != nil {
+			*monitored = m
+		}
 	}
 	c.b = c.b[off:]
 	return c.last, cl, bins, has, true
@@ -125,10 +140,20 @@ func (c *PeerCursor) NextTraffic() (peer int, cl Classes, ok bool) {
 		}
 		off++
 	}
-	if c.b[off] == 1 {
-		off += ClassesLen(c.b[off+1:])
+	flag := c.b[off]
+	off++
+	if flag != 0 {
+		off += ClassesLen(c.b[off:])
 	}
-	c.b = c.b[off+1:]
+	if flag == 2 {
+		for range 2 {
+			for c.b[off] >= 0x80 {
+				off++
+			}
+			off++
+		}
+	}
+	c.b = c.b[off:]
 	return c.last, cl, true
 }
 
@@ -145,12 +170,32 @@ func (r PeerRows) Traffic() iter.Seq2[int, Classes] {
 	}
 }
 
+// Physical yields the peer and monitored counters of each row that has
+// them, in order.
+func (r PeerRows) Physical() iter.Seq2[int, Physical] {
+	return func(yield func(int, Physical) bool) {
+		c := r.Cursor()
+		var bins []uint64
+		for {
+			var mon Physical
+			peer, _, b, has, ok := c.Next(bins, &mon)
+			if !ok {
+				return
+			}
+			bins = b
+			if has && !yield(peer, mon) {
+				return
+			}
+		}
+	}
+}
+
 // All yields the rows unpacked, in order, each with its own histogram.
 func (r PeerRows) All() iter.Seq[PeerTraffic] {
 	return func(yield func(PeerTraffic) bool) {
 		c := r.Cursor()
 		for {
-			var mon Classes
+			var mon Physical
 			peer, cl, bins, has, ok := c.Next(nil, &mon)
 			if !ok {
 				return

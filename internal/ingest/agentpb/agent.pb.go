@@ -579,13 +579,18 @@ type PeerTraffic struct {
 	// Point-to-point message sizes: bin i counts messages of size s with
 	// 2^(i-1) <= s < 2^i (bin 0: empty messages), as Open MPI's monitoring.
 	SizeHistogram []uint64 `protobuf:"varint,5,rep,packed,name=size_histogram,json=sizeHistogram,proto3" json:"size_histogram,omitempty"`
-	// Open MPI monitoring components' exact counts (after collectives are
-	// decomposed into point-to-point), when enabled.
-	MonitoredP2P  *Traffic `protobuf:"bytes,6,opt,name=monitored_p2p,json=monitoredP2p,proto3" json:"monitored_p2p,omitempty"`
-	MonitoredColl *Traffic `protobuf:"bytes,7,opt,name=monitored_coll,json=monitoredColl,proto3" json:"monitored_coll,omitempty"`
-	MonitoredRma  *Traffic `protobuf:"bytes,8,opt,name=monitored_rma,json=monitoredRma,proto3" json:"monitored_rma,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// What the MPI library really sent to the peer (its physical traffic),
+	// from Open MPI's monitoring when it is on: the PML's messages with a
+	// user tag (p2p) and with a collective's internal tag (coll: collectives
+	// as the library decomposed them), one-sided puts and accumulates (rma),
+	// and one-sided data this rank fetched from the peer (gets: the peer
+	// sent those bytes to this rank).
+	MonitoredP2P     *Traffic `protobuf:"bytes,6,opt,name=monitored_p2p,json=monitoredP2p,proto3" json:"monitored_p2p,omitempty"`
+	MonitoredColl    *Traffic `protobuf:"bytes,7,opt,name=monitored_coll,json=monitoredColl,proto3" json:"monitored_coll,omitempty"`
+	MonitoredRma     *Traffic `protobuf:"bytes,8,opt,name=monitored_rma,json=monitoredRma,proto3" json:"monitored_rma,omitempty"`
+	MonitoredFetched *Traffic `protobuf:"bytes,9,opt,name=monitored_fetched,json=monitoredFetched,proto3" json:"monitored_fetched,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PeerTraffic) Reset() {
@@ -670,6 +675,13 @@ func (x *PeerTraffic) GetMonitoredColl() *Traffic {
 func (x *PeerTraffic) GetMonitoredRma() *Traffic {
 	if x != nil {
 		return x.MonitoredRma
+	}
+	return nil
+}
+
+func (x *PeerTraffic) GetMonitoredFetched() *Traffic {
+	if x != nil {
+		return x.MonitoredFetched
 	}
 	return nil
 }
@@ -922,7 +934,7 @@ const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12+\n" +
 	"\x03p2p\x18\x02 \x01(\v2\x19.netloom.agent.v1.TrafficR\x03p2p\x12-\n" +
 	"\x04coll\x18\x03 \x01(\v2\x19.netloom.agent.v1.TrafficR\x04coll\x12+\n" +
-	"\x03rma\x18\x04 \x01(\v2\x19.netloom.agent.v1.TrafficR\x03rma\"\x93\x03\n" +
+	"\x03rma\x18\x04 \x01(\v2\x19.netloom.agent.v1.TrafficR\x03rma\"\xdb\x03\n" +
 	"\vPeerTraffic\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\rR\x04peer\x12+\n" +
 	"\x03p2p\x18\x02 \x01(\v2\x19.netloom.agent.v1.TrafficR\x03p2p\x12-\n" +
@@ -931,7 +943,8 @@ const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"\x0esize_histogram\x18\x05 \x03(\x04R\rsizeHistogram\x12>\n" +
 	"\rmonitored_p2p\x18\x06 \x01(\v2\x19.netloom.agent.v1.TrafficR\fmonitoredP2p\x12@\n" +
 	"\x0emonitored_coll\x18\a \x01(\v2\x19.netloom.agent.v1.TrafficR\rmonitoredColl\x12>\n" +
-	"\rmonitored_rma\x18\b \x01(\v2\x19.netloom.agent.v1.TrafficR\fmonitoredRma\"\xb0\x01\n" +
+	"\rmonitored_rma\x18\b \x01(\v2\x19.netloom.agent.v1.TrafficR\fmonitoredRma\x12F\n" +
+	"\x11monitored_fetched\x18\t \x01(\v2\x19.netloom.agent.v1.TrafficR\x10monitoredFetched\"\xb0\x01\n" +
 	"\fFunctionStat\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05calls\x18\x02 \x01(\x04R\x05calls\x12\x17\n" +
@@ -988,14 +1001,15 @@ var file_netloom_agent_v1_agent_proto_depIdxs = []int32{
 	1,  // 13: netloom.agent.v1.PeerTraffic.monitored_p2p:type_name -> netloom.agent.v1.Traffic
 	1,  // 14: netloom.agent.v1.PeerTraffic.monitored_coll:type_name -> netloom.agent.v1.Traffic
 	1,  // 15: netloom.agent.v1.PeerTraffic.monitored_rma:type_name -> netloom.agent.v1.Traffic
-	1,  // 16: netloom.agent.v1.Region.p2p:type_name -> netloom.agent.v1.Traffic
-	1,  // 17: netloom.agent.v1.Region.coll:type_name -> netloom.agent.v1.Traffic
-	1,  // 18: netloom.agent.v1.Region.rma:type_name -> netloom.agent.v1.Traffic
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	1,  // 16: netloom.agent.v1.PeerTraffic.monitored_fetched:type_name -> netloom.agent.v1.Traffic
+	1,  // 17: netloom.agent.v1.Region.p2p:type_name -> netloom.agent.v1.Traffic
+	1,  // 18: netloom.agent.v1.Region.coll:type_name -> netloom.agent.v1.Traffic
+	1,  // 19: netloom.agent.v1.Region.rma:type_name -> netloom.agent.v1.Traffic
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_netloom_agent_v1_agent_proto_init() }

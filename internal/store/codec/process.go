@@ -313,12 +313,17 @@ func DecodeProcess(b []byte) (store.Process, error) {
 			r.fail("peer monitored")
 		case r.b[0] == 0:
 			r.b = r.b[1:]
-		case r.b[0] == 1:
+		case r.b[0] == 1 || r.b[0] == 2:
+			fetched := r.b[0] == 2
 			r.b = r.b[1:]
 			r.classes()
+			if fetched {
+				r.uvarint()
+				r.uvarint()
+			}
 		default:
 			if r.err == nil {
-				r.err = errors.New("peer monitored: want 0 or 1")
+				r.err = errors.New("peer monitored: want 0, 1 or 2")
 			}
 		}
 		if r.err != nil {

@@ -35,7 +35,8 @@ func bigProcess(nodes int) store.Process {
 		peers = append(peers, store.PeerTraffic{Peer: 4711 + (i-16)*16, Classes: store.Classes{P2P: store.Traffic{Bytes: uint64(i) << 20, Msgs: uint64(i)}},
 			Histogram: []uint64{0, 1, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, uint64(i)}})
 	}
-	peers[3].Monitored = &store.Classes{P2P: store.Traffic{Bytes: 3 << 20, Msgs: 3}}
+	peers[3].Monitored = &store.Physical{Classes: store.Classes{P2P: store.Traffic{Bytes: 3 << 20, Msgs: 3}}}
+	peers[5].Monitored = &store.Physical{Classes: store.Classes{Coll: store.Traffic{Bytes: 1 << 20, Msgs: 2}}, Fetched: store.Traffic{Bytes: 4096, Msgs: 1}}
 	peers[4].Histogram = nil
 	p.Peers = store.NewPeerRows(peers)
 	return p

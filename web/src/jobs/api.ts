@@ -43,6 +43,7 @@ export interface JobSummary {
   inter_node: Traffic;
   agent_datagrams_dropped: number;
   peers_truncated: boolean;
+  traffic_model?: "physical" | "logical";
 }
 
 export interface JobList {
@@ -278,6 +279,9 @@ export interface WhyLink extends DirectionLoad {
 
 export interface Why {
   job: string;
+  // physical: what the MPI library sent (Open MPI's monitoring), collectives
+  // as decomposed; logical: the application's calls; "": no agent.
+  traffic_model?: "physical" | "logical" | "";
   attribution?: Attribution;
   links: WhyLink[];
   sharing_jobs?: { job: string; user?: string; bytes: number; anonymized?: boolean }[];

@@ -425,6 +425,10 @@ export async function jobPage(ctx: PageContext): Promise<void> {
     return Number.isFinite(from) && Number.isFinite(to) && from < to ? `?from=${from}&to=${to}` : tq;
   };
 
+  const trafficModelHelp: Record<string, string> = {
+    physical: "Open MPI's monitoring told the agent the messages the library really sent, collectives decomposed into its trees and rings: these bytes crossed the links.",
+    logical: "The application's MPI calls, a collective counted as its root sending to every rank: the library may have moved other bytes over other links (run under Open MPI with its monitoring on for the physical traffic).",
+  };
   // Link attribution: the job's heaviest link directions, how loaded they
   // are and which other jobs share them (GET /jobs/{job}/why).
   const loadLinks = async () => {
@@ -436,6 +440,7 @@ export async function jobPage(ctx: PageContext): Promise<void> {
             "p",
             { class: "panel-note" },
             `${fmt.bytes(a.bytes)} of inter-node traffic routed over links in ${fmt.count(a.intervals)} intervals`,
+            r.traffic_model ? h("span", { class: "traffic-model", title: trafficModelHelp[r.traffic_model] ?? "" }, ` · ${r.traffic_model === "physical" ? "as the MPI library sent it" : "as the application called MPI"} (${r.traffic_model})`) : "",
             a.unmapped_nodes.length ? h("span", { class: "warn-text" }, ` · nodes not found in the fabric: ${a.unmapped_nodes.join(", ")} (${fmt.bytes(a.unmapped_bytes)} left out)`) : "",
             r.sharing_jobs?.length ? ` · shares links with ${r.sharing_jobs.length} other job${r.sharing_jobs.length === 1 ? "" : "s"}` : "",
           )
