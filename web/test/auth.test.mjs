@@ -162,6 +162,8 @@ describe("sign-in and roles", { skip }, () => {
     assert.equal(await user.locator('table[aria-label="Nodes of the job"] tbody a').count(), 0);
     const links = user.locator('table[aria-label="Links crossed by the job"] tbody tr');
     await links.first().waitFor();
+    // Under netloom run, Open MPI's monitoring tells what the library sent.
+    assert.match(await user.locator(".traffic-model").innerText(), /as the MPI library sent it \(physical\)/);
     // n2's host link carries both jobs: root's shows as "other job", unlinked.
     const shared = links.filter({ has: user.locator(".anon-job") }).first();
     await shared.waitFor();
