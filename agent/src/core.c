@@ -905,7 +905,8 @@ const void *nl_fbuf(const void *b)
  * does (only while its monitoring is started), then calls Open MPI's own.
  * No MPI_T pvar is touched: starting one turns Open MPI's own output off for
  * the rest of the run, and the pml ones are gone after MPI_Init in Open MPI
- * 4.1 (agent/README.md). Hot path: an array index and two atomic adds. */
+ * 4.1 (agent/README.md). Hot path: an array index and two adds (atomic
+ * under MPI_THREAD_MULTIPLE). */
 enum { OSC_SEND, OSC_RECV }; /* Open MPI's enum mca_monitoring_osc_direction */
 typedef void (*record_pml_fn)(int, size_t, int);
 typedef void (*record_osc_fn)(int, size_t, int);
@@ -953,8 +954,10 @@ NL_INLINE void physical_add(int rank, size_t bytes, int class)
 	if (!m || rank < 0 || rank >= nl_agent.monitored_size || !monitoring_state ||
 	    !__atomic_load_n(monitoring_state, __ATOMIC_RELAXED) || physical_off)
 		return;
-	__atomic_fetch_add(&m[rank].bytes[class], (uint64_t)bytes, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&m[rank].msgs[class], 1, __ATOMIC_RELAXED);
+	/* Open MPI calls these from the thread that made the MPI call: one
+	 * writer unless MPI_THREAD_MULTIPLE, as for the agent's own counts */
+	nl_addm(nl_mt, &m[rank].bytes[class], (uint64_t)bytes);
+	nl_addm(nl_mt, &m[rank].msgs[class], 1);
 }
 
 void mca_common_monitoring_record_pml(int world_rank, size_t data_size, int tag)

@@ -18,7 +18,7 @@ int main(int argc, char **argv)
 		{"persistent-request cache (4096 slots of 24 B)", 4096 * 24L},
 		{"rank translation of one N-rank communicator", n * (long)sizeof(int)},
 		{"regions and agent state", (long)sizeof(struct nl_agent)},
-		{"Open MPI monitoring pvars (only with MPI_T)", n * (long)(sizeof(struct nl_monitored) + 8)},
+		{"physical traffic (Open MPI's monitoring on)", n * (long)sizeof(struct nl_monitored)},
 		{"node map from PMIx (16 ranks per node)", (long)sizeof(struct nl_nodemap) + n * (long)sizeof(int32_t) + (n / 16 + 1) * NL_NAME_MAX},
 	};
 	long total = 0;

@@ -3,9 +3,13 @@
 # the agent, with it (LD_PRELOAD), and with Open MPI's monitoring components
 # (--mca pml_monitoring_enable 1), and with the agent timing every call
 # (NETLOOM_TIME_SAMPLE=1; the default times one call in 32), and with the
-# wait before each collective timed apart (NETLOOM_WAITS=1), ROUNDS times
-# interleaved; medians printed with the time the agent and the monitoring add,
-# and their ratio.
+# wait before each collective timed apart (NETLOOM_WAITS=1), and the agent
+# with Open MPI's monitoring on (what netloom run does by default: the agent
+# then also counts what the library sends, agent/README.md "Physical
+# traffic"), ROUNDS times interleaved; medians printed with the time each
+# adds, and the agent's against the monitoring's. "phys-hook" is what the
+# agent adds on top of the monitoring less what it adds alone: the cost of
+# its hook in the monitoring's calls.
 #   bench/agent/run.sh [iterations] [rounds]
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,11 +28,12 @@ run() { # config
 	exact) mpirun --oversubscribe --bind-to core -np 2 -x LD_PRELOAD="$root/bin/lib/libnetloom-ompi.so" -x NETLOOM_DAEMON=127.0.0.1:9 -x NETLOOM_TIME_SAMPLE=1 "$tmp/bench" "$iters" ;;
 	waits) mpirun --oversubscribe --bind-to core -np 2 -x LD_PRELOAD="$root/bin/lib/libnetloom-ompi.so" -x NETLOOM_DAEMON=127.0.0.1:9 -x NETLOOM_WAITS=1 "$tmp/bench" "$iters" ;;
 	monitoring) mpirun --oversubscribe --bind-to core -np 2 --mca pml_monitoring_enable 1 "$tmp/bench" "$iters" ;;
+	physical) mpirun --oversubscribe --bind-to core -np 2 --mca pml_monitoring_enable 1 -x LD_PRELOAD="$root/bin/lib/libnetloom-ompi.so" -x NETLOOM_DAEMON=127.0.0.1:9 "$tmp/bench" "$iters" ;;
 	esac
 }
 i=0
 while [ $i -lt "$rounds" ]; do
-	for c in plain agent exact waits monitoring; do
+	for c in plain agent exact waits monitoring physical; do
 		run $c | sed "s/^/$c /" >>"$tmp/results"
 	done
 	i=$((i + 1))
@@ -42,14 +47,14 @@ function median(k,   m, i, j, t, a) {
 	return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
 }
 END {
-	printf "%-22s %9s %9s %9s %9s %9s %11s %11s %11s %11s %9s %9s\n", "metric", "plain", "agent", "exact", "waits", "ompi-mon", "agent-add", "exact-add", "waits-add", "mon-add", "agent/mon", "exact/mon"
+	printf "%-22s %9s %9s %9s %9s %9s %9s %11s %11s %11s %11s %11s %9s %9s %9s\n", "metric", "plain", "agent", "exact", "waits", "ompi-mon", "agent+mon", "agent-add", "exact-add", "waits-add", "mon-add", "a+mon-add", "phys-hook", "agent/mon", "exact/mon"
 	split("pingpong_0B_oneway pingpong_8B_oneway msgrate_ns_per_msg send_procnull kernel_us_per_iter", order, " ")
 	for (i = 1; i <= 5; i++) {
 		m = order[i]; if (!(m in metrics)) continue
-		p = median("plain," m); a = median("agent," m); s = median("exact," m); w = median("waits," m); o = median("monitoring," m)
+		p = median("plain," m); a = median("agent," m); s = median("exact," m); w = median("waits," m); o = median("monitoring," m); h = median("physical," m)
 		r = (o - p) > 0.005 * p ? sprintf("%.2f", (a - p) / (o - p)) : "-"
 		rs = (o - p) > 0.005 * p ? sprintf("%.2f", (s - p) / (o - p)) : "-"
-		printf "%-22s %9.2f %9.2f %9.2f %9.2f %9.2f %+11.2f %+11.2f %+11.2f %+11.2f %9s %9s\n", m, p, a, s, w, o, a - p, s - p, w - p, o - p, r, rs
+		printf "%-22s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %+11.2f %+11.2f %+11.2f %+11.2f %+11.2f %+9.2f %9s %9s\n", m, p, a, s, w, o, h, a - p, s - p, w - p, o - p, h - p, (h - o) - (a - p), r, rs
 	}
 	print "(ns, except kernel in us per iteration; ping-pong one-way = 2 MPI calls per rank: added per call is half)"
 }' "$tmp/results"
