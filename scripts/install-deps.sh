@@ -28,6 +28,9 @@ packages=(
   gdb
   # Placement advice (netloom place) maps ranks with Scotch, linked by cgo.
   libscotch-dev
+  # What-if predictions (netloom model) replay the agent's traces with
+  # SimGrid's SMPI (smpirun); the agent gzips its traces with zlib.
+  simgrid libsimgrid-dev zlib1g-dev
   # Alerts: the tests deliver to a real Alertmanager and check the shipped
   # rules and dashboards with promtool and a real Prometheus.
   prometheus prometheus-alertmanager

@@ -41,6 +41,8 @@ type function struct {
 	params      []param
 	variadic    bool
 	pre, post   string
+	trace       string // @trace: recorded in the replay trace after the call (NETLOOM_TRACE)
+	tracePre    string // @tracepre: what the trace needs before the call (request handles)
 	fpost       string
 	hasFpost    bool
 	noFortran   bool
@@ -76,6 +78,10 @@ func parseList(r io.Reader) ([]function, error) {
 				fn.pre = val
 			case "post":
 				fn.post = val
+			case "trace":
+				fn.trace = val
+			case "tracepre":
+				fn.tracePre = val
 			case "fpost":
 				fn.fpost, fn.hasFpost = val, true
 			case "nofortran":
@@ -256,6 +262,14 @@ func writeC(w io.Writer, fns []function, fortran bool, f08 string) error {
 			}
 			fmt.Fprintf(w, "\t\treturn P%s(%s);\n\t}\n", f.name, f.args())
 		}
+		// Tracing times every call, so a traced call always comes here.
+		if f.trace != "" {
+			fmt.Fprintf(w, "\tif (__builtin_expect(nl_tracing, 0)) {\n\t\tnl_trace_enter();\n")
+			if f.tracePre != "" {
+				fmt.Fprintf(w, "\t\t%s;\n", f.tracePre)
+			}
+			fmt.Fprintf(w, "\t}\n")
+		}
 		if waitsBefore[f.name] {
 			fmt.Fprintf(w, "\tif (__builtin_expect(nl_waits, 0))\n\t\tnl_wait_before(NL_FN_%s, comm);\n", f.name)
 		}
@@ -267,6 +281,9 @@ func writeC(w io.Writer, fns []function, fortran bool, f08 string) error {
 		fmt.Fprintf(w, "\tnl_fn_done(NL_FN_%s, nl_t0);\n", f.name)
 		if f.post != "" {
 			fmt.Fprintf(w, "\tif (rc == MPI_SUCCESS) {\n\t\t%s;\n\t}\n", f.post)
+		}
+		if f.trace != "" {
+			fmt.Fprintf(w, "\tif (__builtin_expect(nl_tracing, 0)) {\n\t\tif (rc == MPI_SUCCESS) {\n\t\t\t%s;\n\t\t}\n\t\tnl_trace_exit();\n\t}\n", f.trace)
 		}
 		fmt.Fprintf(w, "\treturn rc;\n}\n\n")
 	}

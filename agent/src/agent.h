@@ -46,6 +46,7 @@ struct nl_agent {
 	char user[64];
 	int64_t start_unix_ns;         /* MPI_Init's entry */
 	uint64_t wall_start_mono_ns;   /* MPI_Init's entry: wall time starts here */
+	uint64_t wall_end_mono_ns;     /* MPI_Finalize's entry: the final report's wall ends here */
 	uint64_t start_mono_ns, start_tsc; /* the agent's start: the TSC rate is measured from here */
 
 	/* configuration */
@@ -81,6 +82,9 @@ extern struct nl_agent nl_agent;
 
 uint64_t nl_mono_ns(void);
 int nl_physical_known(void);
+void nl_trace_start(void);            /* trace.c: NETLOOM_TRACE */
+void nl_trace_end(void);              /* at MPI_Finalize's entry */
+void nl_trace_write(const char *dir); /* after the final report, beside the profile */
 uint64_t nl_fn_ticks(int f);
 int64_t nl_unix_ns(void);
 double nl_ns_per_tick(void);

@@ -1216,6 +1216,8 @@ void nl_start_agent(void)
 	time_span = 2 * (uint64_t)sample - 1;
 	type_cache_init();
 	copy_env(nl_agent.output_dir, sizeof nl_agent.output_dir, "NETLOOM_OUTPUT", NULL);
+	if (env_count("NETLOOM_TRACE", 0) != 0)
+		time_span = 1; /* the trace needs every call's entry and exit */
 
 	gethostname(nl_agent.host, sizeof nl_agent.host);
 	nl_agent.host[sizeof nl_agent.host - 1] = 0;
@@ -1246,6 +1248,7 @@ void nl_start_agent(void)
 	physical_alloc(nl_world_size);
 	__atomic_store_n(&nl_peers, peers, __ATOMIC_RELEASE);
 	__atomic_fetch_and(&nl_slow, ~NL_SLOW_INIT, __ATOMIC_RELEASE); /* the wrappers' fast path may read nl_peers now */
+	nl_trace_start();
 	nl_report_start();
 }
 
@@ -1254,6 +1257,8 @@ void nl_stop_agent(void)
 	if (!nl_agent.started || nl_agent.stopped)
 		return;
 	nl_agent.stopped = 1;
+	nl_agent.wall_end_mono_ns = nl_mono_ns();
+	nl_trace_end();
 	pthread_mutex_lock(&nl_agent.region_lock);
 	for (int i = 0; i < nl_agent.nregions; i++) /* close regions left open */
 		while (nl_agent.regions[i].depth > 0)

@@ -61,6 +61,7 @@ extern struct nl_tcache nl_tcache[NL_TCACHE];
 extern struct nl_peer *nl_peers; /* world_size entries, NULL before MPI_Init */
 extern int nl_world_size, nl_world_rank_self;
 extern int nl_waits;              /* NETLOOM_WAITS: a barrier before each blocking collective (set once at init) */
+extern int nl_tracing;            /* NETLOOM_TRACE: record the replay trace (trace.c) */
 extern int nl_mt;                 /* MPI_THREAD_MULTIPLE: use atomic read-modify-write (set once at init) */
 /* nl_slow: nonzero sends every wrapper down its full path (the fast path
  * below is for the single-threaded steady state only). Bits: */
@@ -105,6 +106,31 @@ NL_INLINE void nl_add(uint64_t *p, uint64_t v)
 }
 
 void nl_wait_before(int f, MPI_Comm comm);
+
+/* The replay trace (trace.c; NETLOOM_TRACE=1): the wrappers of the functions
+ * with an @trace clause call nl_trace_enter before the call and their
+ * nl_tr_* and nl_trace_exit after it, on their timed path only. */
+void nl_trace_enter(void);
+void nl_trace_exit(void);
+void nl_tr_send(int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm);
+void nl_tr_isend(int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm, MPI_Request *req);
+void nl_tr_recv(int count, MPI_Datatype t, int source, int tag, MPI_Comm comm, const MPI_Status *st);
+void nl_tr_irecv(int count, MPI_Datatype t, int source, int tag, MPI_Comm comm, MPI_Request *req);
+void nl_tr_sendrecv(int scount, MPI_Datatype st, int dest, int stag, int rcount, MPI_Datatype rt, int source, int rtag,
+                    MPI_Comm comm, const MPI_Status *status);
+void nl_tr_reqs(int n, const MPI_Request *r);
+void nl_tr_waited(int n, const int *indices, int flag);
+void nl_tr_barrier(MPI_Comm comm);
+void nl_tr_bcast(int count, MPI_Datatype t, int root, MPI_Comm comm);
+void nl_tr_reduce(int count, MPI_Datatype t, int root, MPI_Comm comm);
+void nl_tr_allreduce(int count, MPI_Datatype t, MPI_Comm comm);
+void nl_tr_alltoall(int scount, MPI_Datatype st, int rcount, MPI_Datatype rt, MPI_Comm comm);
+void nl_tr_alltoallv(const int *scounts, MPI_Datatype st, const int *rcounts, MPI_Datatype rt, MPI_Comm comm);
+void nl_tr_gather(int op, int scount, MPI_Datatype st, int rcount, MPI_Datatype rt, int root, MPI_Comm comm);
+void nl_tr_gatherv(int all, int scount, MPI_Datatype st, const int *rcounts, MPI_Datatype rt, int root, MPI_Comm comm);
+void nl_tr_scatterv(const int *scounts, MPI_Datatype st, int rcount, MPI_Datatype rt, int root, MPI_Comm comm);
+void nl_tr_reduce_scatter(const int *rcounts, MPI_Datatype t, MPI_Comm comm);
+void nl_tr_untraced(void);
 void nl_fn_timed(int f, uint64_t call, uint64_t ticks);
 uint64_t nl_type_size_slow(MPI_Datatype t);
 void nl_type_forget(MPI_Datatype t);

@@ -276,7 +276,8 @@ static int take(struct snapshot *s, int final, int all_peers)
 	p->program = nl_agent.program;
 	p->user = nl_agent.user;
 	read_proc(p);
-	p->wall_seconds = (double)(nl_mono_ns() - nl_agent.wall_start_mono_ns) / 1e9;
+	uint64_t end = nl_agent.wall_end_mono_ns ? nl_agent.wall_end_mono_ns : nl_mono_ns();
+	p->wall_seconds = (double)(end - nl_agent.wall_start_mono_ns) / 1e9;
 	p->mpiio_read_bytes = ld(&nl_io_bytes[0]);
 	p->mpiio_write_bytes = ld(&nl_io_bytes[1]);
 	p->datagrams_dropped = nl_agent.datagrams_dropped;
@@ -631,6 +632,7 @@ static void write_profile(struct snapshot *s)
 		unlink(tmp);
 	}
 	free(buf);
+	nl_trace_write(dir);
 }
 
 /* ------------------------------------------------- helper thread */

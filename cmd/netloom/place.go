@@ -87,17 +87,9 @@ advice, round-robin, block and random placements, the gains and the mapping.`,
 		if err != nil {
 			return err
 		}
-		var overrides map[string]string
-		if nodeMap != "" {
-			fh, err := os.Open(nodeMap)
-			if err != nil {
-				return fmt.Errorf("node map: %w", err)
-			}
-			overrides, err = analysis.ParseMapping(fh, nodeMap)
-			fh.Close()
-			if err != nil {
-				return err
-			}
+		overrides, err := readNodeMap(nodeMap)
+		if err != nil {
+			return err
 		}
 		nm, err := analysis.NewNodeMap(routes.Topology(), overrides)
 		if err != nil {
@@ -145,6 +137,19 @@ advice, round-robin, block and random placements, the gains and the mapping.`,
 		return nil
 	}
 	return c
+}
+
+// readNodeMap reads a --node-map file (none: nil).
+func readNodeMap(path string) (map[string]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("node map: %w", err)
+	}
+	defer fh.Close()
+	return analysis.ParseMapping(fh, path)
 }
 
 // placeJob reads the job: a profile directory, else a job id in the store.

@@ -33,6 +33,7 @@ type Options struct {
 	Lib      string        // the agent library (default: found by FindLibrary)
 	JobID    string        // NETLOOM_JOB_ID (default: generated unless the scheduler has one)
 	Waits    bool          // NETLOOM_WAITS=1: the wait before each blocking collective, timed apart
+	Trace    bool          // NETLOOM_TRACE=1: the replay trace netloom model needs, beside the profile (Output)
 	// Logical leaves Open MPI's monitoring as the user set it: without it
 	// on, the agent knows only the application's calls, not the messages
 	// the library sent (TrafficModel).
@@ -98,6 +99,12 @@ func Prepare(ctx context.Context, opt Options, argv []string) (*Plan, error) {
 	}
 	if opt.Waits {
 		set["NETLOOM_WAITS"] = "1"
+	}
+	if opt.Trace {
+		if opt.Output == "" {
+			return nil, errors.New("--trace writes the replay trace beside the profile: give --output DIR too")
+		}
+		set["NETLOOM_TRACE"] = "1"
 	}
 	// Under Open MPI the agent learns what the library really sends
 	// (collectives as decomposed) from Open MPI's monitoring: turn it on,

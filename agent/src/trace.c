@@ -1,0 +1,512 @@
+/* Netloom agent: the replay trace (NETLOOM_TRACE=1, `netloom run --trace`).
+ *
+ * What `netloom model` replays in SimGrid's SMPI: per rank, the MPI events a
+ * time-independent trace needs (point-to-point posts and completions,
+ * collectives on MPI_COMM_WORLD) with the compute gap before each, in a
+ * bounded array of fixed-size records filled by the rank's own thread. At
+ * MPI_Finalize it is written as SMPI's trace text, gzip-compressed, to
+ * DIR/<job>/rank-<N>.ti.gz beside the profile, with rank-<N>.ti.json saying
+ * what it holds. Off by default; when off, the wrappers test one flag on
+ * their timed path only (tracing times every call, so the fast path is never
+ * taken while it is on). See agent/README.md, "Replay trace".
+ */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "agent.h"
+
+enum tr_op {
+	TR_COMPUTE, TR_SEND, TR_ISEND, TR_RECV, TR_IRECV, TR_WAIT, TR_BARRIER, TR_BCAST, TR_REDUCE,
+	TR_ALLREDUCE, TR_ALLTOALL, TR_ALLTOALLV, TR_GATHER, TR_ALLGATHER, TR_GATHERV, TR_ALLGATHERV,
+	TR_SCATTER, TR_SCATTERV, TR_REDUCESCATTER,
+};
+
+/* One record. For point-to-point: peer (world rank, -1: not known), tag,
+ * a = bytes. TR_WAIT: a = index of the posting record. Collectives: a, b
+ * sizes in bytes, peer = root; the v-forms' per-rank counts (bytes) start at
+ * side[aux]. TR_COMPUTE: a = ticks. */
+struct tr_ev {
+	uint8_t op;
+	int32_t peer, tag;
+	uint32_t aux;
+	uint64_t a, b;
+};
+
+int nl_tracing;
+static struct tr_ev *evs;
+static size_t nev, cap;
+static uint64_t *side;
+static size_t nside, side_cap;
+static int truncated;
+static uint64_t last_exit, entry; /* ticks: the last traced call's exit, this call's entry */
+static int emitted;               /* the current call recorded an event */
+static uint64_t untraced_calls;   /* collectives not on MPI_COMM_WORLD, persistent requests, ... */
+
+/* requests posted and not yet completed: handle -> the posting record */
+#define TR_REQS 4096
+static struct {
+	uintptr_t h;
+	uint32_t ev;
+	int used;
+} reqs[TR_REQS];
+#define TR_PENDING 1024
+static uintptr_t pending[TR_PENDING]; /* the handles a wait or test was given, before the call */
+static int npending;
+
+static uintptr_t handle(MPI_Request r)
+{
+	uintptr_t h = 0;
+	memcpy(&h, &r, sizeof r < sizeof h ? sizeof r : sizeof h);
+	return h;
+}
+
+static unsigned req_slot(uintptr_t h)
+{
+	return (unsigned)(((uint64_t)h * 0x9E3779B97F4A7C15ull) >> 52) % TR_REQS;
+}
+
+void nl_trace_start(void)
+{
+	const char *e = getenv("NETLOOM_TRACE");
+	if (!e || atoi(e) == 0 || nl_mt || !*nl_agent.output_dir)
+		return;
+	double mb = 64;
+	const char *m = getenv("NETLOOM_TRACE_MB");
+	if (m && atof(m) >= 1)
+		mb = atof(m);
+	cap = (size_t)(mb * 1024 * 1024 * 0.75) / sizeof *evs;
+	side_cap = (size_t)(mb * 1024 * 1024 * 0.25) / sizeof *side;
+	evs = malloc(cap * sizeof *evs); /* untouched pages cost nothing until used */
+	side = malloc(side_cap * sizeof *side);
+	if (!evs || !side) {
+		free(evs);
+		free(side);
+		evs = NULL;
+		side = NULL;
+		fprintf(stderr, "netloom: no memory for a %.0f MB trace: not tracing\n", mb);
+		return;
+	}
+	last_exit = nl_ticks();
+	nl_tracing = 1;
+}
+
+static struct tr_ev *ev(int op)
+{
+	if (nev + 2 > cap) {
+		truncated = 1;
+		nl_tracing = 0; /* a replay of a prefix with its end cut is still a prefix */
+		return NULL;
+	}
+	if (entry > last_exit) {
+		struct tr_ev *c = &evs[nev++];
+		memset(c, 0, sizeof *c);
+		c->op = TR_COMPUTE;
+		c->a = entry - last_exit;
+		last_exit = entry; /* a call's second event (sendrecv's) follows at once */
+	}
+	struct tr_ev *x = &evs[nev++];
+	memset(x, 0, sizeof *x);
+	x->op = (uint8_t)op;
+	emitted = 1;
+	return x;
+}
+
+void nl_trace_enter(void)
+{
+	entry = nl_ticks();
+	emitted = 0;
+	npending = 0;
+}
+
+void nl_trace_exit(void)
+{
+	if (emitted)
+		last_exit = nl_ticks();
+}
+
+static uint64_t bytes(int count, MPI_Datatype t)
+{
+	return count > 0 ? (uint64_t)count * nl_type_size(t) : 0;
+}
+
+static void p2p(int op, int count, MPI_Datatype t, int peer, int tag, MPI_Comm comm, MPI_Request *req)
+{
+	if (peer == MPI_PROC_NULL)
+		return;
+	struct tr_ev *x = ev(op);
+	if (!x)
+		return;
+	x->peer = peer == MPI_ANY_SOURCE ? -1 : nl_world_rank(comm, peer);
+	x->tag = tag == MPI_ANY_TAG ? -1 : tag;
+	x->a = bytes(count, t);
+	if (req) {
+		uintptr_t h = handle(*req);
+		unsigned s = req_slot(h);
+		for (unsigned i = 0; i < TR_REQS; i++, s = (s + 1) % TR_REQS)
+			if (!reqs[s].used) {
+				reqs[s].used = 1;
+				reqs[s].h = h;
+				reqs[s].ev = (uint32_t)(x - evs);
+				return;
+			}
+	}
+}
+
+void nl_tr_send(int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm)
+{
+	p2p(TR_SEND, count, t, dest, tag, comm, NULL);
+}
+
+void nl_tr_isend(int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm, MPI_Request *req)
+{
+	p2p(TR_ISEND, count, t, dest, tag, comm, req);
+}
+
+void nl_tr_irecv(int count, MPI_Datatype t, int source, int tag, MPI_Comm comm, MPI_Request *req)
+{
+	p2p(TR_IRECV, count, t, source, tag, comm, req);
+}
+
+/* nl_tr_recv: a blocking receive; the status names the sender of a
+ * receive from MPI_ANY_SOURCE when the program kept it. */
+void nl_tr_recv(int count, MPI_Datatype t, int source, int tag, MPI_Comm comm, const MPI_Status *st)
+{
+	if (st != MPI_STATUS_IGNORE) {
+		if (source == MPI_ANY_SOURCE)
+			source = st->MPI_SOURCE;
+		if (tag == MPI_ANY_TAG)
+			tag = st->MPI_TAG;
+	}
+	p2p(TR_RECV, count, t, source, tag, comm, NULL);
+}
+
+void nl_tr_sendrecv(int scount, MPI_Datatype st, int dest, int stag, int rcount, MPI_Datatype rt, int source, int rtag,
+                    MPI_Comm comm, const MPI_Status *status)
+{
+	/* SMPI has no sendrecv: both posted, then both waited for */
+	uint32_t first = (uint32_t)nev;
+	if (status != MPI_STATUS_IGNORE && source == MPI_ANY_SOURCE)
+		source = status->MPI_SOURCE;
+	if (status != MPI_STATUS_IGNORE && rtag == MPI_ANY_TAG)
+		rtag = status->MPI_TAG;
+	p2p(TR_IRECV, rcount, rt, source, rtag, comm, NULL);
+	p2p(TR_ISEND, scount, st, dest, stag, comm, NULL);
+	for (uint32_t i = first; i < nev; i++)
+		if (evs[i].op == TR_IRECV || evs[i].op == TR_ISEND) {
+			struct tr_ev *w = ev(TR_WAIT);
+			if (!w)
+				return;
+			w->a = i;
+		}
+}
+
+/* nl_tr_reqs keeps the handles a wait or test was given (before the call:
+ * completed ones are set to MPI_REQUEST_NULL). */
+void nl_tr_reqs(int n, const MPI_Request *r)
+{
+	npending = 0;
+	for (int i = 0; i < n && npending < TR_PENDING; i++)
+		pending[npending++] = handle(r[i]);
+}
+
+static void completed(int i)
+{
+	if (i < 0 || i >= npending)
+		return;
+	uintptr_t h = pending[i];
+	unsigned s = req_slot(h);
+	for (unsigned k = 0; k < TR_REQS; k++, s = (s + 1) % TR_REQS) {
+		if (!reqs[s].used)
+			return; /* not one the trace posted (persistent, or a collective's) */
+		if (reqs[s].used == 1 && reqs[s].h == h) {
+			struct tr_ev *w = ev(TR_WAIT);
+			if (w)
+				w->a = reqs[s].ev;
+			reqs[s].used = 2; /* a tombstone: keeps later probes going */
+			return;
+		}
+	}
+}
+
+void nl_tr_waited(int n, const int *indices, int flag)
+{
+	if (!flag)
+		return;
+	if (!indices) {
+		for (int i = 0; i < npending; i++)
+			completed(i);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		if (indices[i] != MPI_UNDEFINED)
+			completed(indices[i]);
+}
+
+static void coll(int op, uint64_t a, uint64_t b, int root)
+{
+	struct tr_ev *x = ev(op);
+	if (x) {
+		x->a = a;
+		x->b = b;
+		x->peer = root;
+	}
+}
+
+static int world(MPI_Comm comm)
+{
+	if (comm == MPI_COMM_WORLD)
+		return 1;
+	untraced_calls++;
+	return 0;
+}
+
+/* counts: the n counts of a v-collective, in bytes, into side (0: full) */
+static int vcounts(struct tr_ev *x, const int *counts, MPI_Datatype t)
+{
+	if (!x)
+		return 0;
+	if (nside + (size_t)nl_world_size > side_cap) {
+		truncated = 1;
+		nl_tracing = 0;
+		nev--;
+		return 0;
+	}
+	x->aux = (uint32_t)nside;
+	uint64_t sz = nl_type_size(t);
+	for (int i = 0; i < nl_world_size; i++)
+		side[nside++] = counts ? (uint64_t)(counts[i] > 0 ? counts[i] : 0) * sz : 0;
+	return 1;
+}
+
+void nl_tr_barrier(MPI_Comm comm)
+{
+	if (world(comm))
+		coll(TR_BARRIER, 0, 0, 0);
+}
+
+void nl_tr_bcast(int count, MPI_Datatype t, int root, MPI_Comm comm)
+{
+	if (world(comm))
+		coll(TR_BCAST, bytes(count, t), 0, root);
+}
+
+void nl_tr_reduce(int count, MPI_Datatype t, int root, MPI_Comm comm)
+{
+	if (world(comm))
+		coll(TR_REDUCE, bytes(count, t), 0, root);
+}
+
+void nl_tr_allreduce(int count, MPI_Datatype t, MPI_Comm comm)
+{
+	if (world(comm))
+		coll(TR_ALLREDUCE, bytes(count, t), 0, 0);
+}
+
+void nl_tr_alltoall(int scount, MPI_Datatype st, int rcount, MPI_Datatype rt, MPI_Comm comm)
+{
+	if (world(comm))
+		coll(TR_ALLTOALL, bytes(scount, st), bytes(rcount, rt), 0);
+}
+
+void nl_tr_alltoallv(const int *scounts, MPI_Datatype st, const int *rcounts, MPI_Datatype rt, MPI_Comm comm)
+{
+	if (!world(comm))
+		return;
+	struct tr_ev *x = ev(TR_ALLTOALLV);
+	size_t at = nside;
+	if (vcounts(x, scounts, st) && vcounts(x, rcounts, rt))
+		x->aux = (uint32_t)at; /* the send counts, then the receive counts */
+}
+
+/* gather and allgather (root -1), scatter */
+void nl_tr_gather(int op, int scount, MPI_Datatype st, int rcount, MPI_Datatype rt, int root, MPI_Comm comm)
+{
+	if (world(comm))
+		coll(op == 0 ? TR_GATHER : op == 1 ? TR_ALLGATHER : TR_SCATTER, bytes(scount, st), bytes(rcount, rt), root);
+}
+
+void nl_tr_gatherv(int all, int scount, MPI_Datatype st, const int *rcounts, MPI_Datatype rt, int root, MPI_Comm comm)
+{
+	if (!world(comm))
+		return;
+	struct tr_ev *x = ev(all ? TR_ALLGATHERV : TR_GATHERV);
+	if (!x)
+		return;
+	x->a = bytes(scount, st);
+	x->peer = root;
+	/* only the root's (or every rank's, allgatherv) receive counts are valid */
+	vcounts(x, all || nl_world_rank_self == root ? rcounts : NULL, rt);
+}
+
+void nl_tr_scatterv(const int *scounts, MPI_Datatype st, int rcount, MPI_Datatype rt, int root, MPI_Comm comm)
+{
+	if (!world(comm))
+		return;
+	struct tr_ev *x = ev(TR_SCATTERV);
+	if (!x)
+		return;
+	x->b = bytes(rcount, rt);
+	x->peer = root;
+	vcounts(x, nl_world_rank_self == root ? scounts : NULL, st);
+}
+
+void nl_tr_reduce_scatter(const int *rcounts, MPI_Datatype t, MPI_Comm comm)
+{
+	if (!world(comm))
+		return;
+	vcounts(ev(TR_REDUCESCATTER), rcounts, t);
+}
+
+void nl_tr_untraced(void)
+{
+	untraced_calls++;
+}
+
+/* ------------------------------------------------- writing */
+
+static void put_counts(gzFile f, size_t at, int n)
+{
+	for (int i = 0; i < n; i++)
+		gzprintf(f, " %llu", (unsigned long long)side[at + (size_t)i]);
+}
+
+/* gather's and scatter's v-forms want the root's counts on every rank; a
+ * rank that is not the root writes the sizes it knows (its own) and zeros:
+ * SMPI's algorithms use the root's. */
+static void write_ev(gzFile f, int r, const struct tr_ev *x, double npt)
+{
+	int n = nl_world_size;
+	switch (x->op) {
+	case TR_COMPUTE: /* at 1 Gflop/s, what netloom model's platforms give every host */
+		gzprintf(f, "%d compute %.0f\n", r, (double)x->a * npt);
+		break;
+	case TR_SEND:
+	case TR_ISEND:
+	case TR_RECV:
+	case TR_IRECV: {
+		static const char *const name[] = {[TR_SEND] = "send", [TR_ISEND] = "isend", [TR_RECV] = "recv", [TR_IRECV] = "irecv"};
+		gzprintf(f, "%d %s %d %d %llu\n", r, name[x->op], x->peer, x->tag < 0 ? 0 : x->tag, (unsigned long long)x->a);
+		break;
+	}
+	case TR_WAIT: {
+		const struct tr_ev *p = &evs[x->a];
+		int send = p->op == TR_ISEND;
+		gzprintf(f, "%d wait %d %d %d\n", r, send ? r : p->peer, send ? p->peer : r, p->tag < 0 ? 0 : p->tag);
+		break;
+	}
+	case TR_BARRIER:
+		gzprintf(f, "%d barrier\n", r);
+		break;
+	case TR_BCAST:
+		gzprintf(f, "%d bcast %llu %d\n", r, (unsigned long long)x->a, x->peer);
+		break;
+	case TR_REDUCE:
+		gzprintf(f, "%d reduce %llu 0 %d\n", r, (unsigned long long)x->a, x->peer);
+		break;
+	case TR_ALLREDUCE:
+		gzprintf(f, "%d allreduce %llu 0\n", r, (unsigned long long)x->a);
+		break;
+	case TR_ALLTOALL:
+		gzprintf(f, "%d alltoall %llu %llu\n", r, (unsigned long long)x->a, (unsigned long long)x->b);
+		break;
+	case TR_ALLTOALLV: {
+		uint64_t s = 0, q = 0;
+		for (int i = 0; i < n; i++) {
+			s += side[x->aux + (size_t)i];
+			q += side[x->aux + (size_t)n + (size_t)i];
+		}
+		gzprintf(f, "%d alltoallv %llu", r, (unsigned long long)s);
+		put_counts(f, x->aux, n);
+		gzprintf(f, " %llu", (unsigned long long)q);
+		put_counts(f, x->aux + (size_t)n, n);
+		gzprintf(f, "\n");
+		break;
+	}
+	case TR_GATHER:
+		gzprintf(f, "%d gather %llu %llu %d\n", r, (unsigned long long)x->a, (unsigned long long)x->b, x->peer);
+		break;
+	case TR_ALLGATHER:
+		gzprintf(f, "%d allgather %llu %llu\n", r, (unsigned long long)x->a, (unsigned long long)x->b);
+		break;
+	case TR_SCATTER:
+		gzprintf(f, "%d scatter %llu %llu %d\n", r, (unsigned long long)x->a, (unsigned long long)x->b, x->peer);
+		break;
+	case TR_GATHERV:
+	case TR_ALLGATHERV:
+		gzprintf(f, "%d %s %llu", r, x->op == TR_GATHERV ? "gatherv" : "allgatherv", (unsigned long long)x->a);
+		put_counts(f, x->aux, n);
+		if (x->op == TR_GATHERV)
+			gzprintf(f, " %d", x->peer);
+		gzprintf(f, "\n");
+		break;
+	case TR_SCATTERV:
+		gzprintf(f, "%d scatterv", r);
+		put_counts(f, x->aux, n);
+		gzprintf(f, " %llu %d\n", (unsigned long long)x->b, x->peer);
+		break;
+	case TR_REDUCESCATTER:
+		gzprintf(f, "%d reducescatter", r);
+		put_counts(f, x->aux, n);
+		gzprintf(f, " 0\n");
+		break;
+	}
+}
+
+/* nl_trace_end records the compute after the last traced call, up to
+ * MPI_Finalize's entry, and stops recording. */
+void nl_trace_end(void)
+{
+	if (!nl_tracing)
+		return;
+	nl_tracing = 0;
+	uint64_t fin = nl_ticks();
+	if (fin > last_exit && nev < cap) {
+		memset(&evs[nev], 0, sizeof evs[nev]);
+		evs[nev].op = TR_COMPUTE;
+		evs[nev].a = fin - last_exit;
+		nev++;
+	}
+}
+
+/* nl_trace_write writes DIR/rank-<N>.ti.gz and rank-<N>.ti.json (DIR: the
+ * profile's folder, already made). */
+void nl_trace_write(const char *dir)
+{
+	if (!evs)
+		return;
+	double npt = nl_ns_per_tick();
+	int r = nl_world_rank_self;
+	char path[1600], tmp[1700];
+	snprintf(path, sizeof path, "%s/rank-%d.ti.gz", dir, r);
+	snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+	gzFile f = gzopen(tmp, "wb6");
+	if (!f) {
+		fprintf(stderr, "netloom: cannot write %s: %s\n", path, strerror(errno));
+		return;
+	}
+	gzprintf(f, "%d init\n", r);
+	for (size_t i = 0; i < nev; i++)
+		write_ev(f, r, &evs[i], npt);
+	gzprintf(f, "%d finalize\n", r);
+	if (gzclose(f) != Z_OK || rename(tmp, path) != 0) {
+		fprintf(stderr, "netloom: cannot write %s\n", path);
+		unlink(tmp);
+		return;
+	}
+	snprintf(path, sizeof path, "%s/rank-%d.ti.json", dir, r);
+	FILE *j = fopen(path, "w");
+	if (j) {
+		fprintf(j, "{\"rank\": %d, \"world_size\": %d, \"events\": %zu, \"truncated\": %s, \"untraced_calls\": %llu, \"host_flops\": 1e9}\n",
+			r, nl_world_size, nev, truncated ? "true" : "false", (unsigned long long)untraced_calls);
+		fclose(j);
+	}
+	free(evs);
+	free(side);
+	evs = NULL;
+	side = NULL;
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/netloom/netloom/internal/analysis"
+	"github.com/netloom/netloom/internal/model"
+)
+
+func modelCmd() *cobra.Command {
+	var (
+		networks                   []string
+		placement, platform, calib string
+		latency, hopLatency, loLat time.Duration
+		bandwidth, loBW, workDir   string
+		nodeMap                    string
+	)
+	c := &cobra.Command{
+		Use:   "model PROFILE_DIR",
+		Short: "predict a traced job's time on another network or placement (SimGrid replay)",
+		Long: `Replays a job's MPI events with SimGrid's SMPI (Debian's simgrid) on a
+platform built from the fabric, and predicts its elapsed time and MPI time
+per function as it ran and under what-ifs: a perfect network (no latency,
+no bandwidth limit: the bound MPInside defines), N times the bandwidth, a
+given bandwidth and latency, another placement of ranks on nodes.
+
+The job is an offline profile directory of a run traced by the agent:
+netloom run --trace --output DIR -- mpirun ... (NETLOOM_TRACE=1). What the
+trace holds, its size and its limits: agent/README.md, "Replay trace".
+
+The platform (--platform):
+  fabric      the job's nodes on the fabric --db names (the topology and
+              forwarding tables a daemon stored), else the one --fabric
+              reaches: every link on the routes between them at its width
+              and speed, --hop-latency per link (the default when --db or
+              --fabric is given)
+  flat        every node on a non-blocking switch: --bandwidth and
+              --latency between nodes (the default otherwise)
+  calibrated  flat, at the latency and bandwidth --calibration FILE holds
+              (netloom model calibrate), between and within nodes: for
+              ranks that shared one machine
+Ranks on one node talk through its loopback (--loopback-bandwidth,
+--loopback-latency; the calibration's when calibrated).
+
+Without --network the what-ifs are a perfect network and twice the
+bandwidth. See docs/model.md.`,
+		Example: `  netloom model prof --db /var/lib/netloom/netloom.db
+  netloom model prof --network perfect --network x4 --placement machinefile
+  netloom model calibrate -o calib.json && netloom model prof --platform calibrated --calibration calib.json`,
+		Args: posArgs("PROFILE_DIR"),
+		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return nil, cobra.ShellCompDirectiveFilterDirs
+		},
+	}
+	spec, asJSON := sourceFlags(c)
+	f := c.Flags()
+	loadCache := f.String("load-cache", "", "read the topology from an ibnetdiscover cache `file` (forwarding tables are still read from the fabric)")
+	db := f.String("db", "", "the topology and forwarding tables a netloom daemon stored in `db`")
+	f.StringArrayVar(&networks, "network", nil, "a what-if `network`: perfect, xN (N times the bandwidth) or bandwidth=RATE,latency=DURATION (repeatable)")
+	f.StringVar(&placement, "placement", "", "predict also another placement: an Open MPI rankfile or a Hydra/Slurm machine `file` (netloom place writes them)")
+	enumFlag(c, &platform, "platform", "", "`platform`: fabric, flat or calibrated (default: fabric with --db or --fabric, else flat)", "fabric", "flat", "calibrated")
+	f.StringVar(&calib, "calibration", "", "the latency and bandwidth `file` netloom model calibrate wrote")
+	f.StringVar(&bandwidth, "bandwidth", "12.5GB/s", "flat platform: bandwidth between nodes, a `rate`")
+	f.DurationVar(&latency, "latency", time.Microsecond, "flat platform: latency between nodes")
+	f.DurationVar(&hopLatency, "hop-latency", 100*time.Nanosecond, "fabric platform: latency of each link on a route")
+	f.StringVar(&loBW, "loopback-bandwidth", "10GB/s", "bandwidth between ranks on one node, a `rate`")
+	f.DurationVar(&loLat, "loopback-latency", 300*time.Nanosecond, "latency between ranks on one node")
+	f.StringVar(&nodeMap, "node-map", "", "node names to host adapters, as netloom serve's --node-map `file`")
+	f.StringVar(&workDir, "work-dir", "", "`folder` for the replay's temporary files (default: the system's)")
+	c.RunE = func(c *cobra.Command, args []string) error {
+		ctx := c.Context()
+		fabricGiven := c.Flags().Changed("fabric") || *db != ""
+		if platform == "" {
+			platform = "flat"
+			if fabricGiven {
+				platform = "fabric"
+			}
+		}
+		if platform != "fabric" && (fabricGiven || *loadCache != "") {
+			return usagef("--platform %s takes no --db, --fabric or --load-cache", platform)
+		}
+		if (platform == "calibrated") != (calib != "") {
+			return usagef("--platform calibrated and --calibration FILE go together")
+		}
+		var whatIfs []model.Network
+		if len(networks) == 0 {
+			networks = []string{"perfect", "x2"}
+		}
+		for _, s := range networks {
+			n, err := model.ParseNetwork(s)
+			if err != nil {
+				return usagef("--network: %v", err)
+			}
+			whatIfs = append(whatIfs, n)
+		}
+		job, warnings, err := model.Load(args[0])
+		if err != nil {
+			return err
+		}
+		req := model.Request{HostOf: job.Nodes, Networks: whatIfs, Work: workDir}
+		if placement != "" {
+			b, err := os.ReadFile(placement)
+			if err != nil {
+				return fmt.Errorf("--placement: %w", err)
+			}
+			if req.Placement, err = model.HostsOf(string(b), job.Ranks); err != nil {
+				return fmt.Errorf("--placement %s: %w", placement, err)
+			}
+		}
+		lo, err := model.ParseRate(loBW)
+		if err != nil {
+			return usagef("--loopback-bandwidth: %v", err)
+		}
+		loop := model.Link{ID: "loopback", Bandwidth: lo, Latency: loLat.Seconds()}
+		hosts := model.Hosts(req.HostOf, req.Placement)
+		cores := model.Cores(req.HostOf, req.Placement)
+		switch platform {
+		case "flat":
+			bw, err := model.ParseRate(bandwidth)
+			if err != nil {
+				return usagef("--bandwidth: %v", err)
+			}
+			req.Platform = model.Flat(fmt.Sprintf("flat, %s and %s between nodes", bandwidth, latency), hosts, cores, latency.Seconds(), bw, loop)
+		case "calibrated":
+			cal, err := model.ReadCalibration(calib)
+			if err != nil {
+				return fmt.Errorf("--calibration: %w", err)
+			}
+			loop = model.Link{ID: "loopback", Bandwidth: cal.Bandwidth, Latency: cal.Latency}
+			req.Platform = model.Flat(fmt.Sprintf("calibrated (%s): %.3g GB/s, %.3g us", calib, cal.Bandwidth/1e9, cal.Latency*1e6),
+				hosts, cores, cal.Latency, cal.Bandwidth, loop)
+		case "fabric":
+			routes, err := placeRoutes(ctx, *spec, *loadCache, *db)
+			if err != nil {
+				return err
+			}
+			overrides, err := readNodeMap(nodeMap)
+			if err != nil {
+				return err
+			}
+			nm, err := analysis.NewNodeMap(routes.Topology(), overrides)
+			if err != nil {
+				return err
+			}
+			name := "fabric (" + *spec + ")"
+			if *db != "" {
+				name = "fabric (" + *db + ")"
+			}
+			if req.Platform, err = model.FromRoutes(name, routes, hosts, cores, nm.LID, hopLatency.Seconds(), loop); err != nil {
+				return err
+			}
+		}
+		res, err := model.Predict(ctx, job, req)
+		if err != nil {
+			return fmt.Errorf("job %s: %w", job.ID, err)
+		}
+		res.Warnings = append(warnings, res.Warnings...)
+		if *asJSON {
+			return writeJSON(c.OutOrStdout(), res)
+		}
+		for _, w := range res.Warnings {
+			c.PrintErrf("netloom model: warning: %s\n", w)
+		}
+		return writePrediction(c.OutOrStdout(), res)
+	}
+	c.AddCommand(calibrateCmd())
+	return c
+}
+
+func calibrateCmd() *cobra.Command {
+	var mpi, out, mpicc string
+	c := &cobra.Command{
+		Use:   "calibrate [flags] [-- LAUNCHER ARGS...]",
+		Short: "measure latency and bandwidth between two MPI ranks (for --platform calibrated)",
+		Long: `Compiles a ping-pong with mpicc, runs it on two ranks (by default on this
+machine: mpirun -np 2, or mpiexec.mpich -n 2 with --mpi mpich; after "--",
+any launcher command line that starts two ranks), and prints or writes
+the one-way latency (1-byte messages) and bandwidth (4 MiB messages) as
+JSON, for netloom model --platform calibrated --calibration FILE.`,
+		Example: `  netloom model calibrate -o calib.json
+  netloom model calibrate --mpi mpich -- mpiexec.mpich -n 2 -hosts n1,n2`,
+	}
+	f := c.Flags()
+	enumFlag(c, &mpi, "mpi", "ompi", "MPI `flavour`: ompi or mpich", "ompi", "mpich")
+	f.StringVarP(&out, "output", "o", "", "write the calibration to `FILE` (default: standard output)")
+	f.StringVar(&mpicc, "mpicc", "", "MPI C compiler (default: mpicc, or mpicc.mpich with --mpi mpich)")
+	c.RunE = func(c *cobra.Command, args []string) error {
+		launcher := args
+		if len(launcher) == 0 {
+			launcher = []string{"mpirun", "--oversubscribe", "-np", "2"}
+			if mpi == "mpich" {
+				launcher = []string{"mpiexec.mpich", "-n", "2"}
+			}
+		}
+		if mpicc == "" {
+			mpicc = map[string]string{"ompi": "mpicc", "mpich": "mpicc.mpich"}[mpi]
+		}
+		cal, err := model.Calibrate(c.Context(), mpicc, launcher, "")
+		if err != nil {
+			return err
+		}
+		b, err := json.MarshalIndent(cal, "", "  ")
+		if err != nil {
+			return err
+		}
+		if out == "" {
+			_, err = fmt.Fprintf(c.OutOrStdout(), "%s\n", b)
+			return err
+		}
+		c.PrintErrf("latency %.3g us, bandwidth %.3g GB/s (%s)\n", cal.Latency*1e6, cal.Bandwidth/1e9, cal.Launcher)
+		return os.WriteFile(out, append(b, '\n'), 0o644)
+	}
+	return c
+}
+
+// writePrediction prints the predictions beside the measurement.
+func writePrediction(w io.Writer, r *model.Result) error {
+	fmt.Fprintf(w, "Job %s: %d ranks on %d nodes, %d trace events; platform: %s\n\n", r.Job, r.Ranks, r.Hosts, r.Events, r.Platform)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "\telapsed (s)\tMPI (s, all ranks)\tvs measured\t\n")
+	fmt.Fprintf(tw, "measured\t%.4f\t%.4f\t\t\n", r.Measured.Elapsed, r.Measured.MPISeconds)
+	preds := append([]*model.Prediction{r.AsRan}, r.WhatIfs...)
+	for _, p := range preds {
+		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%+.1f%%\t\n", p.Scenario, p.Elapsed, p.MPISeconds, 100*(p.Elapsed-r.Measured.Elapsed)/r.Measured.Elapsed)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nMPI time per function (s, all ranks; predicted per replay action: MPI_Wait stands for every completed wait or test):\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"function", "measured"}
+	for _, p := range preds {
+		head = append(head, p.Scenario)
+	}
+	fmt.Fprintf(tw, "%s\t\n", strings.Join(head, "\t"))
+	for _, fn := range model.Functions(r.Measured.Functions, preds) {
+		row := []string{fn, fmt.Sprintf("%.4f", r.Measured.Functions[fn])}
+		for _, p := range preds {
+			row = append(row, fmt.Sprintf("%.4f", p.Functions[fn]))
+		}
+		fmt.Fprintf(tw, "%s\t\n", strings.Join(row, "\t"))
+	}
+	return tw.Flush()
+}

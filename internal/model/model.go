@@ -1,0 +1,236 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Network is a what-if: the platform as it is, a perfect network, N times
+// the bandwidth, or a given bandwidth and latency.
+type Network struct {
+	Name      string
+	Perfect   bool
+	Factor    float64 // bandwidth x Factor (0: not this kind)
+	Bandwidth float64 // bytes per second per link (0: unchanged)
+	Latency   float64 // seconds per link (negative: unchanged)
+}
+
+// ParseNetwork reads a --network value: "perfect" (no latency, no
+// bandwidth limit), "xN" (N times every link's bandwidth), or
+// "bandwidth=RATE,latency=DURATION" (either or both; RATE like 12.5GB/s
+// or 100Gb/s, DURATION like 1us).
+func ParseNetwork(s string) (Network, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "perfect":
+		return Network{Name: "perfect network", Perfect: true}, nil
+	case strings.HasPrefix(s, "x"):
+		f, err := strconv.ParseFloat(s[1:], 64)
+		if err != nil || f <= 0 || math.IsInf(f, 0) {
+			return Network{}, fmt.Errorf("network %q: want xN with N > 0, as x2", s)
+		}
+		return Network{Name: s + " bandwidth", Factor: f, Latency: -1}, nil
+	}
+	n := Network{Name: s, Latency: -1}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return Network{}, fmt.Errorf("network %q: want perfect, xN or bandwidth=RATE,latency=DURATION", s)
+		}
+		switch strings.TrimSpace(k) {
+		case "bandwidth":
+			b, err := ParseRate(v)
+			if err != nil {
+				return Network{}, fmt.Errorf("network %q: bandwidth: %w", s, err)
+			}
+			n.Bandwidth = b
+		case "latency":
+			d, err := time.ParseDuration(strings.TrimSpace(v))
+			if err != nil || d < 0 {
+				return Network{}, fmt.Errorf("network %q: latency %q: want a duration such as 1us", s, v)
+			}
+			n.Latency = d.Seconds()
+		default:
+			return Network{}, fmt.Errorf("network %q: unknown field %q (want bandwidth or latency)", s, k)
+		}
+	}
+	return n, nil
+}
+
+// ParseRate reads a data rate: a number with B/s, KB/s, MB/s, GB/s (bytes,
+// powers of 1000) or b/s, Kb/s, Mb/s, Gb/s (bits).
+func ParseRate(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   float64
+	}{{"GB/s", 1e9}, {"MB/s", 1e6}, {"KB/s", 1e3}, {"Gb/s", 1e9 / 8}, {"Mb/s", 1e6 / 8}, {"Kb/s", 1e3 / 8}, {"B/s", 1}, {"b/s", 1.0 / 8}}
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), 64)
+			if err != nil || v <= 0 || math.IsInf(v, 0) {
+				break
+			}
+			return v * u.mult, nil
+		}
+	}
+	return 0, fmt.Errorf("rate %q: want a positive number with B/s, KB/s, MB/s, GB/s or b/s, Kb/s, Mb/s, Gb/s", s)
+}
+
+// Apply is the platform under the what-if.
+func (n Network) Apply(p *Platform) *Platform {
+	switch {
+	case n.Perfect:
+		return p.Perfect(n.Name)
+	case n.Factor > 0:
+		return p.Scaled(n.Name, n.Factor, 1)
+	}
+	return p.With(n.Name, n.Bandwidth, n.Latency)
+}
+
+// Request is what to predict: the job on its platform as it ran, and
+// under each what-if; Placement, when given, is another host per rank,
+// predicted on the platform as it is.
+type Request struct {
+	Platform  *Platform
+	HostOf    []string
+	Networks  []Network
+	Placement []string
+	Work      string // temporary files go under it ("": the system's)
+}
+
+// Result is the measurement and the predictions.
+type Result struct {
+	Job      string        `json:"job"`
+	Ranks    int           `json:"ranks"`
+	Hosts    int           `json:"hosts"`
+	Events   int           `json:"trace_events"`
+	Platform string        `json:"platform"`
+	Measured Measure       `json:"measured"`
+	AsRan    *Prediction   `json:"as_ran"`
+	WhatIfs  []*Prediction `json:"what_ifs"`
+	Warnings []string      `json:"warnings,omitempty"`
+}
+
+// Measure is the run as measured, on the replay's span.
+type Measure struct {
+	Elapsed    float64            `json:"elapsed_seconds"`
+	MPISeconds float64            `json:"mpi_seconds"`
+	Functions  map[string]float64 `json:"functions"`
+}
+
+// Predict replays the job as it ran and under every what-if.
+func Predict(ctx context.Context, j *Job, req Request) (*Result, error) {
+	if err := j.CheckTraces(); err != nil {
+		return nil, err
+	}
+	res := &Result{Job: j.ID, Ranks: j.Ranks, Events: j.Events, Platform: req.Platform.Name}
+	hosts := map[string]bool{}
+	for _, h := range req.HostOf {
+		hosts[h] = true
+	}
+	res.Hosts = len(hosts)
+	res.Measured.Elapsed, res.Measured.Functions = j.Measured()
+	for _, t := range res.Measured.Functions {
+		res.Measured.MPISeconds += t
+	}
+	var err error
+	if res.AsRan, err = Replay(ctx, j, req.Platform, req.HostOf, "as ran", req.Work); err != nil {
+		return nil, err
+	}
+	for _, n := range req.Networks {
+		p, err := Replay(ctx, j, n.Apply(req.Platform), req.HostOf, n.Name, req.Work)
+		if err != nil {
+			return nil, err
+		}
+		res.WhatIfs = append(res.WhatIfs, p)
+	}
+	if req.Placement != nil {
+		p, err := Replay(ctx, j, req.Platform, req.Placement, "placement", req.Work)
+		if err != nil {
+			return nil, err
+		}
+		res.WhatIfs = append(res.WhatIfs, p)
+	}
+	return res, nil
+}
+
+// HostsOf is each rank's host from a placement file: an Open MPI rankfile
+// ("rank R=HOST slot=S") or a Hydra/Slurm machine file (HOST or HOST:N per
+// line, ranks in order).
+func HostsOf(text string, ranks int) ([]string, error) {
+	out := make([]string, ranks)
+	next := 0
+	for i, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if c := strings.IndexByte(line, '#'); c >= 0 {
+			line = strings.TrimSpace(line[:c])
+		}
+		if line == "" {
+			continue
+		}
+		if strings.HasPrefix(line, "rank ") {
+			k, v, ok := strings.Cut(strings.TrimPrefix(line, "rank "), "=")
+			r, err := strconv.Atoi(strings.TrimSpace(k))
+			if !ok || err != nil || r < 0 || r >= ranks || len(strings.Fields(v)) == 0 {
+				return nil, fmt.Errorf("placement line %d: %q: want rank R=HOST with 0 <= R < %d", i+1, line, ranks)
+			}
+			out[r] = strings.Fields(v)[0]
+			continue
+		}
+		host, n := line, 1
+		if h, c, ok := strings.Cut(line, ":"); ok {
+			v, err := strconv.Atoi(c)
+			if err != nil || v < 1 {
+				return nil, fmt.Errorf("placement line %d: %q: want HOST or HOST:N", i+1, line)
+			}
+			host, n = h, v
+		}
+		for ; n > 0 && next < ranks; n-- {
+			out[next] = host
+			next++
+		}
+	}
+	for r, h := range out {
+		if h == "" {
+			return nil, fmt.Errorf("placement: no host for rank %d (%d ranks)", r, ranks)
+		}
+	}
+	return out, nil
+}
+
+// Cores is the most ranks any host runs under each placement given.
+func Cores(placements ...[]string) map[string]int {
+	out := map[string]int{}
+	for _, p := range placements {
+		n := map[string]int{}
+		for _, h := range p {
+			n[h]++
+		}
+		for h, c := range n {
+			out[h] = max(out[h], c)
+		}
+	}
+	return out
+}
+
+// Hosts is the sorted set of hosts of some placements.
+func Hosts(placements ...[]string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range placements {
+		for _, h := range p {
+			if !seen[h] {
+				seen[h] = true
+				out = append(out, h)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,346 @@
+package model
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/netloom/netloom/internal/ingest"
+	"github.com/netloom/netloom/internal/store"
+)
+
+// Job is a traced run: its profile (what was measured) and each rank's
+// replay trace.
+type Job struct {
+	ID     string
+	Dir    string
+	Ranks  int
+	Nodes  []string // each rank's node as it ran
+	Traces []string // rank-N.ti.gz, by rank
+	Events int      // in all traces
+	// Profile is the run as the agents measured it.
+	Profile *store.Job
+}
+
+// traceMeta is rank-N.ti.json, which the agent writes beside the trace.
+type traceMeta struct {
+	Rank          int     `json:"rank"`
+	WorldSize     int     `json:"world_size"`
+	Events        int     `json:"events"`
+	Truncated     bool    `json:"truncated"`
+	UntracedCalls uint64  `json:"untraced_calls"`
+	HostFlops     float64 `json:"host_flops"`
+}
+
+// Load reads a traced run from a profile directory (netloom run --trace
+// --output DIR): DIR/<job>/ or DIR itself.
+func Load(dir string) (*Job, []string, error) {
+	jobDir, err := ingest.FindProfileDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	prof, warns, err := ingest.ReadProfile(jobDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var warnings []string
+	for _, w := range warns {
+		warnings = append(warnings, w.Error())
+	}
+	j := &Job{ID: prof.ID, Dir: jobDir, Ranks: prof.Ranks, Profile: prof}
+	if j.Ranks == 0 {
+		return nil, warnings, fmt.Errorf("%s: no ranks in the profile", jobDir)
+	}
+	j.Nodes = make([]string, j.Ranks)
+	for _, p := range prof.Processes {
+		if p.Rank >= 0 && p.Rank < j.Ranks {
+			j.Nodes[p.Rank] = p.Node
+		}
+	}
+	for r := range j.Ranks {
+		if j.Nodes[r] == "" {
+			return nil, warnings, fmt.Errorf("%s: rank %d has no profile (rank-%d.pb)", jobDir, r, r)
+		}
+		path := filepath.Join(jobDir, fmt.Sprintf("rank-%d.ti.gz", r))
+		if _, err := os.Stat(path); err != nil {
+			return nil, warnings, fmt.Errorf("%s: rank %d has no replay trace (run the job with netloom run --trace --output DIR, or NETLOOM_TRACE=1): %w", jobDir, r, err)
+		}
+		j.Traces = append(j.Traces, path)
+		var m traceMeta
+		b, err := os.ReadFile(strings.TrimSuffix(path, ".gz") + ".json")
+		if err == nil {
+			err = json.Unmarshal(b, &m)
+		}
+		if err != nil {
+			return nil, warnings, fmt.Errorf("%s: rank %d's trace description: %w", jobDir, r, err)
+		}
+		if m.HostFlops != HostFlops {
+			return nil, warnings, fmt.Errorf("%s: rank %d's trace counts compute at %g flop/s, not %g", jobDir, r, m.HostFlops, HostFlops)
+		}
+		if m.Truncated {
+			warnings = append(warnings, fmt.Sprintf("rank %d's trace was cut at %d events (NETLOOM_TRACE_MB): the replay covers the run up to there", r, m.Events))
+		}
+		if m.UntracedCalls > 0 {
+			warnings = append(warnings, fmt.Sprintf("rank %d: %d calls the replay cannot express (collectives on other communicators than MPI_COMM_WORLD, persistent requests) count as compute", r, m.UntracedCalls))
+		}
+		j.Events += m.Events
+	}
+	return j, warnings, nil
+}
+
+// Measured is the run as the agents measured it, on the replay's span
+// (from MPI_Init's return to MPI_Finalize): the slowest rank's time and
+// each MPI function's time summed over ranks.
+func (j *Job) Measured() (elapsed float64, functions map[string]float64) {
+	functions = map[string]float64{}
+	for _, p := range j.Profile.Processes {
+		span := p.Wall
+		for _, f := range p.Functions {
+			t := float64(f.TimeNS+f.WaitNS) / 1e9
+			switch f.Name {
+			case "MPI_Init", "MPI_Init_thread":
+				span -= t
+			case "MPI_Finalize":
+			default:
+				functions[f.Name] += t
+			}
+		}
+		elapsed = max(elapsed, span)
+	}
+	return elapsed, functions
+}
+
+// Prediction is one replay's outcome.
+type Prediction struct {
+	Scenario string  `json:"scenario"`
+	Platform string  `json:"platform"`
+	Elapsed  float64 `json:"elapsed_seconds"` // the last rank's end
+	// MPISeconds is the replay's time in MPI, summed over ranks;
+	// Functions splits it by the trace's actions (named as MPI calls:
+	// MPI_Wait stands for every wait and test that completed requests,
+	// MPI_Isend/MPI_Irecv for the posts, also those of MPI_Sendrecv).
+	MPISeconds float64            `json:"mpi_seconds"`
+	Functions  map[string]float64 `json:"functions"`
+	// RankMPI is each rank's MPI time.
+	RankMPI []float64 `json:"rank_mpi_seconds"`
+}
+
+// actionFunction names the trace's actions as MPI calls.
+var actionFunction = map[string]string{
+	"send": "MPI_Send", "isend": "MPI_Isend", "recv": "MPI_Recv", "irecv": "MPI_Irecv", "wait": "MPI_Wait",
+	"test": "MPI_Test", "waitall": "MPI_Waitall", "barrier": "MPI_Barrier", "bcast": "MPI_Bcast",
+	"reduce": "MPI_Reduce", "allreduce": "MPI_Allreduce", "alltoall": "MPI_Alltoall", "alltoallv": "MPI_Alltoallv",
+	"gather": "MPI_Gather", "gatherv": "MPI_Gatherv", "allgather": "MPI_Allgather", "allgatherv": "MPI_Allgatherv",
+	"scatter": "MPI_Scatter", "scatterv": "MPI_Scatterv", "reducescatter": "MPI_Reduce_scatter",
+}
+
+// Smpirun is SimGrid's launcher.
+var Smpirun = "smpirun"
+
+// verboseLine is one action SMPI's replay logs with its duration:
+// "[host:rank:(pid) clock] ...: [smpi_replay/VERBOSE] RANK ACTION ARGS... DURATION".
+var verboseLine = regexp.MustCompile(`^\[[^\]]*:(\d+):\(\d+\) ([0-9.e+-]+)\] .*\[smpi_replay/VERBOSE\] (\d+) (\w+)(?: .*)? ([0-9.e+-]+)$`)
+
+// Replay replays the job's traces on the platform, rank r on host
+// hostOf[r], in a temporary directory under work.
+func Replay(ctx context.Context, j *Job, p *Platform, hostOf []string, scenario, work string) (*Prediction, error) {
+	if len(hostOf) != j.Ranks {
+		return nil, fmt.Errorf("%d hosts for %d ranks", len(hostOf), j.Ranks)
+	}
+	dir, err := os.MkdirTemp(work, "replay-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	var list strings.Builder
+	for r, t := range j.Traces {
+		name := filepath.Join(dir, fmt.Sprintf("rank-%d.ti", r))
+		if err := gunzip(t, name); err != nil {
+			return nil, err
+		}
+		fmt.Fprintln(&list, name)
+	}
+	files := map[string]string{"traces": list.String(), "hosts": strings.Join(hostOf, "\n") + "\n"}
+	var plat strings.Builder
+	if err := p.WriteXML(&plat); err != nil {
+		return nil, err
+	}
+	files["platform.xml"] = plat.String()
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	cmd := exec.CommandContext(ctx, Smpirun, "-np", strconv.Itoa(j.Ranks), "-platform", filepath.Join(dir, "platform.xml"),
+		"-hostfile", filepath.Join(dir, "hosts"), "-replay", filepath.Join(dir, "traces"),
+		"--log=smpi_replay.thres:verbose", "--log=xbt_cfg.thres:warning", "--log=smpi_config.thres:error",
+		// the platform's numbers as they are: a message takes latency +
+		// size / bandwidth on each link, not SMPI's factors fitted to
+		// another cluster
+		"--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1",
+		"--cfg=smpi/tmpdir:"+dir)
+	cmd.Dir = dir
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: %w (install SimGrid: Debian's simgrid and libsimgrid-dev)", Smpirun, err)
+	}
+	pred := &Prediction{Scenario: scenario, Platform: p.Name, Functions: map[string]float64{}, RankMPI: make([]float64, j.Ranks)}
+	var tail []string
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	actions := 0
+	for sc.Scan() {
+		line := sc.Text()
+		m := verboseLine.FindStringSubmatch(line)
+		if m == nil {
+			if tail = append(tail, line); len(tail) > 20 {
+				tail = tail[1:]
+			}
+			continue
+		}
+		actions++
+		clock, _ := strconv.ParseFloat(m[2], 64)
+		rank, _ := strconv.Atoi(m[3])
+		d, _ := strconv.ParseFloat(m[5], 64)
+		pred.Elapsed = max(pred.Elapsed, clock)
+		if m[4] == "compute" || rank < 0 || rank >= j.Ranks {
+			continue
+		}
+		name := actionFunction[m[4]]
+		if name == "" {
+			name = m[4]
+		}
+		pred.Functions[name] += d
+		pred.RankMPI[rank] += d
+		pred.MPISeconds += d
+	}
+	werr := cmd.Wait()
+	if werr != nil || actions == 0 {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%s replay on %s failed (%v):\n%s", Smpirun, p.Name, werr, strings.Join(tail, "\n"))
+	}
+	return pred, nil
+}
+
+func gunzip(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	z, err := gzip.NewReader(in)
+	if err != nil {
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, z); err != nil {
+		out.Close()
+		return fmt.Errorf("%s: %w", src, err)
+	}
+	return out.Close()
+}
+
+// CheckTraces reads every trace once and refuses what SMPI cannot replay:
+// a receive whose sender the trace does not know (MPI_ANY_SOURCE with the
+// status ignored), a rank number out of range, a line it does not parse.
+func (j *Job) CheckTraces() error {
+	var errs []error
+	for r, t := range j.Traces {
+		if err := checkTrace(t, r, j.Ranks); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkTrace(path string, rank, ranks int) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	sc := bufio.NewScanner(z)
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	n := 0
+	for sc.Scan() {
+		n++
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 || fields[0] != strconv.Itoa(rank) {
+			return fmt.Errorf("%s line %d: not an action of rank %d: %q", path, n, rank, sc.Text())
+		}
+		peers := 0
+		switch fields[1] {
+		case "send", "isend", "recv", "irecv":
+			peers = 1
+		case "wait":
+			peers = 2 // source and destination
+		}
+		if peers > 0 {
+			if len(fields) < 2+peers {
+				return fmt.Errorf("%s line %d: %s without its peer", path, n, fields[1])
+			}
+			for _, s := range fields[2 : 2+peers] {
+				p, err := strconv.Atoi(s)
+				if err != nil || p >= ranks {
+					return fmt.Errorf("%s line %d: %s: rank %q out of range", path, n, fields[1], s)
+				}
+				if p < 0 {
+					return fmt.Errorf("%s line %d: %s: the sender of a receive from MPI_ANY_SOURCE is not known (the program ignored its status): SMPI cannot replay it", path, n, fields[1])
+				}
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// Functions lists the functions of some predictions and a measurement,
+// by time in the first prediction, largest first.
+func Functions(measured map[string]float64, preds []*Prediction) []string {
+	seen := map[string]float64{}
+	for _, p := range preds {
+		for f, t := range p.Functions {
+			seen[f] = max(seen[f], t)
+		}
+	}
+	for f, t := range measured {
+		seen[f] = max(seen[f], t)
+	}
+	out := make([]string, 0, len(seen))
+	for f := range seen {
+		out = append(out, f)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if seen[out[a]] != seen[out[b]] {
+			return seen[out[a]] > seen[out[b]]
+		}
+		return out[a] < out[b]
+	})
+	return out
+}
