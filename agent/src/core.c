@@ -1257,7 +1257,6 @@ void nl_stop_agent(void)
 	if (!nl_agent.started || nl_agent.stopped)
 		return;
 	nl_agent.stopped = 1;
-	nl_agent.wall_end_mono_ns = nl_mono_ns();
 	nl_trace_end();
 	pthread_mutex_lock(&nl_agent.region_lock);
 	for (int i = 0; i < nl_agent.nregions; i++) /* close regions left open */

@@ -276,8 +276,7 @@ static int take(struct snapshot *s, int final, int all_peers)
 	p->program = nl_agent.program;
 	p->user = nl_agent.user;
 	read_proc(p);
-	uint64_t end = nl_agent.wall_end_mono_ns ? nl_agent.wall_end_mono_ns : nl_mono_ns();
-	p->wall_seconds = (double)(end - nl_agent.wall_start_mono_ns) / 1e9;
+	p->wall_seconds = (double)(nl_mono_ns() - nl_agent.wall_start_mono_ns) / 1e9;
 	p->mpiio_read_bytes = ld(&nl_io_bytes[0]);
 	p->mpiio_write_bytes = ld(&nl_io_bytes[1]);
 	p->datagrams_dropped = nl_agent.datagrams_dropped;

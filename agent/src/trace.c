@@ -46,6 +46,7 @@ static int truncated;
 static uint64_t last_exit, entry; /* ticks: the last traced call's exit, this call's entry */
 static int emitted;               /* the current call recorded an event */
 static uint64_t untraced_calls;   /* collectives not on MPI_COMM_WORLD, persistent requests, ... */
+static uint64_t start, end;       /* ticks: MPI_Init's return, MPI_Finalize's entry */
 
 /* requests posted and not yet completed: handle -> the posting record */
 #define TR_REQS 4096
@@ -91,7 +92,7 @@ void nl_trace_start(void)
 		fprintf(stderr, "netloom: no memory for a %.0f MB trace: not tracing\n", mb);
 		return;
 	}
-	last_exit = nl_ticks();
+	start = last_exit = nl_ticks();
 	nl_tracing = 1;
 }
 
@@ -464,7 +465,7 @@ void nl_trace_end(void)
 	if (!nl_tracing)
 		return;
 	nl_tracing = 0;
-	uint64_t fin = nl_ticks();
+	uint64_t fin = end = nl_ticks();
 	if (fin > last_exit && nev < cap) {
 		memset(&evs[nev], 0, sizeof evs[nev]);
 		evs[nev].op = TR_COMPUTE;
@@ -501,8 +502,10 @@ void nl_trace_write(const char *dir)
 	snprintf(path, sizeof path, "%s/rank-%d.ti.json", dir, r);
 	FILE *j = fopen(path, "w");
 	if (j) {
-		fprintf(j, "{\"rank\": %d, \"world_size\": %d, \"events\": %zu, \"truncated\": %s, \"untraced_calls\": %llu, \"host_flops\": 1e9}\n",
-			r, nl_world_size, nev, truncated ? "true" : "false", (unsigned long long)untraced_calls);
+		/* elapsed: the span the trace covers, MPI_Init's return to MPI_Finalize's entry */
+		fprintf(j, "{\"rank\": %d, \"world_size\": %d, \"events\": %zu, \"truncated\": %s, \"untraced_calls\": %llu, \"host_flops\": 1e9, \"elapsed_seconds\": %.9f}\n",
+			r, nl_world_size, nev, truncated ? "true" : "false", (unsigned long long)untraced_calls,
+			end > start ? (double)(end - start) * npt / 1e9 : 0.0);
 		fclose(j);
 	}
 	free(evs);

@@ -225,11 +225,11 @@ JSON, for netloom model --platform calibrated --calibration FILE.`,
 func writePrediction(w io.Writer, r *model.Result) error {
 	fmt.Fprintf(w, "Job %s: %d ranks on %d nodes, %d trace events; platform: %s\n\n", r.Job, r.Ranks, r.Hosts, r.Events, r.Platform)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "\telapsed (s)\tMPI (s, all ranks)\tvs measured\t\n")
-	fmt.Fprintf(tw, "measured\t%.4f\t%.4f\t\t\n", r.Measured.Elapsed, r.Measured.MPISeconds)
+	fmt.Fprintf(tw, "\telapsed (s)\tMPI (s, all ranks)\tvs measured\tinter-node p2p bytes\t\n")
+	fmt.Fprintf(tw, "measured\t%.4f\t%.4f\t\t\t\n", r.Measured.Elapsed, r.Measured.MPISeconds)
 	preds := append([]*model.Prediction{r.AsRan}, r.WhatIfs...)
 	for _, p := range preds {
-		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%+.1f%%\t\n", p.Scenario, p.Elapsed, p.MPISeconds, 100*(p.Elapsed-r.Measured.Elapsed)/r.Measured.Elapsed)
+		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%+.1f%%\t%d\t\n", p.Scenario, p.Elapsed, p.MPISeconds, 100*(p.Elapsed-r.Measured.Elapsed)/r.Measured.Elapsed, p.InterNodeBytes)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -29,6 +29,11 @@ type Job struct {
 	Nodes  []string // each rank's node as it ran
 	Traces []string // rank-N.ti.gz, by rank
 	Events int      // in all traces
+	// Elapsed is the slowest rank's traced span, as measured.
+	Elapsed float64
+	// sent[r] is rank r's point-to-point bytes to each peer in its trace
+	// (CheckTraces fills it).
+	sent []map[int]uint64
 	// Profile is the run as the agents measured it.
 	Profile *store.Job
 }
@@ -41,6 +46,9 @@ type traceMeta struct {
 	Truncated     bool    `json:"truncated"`
 	UntracedCalls uint64  `json:"untraced_calls"`
 	HostFlops     float64 `json:"host_flops"`
+	// Elapsed is the span the trace covers: MPI_Init's return to
+	// MPI_Finalize's entry, as the rank measured it.
+	Elapsed float64 `json:"elapsed_seconds"`
 }
 
 // Load reads a traced run from a profile directory (netloom run --trace
@@ -95,6 +103,7 @@ func Load(dir string) (*Job, []string, error) {
 			warnings = append(warnings, fmt.Sprintf("rank %d: %d calls the replay cannot express (collectives on other communicators than MPI_COMM_WORLD, persistent requests) count as compute", r, m.UntracedCalls))
 		}
 		j.Events += m.Events
+		j.Elapsed = max(j.Elapsed, m.Elapsed)
 	}
 	return j, warnings, nil
 }
@@ -105,20 +114,13 @@ func Load(dir string) (*Job, []string, error) {
 func (j *Job) Measured() (elapsed float64, functions map[string]float64) {
 	functions = map[string]float64{}
 	for _, p := range j.Profile.Processes {
-		span := p.Wall
 		for _, f := range p.Functions {
-			t := float64(f.TimeNS+f.WaitNS) / 1e9
-			switch f.Name {
-			case "MPI_Init", "MPI_Init_thread":
-				span -= t
-			case "MPI_Finalize":
-			default:
-				functions[f.Name] += t
+			if f.Name != "MPI_Init" && f.Name != "MPI_Init_thread" && f.Name != "MPI_Finalize" {
+				functions[f.Name] += float64(f.TimeNS+f.WaitNS) / 1e9
 			}
 		}
-		elapsed = max(elapsed, span)
 	}
-	return elapsed, functions
+	return j.Elapsed, functions
 }
 
 // Prediction is one replay's outcome.
@@ -126,6 +128,9 @@ type Prediction struct {
 	Scenario string  `json:"scenario"`
 	Platform string  `json:"platform"`
 	Elapsed  float64 `json:"elapsed_seconds"` // the last rank's end
+	// InterNodeBytes is the point-to-point bytes between ranks on
+	// different hosts (Job.InterNodeBytes).
+	InterNodeBytes uint64 `json:"inter_node_p2p_bytes"`
 	// MPISeconds is the replay's time in MPI, summed over ranks;
 	// Functions splits it by the trace's actions (named as MPI calls:
 	// MPI_Wait stands for every wait and test that completed requests,
@@ -200,6 +205,9 @@ func Replay(ctx context.Context, j *Job, p *Platform, hostOf []string, scenario,
 		return nil, fmt.Errorf("%s: %w (install SimGrid: Debian's simgrid and libsimgrid-dev)", Smpirun, err)
 	}
 	pred := &Prediction{Scenario: scenario, Platform: p.Name, Functions: map[string]float64{}, RankMPI: make([]float64, j.Ranks)}
+	if j.sent != nil {
+		pred.InterNodeBytes = j.InterNodeBytes(hostOf)
+	}
 	var tail []string
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
@@ -265,15 +273,32 @@ func gunzip(src, dst string) error {
 // status ignored), a rank number out of range, a line it does not parse.
 func (j *Job) CheckTraces() error {
 	var errs []error
+	j.sent = make([]map[int]uint64, j.Ranks)
 	for r, t := range j.Traces {
-		if err := checkTrace(t, r, j.Ranks); err != nil {
+		j.sent[r] = map[int]uint64{}
+		if err := checkTrace(t, r, j.Ranks, j.sent[r]); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func checkTrace(path string, rank, ranks int) error {
+// InterNodeBytes is the point-to-point bytes the trace sends between
+// ranks on different hosts under a placement (collectives are left out:
+// how SMPI decomposes them is its algorithms' choice). CheckTraces first.
+func (j *Job) InterNodeBytes(hostOf []string) uint64 {
+	var b uint64
+	for r, peers := range j.sent {
+		for q, n := range peers {
+			if hostOf[r] != hostOf[q] {
+				b += n
+			}
+		}
+	}
+	return b
+}
+
+func checkTrace(path string, rank, ranks int, sent map[int]uint64) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -312,6 +337,14 @@ func checkTrace(path string, rank, ranks int) error {
 					return fmt.Errorf("%s line %d: %s: the sender of a receive from MPI_ANY_SOURCE is not known (the program ignored its status): SMPI cannot replay it", path, n, fields[1])
 				}
 			}
+		}
+		if (fields[1] == "send" || fields[1] == "isend") && len(fields) >= 5 {
+			peer, _ := strconv.Atoi(fields[2])
+			b, err := strconv.ParseFloat(fields[4], 64)
+			if err != nil || b < 0 {
+				return fmt.Errorf("%s line %d: %s: size %q", path, n, fields[1], fields[4])
+			}
+			sent[peer] += uint64(b)
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -407,6 +407,43 @@ func cliDocExamples() map[string]docExample {
 				t.Errorf("place JSON: %+v", a)
 			}
 		}},
+		"netloom run --trace --output traced -- mpirun -np 4 ./app": {check: func(t *testing.T, r docRun) {
+			traces, _ := filepath.Glob(filepath.Join(r.dir, "traced", "*", "rank-*.ti.gz"))
+			if len(traces) != 4 {
+				t.Errorf("replay traces: %v, want 4", traces)
+			}
+		}},
+		"netloom model calibrate -o calib.json": {check: func(t *testing.T, r docRun) {
+			var c struct {
+				Latency   float64 `json:"latency_seconds"`
+				Bandwidth float64 `json:"bandwidth_bytes_per_second"`
+			}
+			jsonOut(t, r.file(t, "calib.json"), &c)
+			if c.Latency <= 0 || c.Latency > 1e-3 || c.Bandwidth < 1e7 {
+				t.Errorf("calibration %+v: want a latency under 1 ms and a bandwidth over 10 MB/s", c)
+			}
+			contains(t, "calibrate's stderr", r.stderr, "latency", "bandwidth")
+		}},
+		"netloom model traced --platform calibrated --calibration calib.json": {check: func(t *testing.T, r docRun) {
+			contains(t, "model", r.stdout, "4 ranks", "platform: calibrated", "measured", "as ran", "perfect network", "x2 bandwidth", "MPI_Sendrecv")
+		}},
+		"netloom model traced --network perfect --network bandwidth=25GB/s,latency=600ns --json > model.json": {check: func(t *testing.T, r docRun) {
+			var m struct {
+				Ranks int
+				AsRan struct {
+					Elapsed float64 `json:"elapsed_seconds"`
+				} `json:"as_ran"`
+				WhatIfs []struct {
+					Scenario string
+					Elapsed  float64 `json:"elapsed_seconds"`
+				} `json:"what_ifs"`
+			}
+			jsonOut(t, r.file(t, "model.json"), &m)
+			if m.Ranks != 4 || m.AsRan.Elapsed <= 0 || len(m.WhatIfs) != 2 || m.WhatIfs[0].Scenario != "perfect network" ||
+				m.WhatIfs[1].Scenario != "bandwidth=25GB/s,latency=600ns" || m.WhatIfs[0].Elapsed > m.AsRan.Elapsed {
+				t.Errorf("model JSON: %+v", m)
+			}
+		}},
 		"netloom report prof": {check: func(t *testing.T, r docRun) {
 			contains(t, "report", r.stdout, "Netloom report: job", "4 ranks", "MPI_Sendrecv", "MPI_Bcast")
 		}},

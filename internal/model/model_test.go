@@ -1,0 +1,215 @@
+package model
+
+import (
+	"compress/gzip"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/netloom/netloom/internal/analysis"
+	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/fabric/sim"
+)
+
+func TestParseNetwork(t *testing.T) {
+	for in, want := range map[string]Network{
+		"perfect":                        {Name: "perfect network", Perfect: true},
+		"x2":                             {Name: "x2 bandwidth", Factor: 2, Latency: -1},
+		"x0.5":                           {Name: "x0.5 bandwidth", Factor: 0.5, Latency: -1},
+		"bandwidth=100Gb/s":              {Name: "bandwidth=100Gb/s", Bandwidth: 12.5e9, Latency: -1},
+		"bandwidth=25GB/s,latency=600ns": {Name: "bandwidth=25GB/s,latency=600ns", Bandwidth: 25e9, Latency: 600e-9},
+		"latency=2us":                    {Name: "latency=2us", Latency: 2e-6},
+	} {
+		got, err := ParseNetwork(in)
+		if err != nil || got != want {
+			t.Errorf("ParseNetwork(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"x0", "x-1", "xfast", "fast", "bandwidth=12", "bandwidth=-1GB/s", "latency=soon", "speed=1GB/s", ""} {
+		if _, err := ParseNetwork(bad); err == nil {
+			t.Errorf("ParseNetwork(%q) accepted", bad)
+		}
+	}
+}
+
+func TestHostsOf(t *testing.T) {
+	got, err := HostsOf("rank 1=n2 slot=0\nrank 0=n1 slot=1\n# comment\nrank 2=n1 slot=0\n", 3)
+	if err != nil || strings.Join(got, ",") != "n1,n2,n1" {
+		t.Errorf("rankfile: %v, %v", got, err)
+	}
+	got, err = HostsOf("n1:2\nn5\nn6:1\n", 4)
+	if err != nil || strings.Join(got, ",") != "n1,n1,n5,n6" {
+		t.Errorf("machine file: %v, %v", got, err)
+	}
+	for _, bad := range []string{"n1:2\n", "rank 7=n1\nn1:3", "n1:x\nn2:9", "rank 0=\nn1:4"} {
+		if _, err := HostsOf(bad, 4); err == nil {
+			t.Errorf("HostsOf(%q) accepted", bad)
+		}
+	}
+}
+
+// traceJob writes ranks' traces (SMPI actions after "R init", before
+// "R finalize") as the agent does, and returns the job.
+func traceJob(t *testing.T, nodes []string, actions [][]string) *Job {
+	t.Helper()
+	dir := t.TempDir()
+	j := &Job{ID: "t", Dir: dir, Ranks: len(actions), Nodes: nodes}
+	for r, acts := range actions {
+		path := filepath.Join(dir, fmt.Sprintf("rank-%d.ti.gz", r))
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		z := gzip.NewWriter(f)
+		fmt.Fprintf(z, "%d init\n", r)
+		for _, a := range acts {
+			fmt.Fprintf(z, "%d %s\n", r, a)
+			j.Events++
+		}
+		fmt.Fprintf(z, "%d finalize\n", r)
+		if err := z.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		j.Traces = append(j.Traces, path)
+	}
+	if err := j.CheckTraces(); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func needSmpirun(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath(Smpirun); err != nil {
+		if testing.Short() {
+			t.Skip("SimGrid's smpirun not installed")
+		}
+		t.Fatalf("SimGrid's smpirun not installed (scripts/install-deps.sh installs simgrid): %v", err)
+	}
+}
+
+func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol*math.Abs(want) }
+
+// On a simulated fat tree with one host link slowed to 1X SDR, two
+// independent pairs exchange the same bytes: the pair whose route crosses
+// that link takes its time, the other its own links' time; a perfect
+// network takes neither; twice the bandwidth halves the transfer.
+func TestReplayFollowsLinkSpeeds(t *testing.T) {
+	needSmpirun(t)
+	topo, err := sim.GenerateFatTree(16, 8, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nm, err := analysis.NewNodeMap(topo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, _ := topo.FindNode("n2")
+	slow := -1
+	for i, l := range topo.Links {
+		if l.A.GUID == h2.GUID || l.B.GUID == h2.GUID {
+			topo.Links[i].Width, topo.Links[i].Speed = "1X", "SDR"
+			slow = i
+		}
+	}
+	if slow < 0 {
+		t.Fatal("n2 has no link")
+	}
+	lft, _, err := sim.ComputeRoutes(context.Background(), topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := fabric.NewRoutes(topo, lft)
+	fast := topo.Links[0]
+	for _, l := range topo.Links {
+		if l.Width == "4X" {
+			fast = l
+			break
+		}
+	}
+	const bytes, iters = 50e6, 4
+	var actions [][]string
+	nodes := []string{"n1", "n2", "n5", "n6"}
+	for r := range 4 {
+		peer := r ^ 1
+		acts := []string{"compute 1e6"} // 1 ms at the hosts' 1 Gflop/s
+		for i := range iters {          // posted together, one tag each
+			acts = append(acts, fmt.Sprintf("irecv %d %d %d", peer, i, int(bytes)), fmt.Sprintf("isend %d %d %d", peer, i, int(bytes)))
+		}
+		for i := range iters {
+			acts = append(acts, fmt.Sprintf("wait %d %d %d", peer, r, i), fmt.Sprintf("wait %d %d %d", r, peer, i))
+		}
+		actions = append(actions, acts)
+	}
+	j := traceJob(t, nodes, actions)
+	lo := Link{ID: "lo", Bandwidth: 10e9, Latency: 3e-7}
+	p, err := FromRoutes("sim", routes, nodes, Cores(nodes), nm.LID, 1e-7, lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	run := func(p *Platform) *Prediction {
+		t.Helper()
+		pr, err := Replay(ctx, j, p, nodes, p.Name, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pr
+	}
+	asRan := run(p)
+	slowBW, fastBW := topo.Links[slow].Capacity(), fast.Capacity()
+	// Both directions at once on split-duplex links: each direction takes
+	// iters x bytes at the slowest link of its route.
+	if want := iters * bytes / slowBW; !near(asRan.RankMPI[0], want, 0.1) || !near(asRan.RankMPI[1], want, 0.1) {
+		t.Errorf("pair across the 1X SDR link: MPI %v s, want %.3f s each", asRan.RankMPI[:2], want)
+	}
+	if want := iters * bytes / fastBW; !near(asRan.RankMPI[2], want, 0.1) || !near(asRan.RankMPI[3], want, 0.1) {
+		t.Errorf("pair on 4X links: MPI %v s, want %.3f s each", asRan.RankMPI[2:], want)
+	}
+	if want := 1e-3 + iters*bytes/slowBW; !near(asRan.Elapsed, want, 0.1) {
+		t.Errorf("elapsed %.4f s, want %.4f", asRan.Elapsed, want)
+	}
+	t.Logf("as ran: elapsed %.4f s, MPI per rank %v (1X SDR %.3g B/s, 4X %.3g B/s)", asRan.Elapsed, asRan.RankMPI, slowBW, fastBW)
+	perfect := run(Network{Name: "perfect", Perfect: true}.Apply(p))
+	if perfect.Elapsed > 1.01e-3 || perfect.MPISeconds > 1e-4 {
+		t.Errorf("perfect network: elapsed %g s, MPI %g s; want the compute alone", perfect.Elapsed, perfect.MPISeconds)
+	}
+	x2 := run(Network{Name: "x2", Factor: 2}.Apply(p))
+	if !near(x2.RankMPI[0], asRan.RankMPI[0]/2, 0.1) {
+		t.Errorf("x2: rank 0's MPI %g s, want half of %g", x2.RankMPI[0], asRan.RankMPI[0])
+	}
+	if b := j.InterNodeBytes(nodes); b != 4*iters*bytes {
+		t.Errorf("inter-node bytes %d, want %d", b, uint64(4*iters*bytes))
+	}
+	if b := j.InterNodeBytes([]string{"n1", "n1", "n5", "n5"}); b != 0 {
+		t.Errorf("pairs on one node each: %d inter-node bytes", b)
+	}
+}
+
+func TestCheckTracesRefuses(t *testing.T) {
+	for name, acts := range map[string][]string{
+		"any source":   {"recv -1 0 10"},
+		"out of range": {"send 9 0 10"},
+		"bad size":     {"send 1 0 lots"},
+	} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "rank-0.ti.gz")
+		f, _ := os.Create(path)
+		z := gzip.NewWriter(f)
+		for _, a := range acts {
+			fmt.Fprintf(z, "0 %s\n", a)
+		}
+		z.Close()
+		f.Close()
+		j := &Job{Ranks: 2, Traces: []string{path, path}}
+		if err := j.CheckTraces(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -1,0 +1,203 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/test/ibsim"
+)
+
+// modelWrap puts Open MPI rank r on the r-th of the node names given
+// before the program (NETLOOM_NODE).
+const modelWrap = `#!/bin/sh
+nodes=$1
+shift
+NETLOOM_NODE=$(echo "$nodes" | cut -d, -f$((OMPI_COMM_WORLD_RANK + 1)))
+export NETLOOM_NODE
+exec "$@"
+`
+
+type modelPrediction struct {
+	Scenario       string
+	Elapsed        float64   `json:"elapsed_seconds"`
+	MPISeconds     float64   `json:"mpi_seconds"`
+	InterNodeBytes uint64    `json:"inter_node_p2p_bytes"`
+	RankMPI        []float64 `json:"rank_mpi_seconds"`
+}
+
+type modelResult struct {
+	Ranks    int
+	Platform string
+	Measured struct {
+		Elapsed float64 `json:"elapsed_seconds"`
+	}
+	AsRan   modelPrediction   `json:"as_ran"`
+	WhatIfs []modelPrediction `json:"what_ifs"`
+}
+
+func (r *modelResult) whatIf(t *testing.T, name string) modelPrediction {
+	t.Helper()
+	for _, p := range r.WhatIfs {
+		if p.Scenario == name {
+			return p
+		}
+	}
+	t.Fatalf("no %q prediction in %+v", name, r.WhatIfs)
+	return modelPrediction{}
+}
+
+// TestModel traces real Open MPI jobs (netloom run --trace) and replays
+// them with SimGrid (netloom model):
+//   - on a platform calibrated to this machine by a ping-pong, the replay
+//     of a job reproduces its measured time within 15%, and a perfect
+//     network never predicts more than measured;
+//   - a perfect network keeps an injected imbalance: rank k still waits
+//     for the last rank what the program made it wait;
+//   - on the ibsim fabric (mixed link rates; n4's link is 1X SDR), two
+//     independent pairs are predicted at the speed of their own routes:
+//     the pair through n4's link at its 250 MB/s, the other at 4X FDR;
+//   - the trace's inter-node bytes are what the agent measured, and a
+//     placement that puts each pair on one node predicts none, which the
+//     job re-run that way then measures.
+func TestModel(t *testing.T) {
+	if _, err := exec.LookPath("smpirun"); err != nil {
+		t.Fatalf("SimGrid's smpirun not installed (scripts/install-deps.sh installs simgrid): %v", err)
+	}
+	buildAgent(t)
+	m := impls(t)[0]
+	needMPI(t, m)
+	work := t.TempDir()
+	wrap := filepath.Join(work, "wrap.sh")
+	if err := os.WriteFile(wrap, []byte(modelWrap), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pairs := compile(t, m, "testdata/mpi/pairs.c")
+	imbalance := compile(t, m, "testdata/mpi/imbalance.c")
+	env := append(os.Environ(), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+	netloom := func(t *testing.T, extraEnv []string, args ...string) []byte {
+		t.Helper()
+		cmd := exec.Command(netloomBin, args...)
+		cmd.Dir, cmd.Env = work, append(env, extraEnv...)
+		out, err := cmd.Output()
+		if err != nil {
+			stderr := ""
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = string(ee.Stderr)
+			}
+			t.Fatalf("netloom %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
+		}
+		return out
+	}
+	traced := func(t *testing.T, name, nodes string, prog string, args ...string) string {
+		t.Helper()
+		dir := filepath.Join(work, name)
+		netloom(t, nil, append([]string{"run", "--quiet", "--trace", "--output", dir, "--job-id", name, "--lib", m.lib, "--",
+			"mpirun", "--oversubscribe", "-np", "4", "sh", wrap, nodes, prog}, args...)...)
+		return dir
+	}
+	predict := func(t *testing.T, extraEnv []string, args ...string) *modelResult {
+		t.Helper()
+		var r modelResult
+		out := netloom(t, extraEnv, append([]string{"model", "--json"}, args...)...)
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("netloom model %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		t.Logf("%s: measured %.4f s; as ran %.4f s (MPI %v); what-ifs %+v", r.Platform, r.Measured.Elapsed, r.AsRan.Elapsed, r.AsRan.RankMPI, r.WhatIfs)
+		return &r
+	}
+	netloom(t, nil, "model", "calibrate", "-o", "calib.json")
+
+	t.Run("calibrated replay reproduces the run", func(t *testing.T) {
+		dir := traced(t, "pairs-work", "n3,n4,n5,n6", pairs, "4000000", "5", "20000")
+		r := predict(t, nil, dir, "--platform", "calibrated", "--calibration", "calib.json")
+		if d := math.Abs(r.AsRan.Elapsed-r.Measured.Elapsed) / r.Measured.Elapsed; d > 0.15 {
+			t.Errorf("replay %.4f s, measured %.4f s: %.0f%% off, want within 15%%", r.AsRan.Elapsed, r.Measured.Elapsed, 100*d)
+		}
+		if p := r.whatIf(t, "perfect network"); p.Elapsed > r.Measured.Elapsed || p.Elapsed > r.AsRan.Elapsed {
+			t.Errorf("perfect network %.4f s: more than measured %.4f s or replayed %.4f s", p.Elapsed, r.Measured.Elapsed, r.AsRan.Elapsed)
+		}
+	})
+
+	t.Run("perfect network keeps the imbalance", func(t *testing.T) {
+		const d, iters = 0.02, 10 // imbalance.c: rank k works k x 20 ms per round
+		dir := traced(t, "imbalance", "n3,n3,n5,n5", imbalance, "20", "10")
+		r := predict(t, nil, dir, "--platform", "calibrated", "--calibration", "calib.json", "--network", "perfect")
+		p := r.whatIf(t, "perfect network")
+		if p.Elapsed > r.Measured.Elapsed {
+			t.Errorf("perfect network %.4f s > measured %.4f s", p.Elapsed, r.Measured.Elapsed)
+		}
+		for k, got := range p.RankMPI {
+			// the wait for the last rank, plus the final gather's
+			want := float64(3-k) * d * iters
+			if math.Abs(got-want) > 0.1*want+0.005 {
+				t.Errorf("perfect network: rank %d in MPI %.4f s, want its injected wait %.4f s", k, got, want)
+			}
+		}
+	})
+
+	t.Run("fabric routes and link speeds", func(t *testing.T) {
+		if m := ibsim.Missing(); m != "" {
+			t.Fatal(m)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		f, err := ibsim.Start(ctx, filepath.Join(repoRoot(t), "internal/fabric/ib/testdata/fattree.net"), ibsim.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Stop()
+		const bytes, iters = 4000000, 5
+		dir := traced(t, "pairs", "n3,n4,n5,n6", pairs, "4000000", "5")
+		r := predict(t, f.Env(), dir, "--fabric", "ib", "--network", "x2")
+		rate := map[string]float64{"1X SDR": fabric.LinkCapacity("1X", "SDR"), "4X FDR": fabric.LinkCapacity("4X", "FDR")}
+		// n3 (4X DDR) <-> n4 (1X SDR): n4's link sets the pace; n5 <-> n6, both 4X FDR on one leaf.
+		for rank, link := range map[int]string{0: "1X SDR", 1: "1X SDR", 2: "4X FDR", 3: "4X FDR"} {
+			want := iters * bytes / rate[link]
+			if got := r.AsRan.RankMPI[rank]; math.Abs(got-want) > 0.15*want {
+				t.Errorf("rank %d: MPI %.5f s on the fabric, want %.5f s (%d x %d bytes at %s)", rank, got, want, iters, bytes, link)
+			}
+		}
+		x2 := r.whatIf(t, "x2 bandwidth")
+		if got, want := x2.RankMPI[1], r.AsRan.RankMPI[1]/2; math.Abs(got-want) > 0.15*want {
+			t.Errorf("x2 bandwidth: rank 1 in MPI %.5f s, want about %.5f s", got, want)
+		}
+
+		// Inter-node bytes: the trace's equal the agent's, and a placement
+		// keeping each pair on one node predicts none, as its re-run shows.
+		measured := func(dir string) uint64 {
+			var rep struct {
+				Job struct {
+					InterNode struct{ Bytes uint64 } `json:"inter_node"`
+				}
+			}
+			out := netloom(t, nil, "report", dir, "--json")
+			if err := json.Unmarshal(out, &rep); err != nil {
+				t.Fatalf("report: %v\n%s", err, out)
+			}
+			return rep.Job.InterNode.Bytes
+		}
+		if got := measured(dir); r.AsRan.InterNodeBytes != got || got != 2*2*iters*bytes {
+			t.Errorf("inter-node bytes: trace %d, agent %d, want %d", r.AsRan.InterNodeBytes, got, 2*2*iters*bytes)
+		}
+		if err := os.WriteFile(filepath.Join(work, "together"), []byte("n3:2\nn5:2\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r = predict(t, f.Env(), dir, "--fabric", "ib", "--network", "x2", "--placement", "together")
+		p := r.whatIf(t, "placement")
+		rerun := traced(t, "pairs-together", "n3,n3,n5,n5", pairs, "4000000", "5")
+		if got := measured(rerun); p.InterNodeBytes != 0 || got != 0 {
+			t.Errorf("placement: %d inter-node bytes predicted, %d measured on the re-run; want none", p.InterNodeBytes, got)
+		}
+		if p.Elapsed >= r.AsRan.Elapsed {
+			t.Errorf("placement inside nodes: %.4f s, not faster than as ran %.4f s", p.Elapsed, r.AsRan.Elapsed)
+		}
+	})
+}
