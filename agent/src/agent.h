@@ -83,6 +83,7 @@ uint64_t nl_mono_ns(void);
 int nl_physical_known(void);
 void nl_trace_start(void);            /* trace.c: NETLOOM_TRACE */
 void nl_trace_end(void);              /* at MPI_Finalize's entry */
+const char *nl_trace_dir(void);       /* "" unless tracing */
 void nl_trace_write(const char *dir); /* after the final report, beside the profile */
 uint64_t nl_fn_ticks(int f);
 int64_t nl_unix_ns(void);

@@ -275,6 +275,8 @@ static int take(struct snapshot *s, int final, int all_peers)
 	p->mpi_library = nl_agent.mpi_library;
 	p->program = nl_agent.program;
 	p->user = nl_agent.user;
+	if (*nl_trace_dir())
+		p->trace_dir = (char *)nl_trace_dir();
 	read_proc(p);
 	p->wall_seconds = (double)(nl_mono_ns() - nl_agent.wall_start_mono_ns) / 1e9;
 	p->mpiio_read_bytes = ld(&nl_io_bytes[0]);

@@ -38,6 +38,7 @@ struct tr_ev {
 };
 
 int nl_tracing;
+static char trace_dir[1400]; /* where the trace will be: the profile's folder */
 static struct tr_ev *evs;
 static size_t nev, cap;
 static uint64_t *side;
@@ -93,6 +94,7 @@ void nl_trace_start(void)
 		return;
 	}
 	start = last_exit = nl_ticks();
+	snprintf(trace_dir, sizeof trace_dir, "%s/%s", nl_agent.output_dir, nl_agent.job_id);
 	nl_tracing = 1;
 }
 
@@ -456,6 +458,12 @@ static void write_ev(gzFile f, int r, const struct tr_ev *x, double npt)
 		gzprintf(f, " 0\n");
 		break;
 	}
+}
+
+/* nl_trace_dir is the folder the trace goes to ("" when not tracing). */
+const char *nl_trace_dir(void)
+{
+	return trace_dir;
 }
 
 /* nl_trace_end records the compute after the last traced call, up to

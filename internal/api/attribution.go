@@ -37,11 +37,13 @@ func (s *Server) ServeAttribution(opt AttributionOptions) {
 	s.userRoute("GET /api/v1/jobs/{job}/why", a.why)
 	s.route("GET /api/v1/hotspots", a.hotspots)
 	a.servePlacement()
+	a.serveModel()
 }
 
 type attribAPI struct {
-	s   *Server
-	opt AttributionOptions
+	s     *Server
+	opt   AttributionOptions
+	model *modelRunner
 }
 
 // linkEnds names a link by both ends.

@@ -127,8 +127,8 @@ func (c *chunkSum) add(o *chunkSum) {
 // summarizeChunks fills s from its ranks' chunk sums and processes, in
 // rank order; nodes is how many nodes the ranks run on.
 func summarizeChunks(s *store.JobSummary, chunks []chunkSum, procs []*store.Process, nodes int) {
-	id, state, reason, start, end, ranks := s.ID, s.State, s.EndReason, s.Start, s.End, s.Ranks
-	*s = store.JobSummary{ID: id, State: state, EndReason: reason, Start: start, End: end, Ranks: ranks, Nodes: nodes}
+	id, state, reason, start, end, ranks, traceDir := s.ID, s.State, s.EndReason, s.Start, s.End, s.Ranks, s.TraceDir
+	*s = store.JobSummary{ID: id, State: state, EndReason: reason, Start: start, End: end, Ranks: ranks, Nodes: nodes, TraceDir: traceDir}
 	for _, p := range procs { // the first rank that names its user
 		s.User, s.Program, s.MPILibrary = p.User, p.Program, p.MPILibrary
 		if p.User != "" {

@@ -187,6 +187,8 @@ func (d *Datagram) process(b []byte, p *agentpb.Process) error {
 				p.Program, err = stringOf(v)
 			case 7:
 				p.User, err = stringOf(v)
+			case 33:
+				p.TraceDir, err = stringOf(v)
 			case 30:
 				if p.IntraNode == nil {
 					p.IntraNode = &d.own.traffic[0]

@@ -168,6 +168,7 @@ type rankKey struct {
 
 type jobState struct {
 	id        string
+	traceDir  string // where its ranks write replay traces (the first rank to say)
 	world     int
 	ranks     map[int]*rankState
 	procs     []*store.Process // the current process of each rank in order
@@ -522,6 +523,9 @@ func (t *Tracker) mergeChunk(j *jobState, pend *pending, d *Datagram, prev *stor
 	p.Start, p.Time = time.Unix(0, d.StartUnixNs).UTC(), time.Unix(0, d.TimeUnixNs).UTC()
 	p.PeersTruncated = p.PeersTruncated || d.PeersTruncated
 	if pr := d.Process; pr != nil {
+		if pr.TraceDir != "" && j.traceDir == "" {
+			j.traceDir = pr.TraceDir
+		}
 		p.Node, p.Host, p.PID, p.CPU = t.like(pr.Node, prev.Node), t.like(pr.Host, prev.Host), pr.Pid, pr.Cpu
 		p.MPILibrary, p.Program, p.User = t.like(pr.MpiLibrary, prev.MPILibrary), t.like(pr.Program, prev.Program), t.like(pr.User, prev.User)
 		p.CPUUser, p.CPUSystem, p.Wall, p.MPI = pr.CpuUserSeconds, pr.CpuSystemSeconds, pr.WallSeconds, pr.MpiSeconds
@@ -1138,6 +1142,7 @@ func (t *Tracker) view(j *jobState) *store.Job {
 	}
 	j.rebuildLists()
 	v = store.NewLiveJob(v.JobSummary, j.viewChunks())
+	v.TraceDir = j.traceDir
 	summarizeChunks(&v.JobSummary, j.chunkSums, j.procs, j.nodesUsed)
 	j.view, j.dirty = v, false
 	j.shown = append(j.shown, j.waiting...)

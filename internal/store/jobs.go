@@ -116,6 +116,9 @@ type JobSummary struct {
 	// TrafficModel is TrafficPhysical when the ranks' MPI library told
 	// what it really sent, else TrafficLogical.
 	TrafficModel string `json:"traffic_model,omitempty"`
+	// TraceDir is where the ranks write their replay traces (netloom run
+	// --trace): what GET /jobs/{job}/model replays once the job ended.
+	TraceDir string `json:"trace_dir,omitempty"`
 
 	// Scheduler is the batch scheduler's view of the job (nil: it does
 	// not know the job). Agent is whether MPI agents reported it, and

@@ -96,11 +96,12 @@ func TestModel(t *testing.T) {
 		}
 		return out
 	}
+	daemonAt := "127.0.0.1:9" // no daemon: the datagrams go nowhere
 	traced := func(t *testing.T, name, nodes string, prog string, args ...string) string {
 		t.Helper()
 		dir := filepath.Join(work, name)
-		netloom(t, nil, append([]string{"run", "--quiet", "--trace", "--output", dir, "--job-id", name, "--lib", m.lib, "--",
-			"mpirun", "--oversubscribe", "-np", "4", "sh", wrap, nodes, prog}, args...)...)
+		netloom(t, nil, append([]string{"run", "--quiet", "--trace", "--output", dir, "--job-id", name, "--lib", m.lib, "--daemon", daemonAt,
+			"--interval", "200ms", "--", "mpirun", "--oversubscribe", "-np", "4", "sh", wrap, nodes, prog}, args...)...)
 		return dir
 	}
 	predict := func(t *testing.T, extraEnv []string, args ...string) *modelResult {
@@ -154,9 +155,24 @@ func TestModel(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Stop()
+		d, agent := serve(t, f.Dir, f.Env(), "--fabric", "ib", "--db", filepath.Join(work, "netloom.db"), "--agent-listen", "127.0.0.1:0",
+			"--agent-address-file", "-", "--sweep-interval", "300ms", "--discover-interval", "5s", "--job-timeout", "20s")
+		waitAPI(t, d, 60*time.Second, "routes", func() bool {
+			var st struct{ Routes bool }
+			return d.get("/api/v1/status", &st) == 200 && st.Routes
+		})
+		daemonAt = agent
 		const bytes, iters = 4000000, 5
 		dir := traced(t, "pairs", "n3,n4,n5,n6", pairs, "4000000", "5")
 		r := predict(t, f.Env(), dir, "--fabric", "ib", "--network", "x2")
+		// The daemon answers the same from the trace its ranks named.
+		var api modelResult
+		waitAPI(t, d, 60*time.Second, "the traced job's prediction", func() bool {
+			return d.get("/api/v1/jobs/pairs/model?network=x2", &api) == 200
+		})
+		if api.AsRan.Elapsed != r.AsRan.Elapsed || api.Ranks != 4 || len(api.WhatIfs) != 1 || api.WhatIfs[0].Elapsed != r.WhatIfs[0].Elapsed {
+			t.Errorf("GET /model: as ran %.6f s, x2 %+v; netloom model: %.6f s, %+v", api.AsRan.Elapsed, api.WhatIfs, r.AsRan.Elapsed, r.WhatIfs)
+		}
 		rate := map[string]float64{"1X SDR": fabric.LinkCapacity("1X", "SDR"), "4X FDR": fabric.LinkCapacity("4X", "FDR")}
 		// n3 (4X DDR) <-> n4 (1X SDR): n4's link sets the pace; n5 <-> n6, both 4X FDR on one leaf.
 		for rank, link := range map[int]string{0: "1X SDR", 1: "1X SDR", 2: "4X FDR", 3: "4X FDR"} {
@@ -195,6 +211,17 @@ func TestModel(t *testing.T) {
 		rerun := traced(t, "pairs-together", "n3,n3,n5,n5", pairs, "4000000", "5")
 		if got := measured(rerun); p.InterNodeBytes != 0 || got != 0 {
 			t.Errorf("placement: %d inter-node bytes predicted, %d measured on the re-run; want none", p.InterNodeBytes, got)
+		}
+		// A job run without --trace has no prediction, and says why.
+		netloom(t, nil, "run", "--quiet", "--job-id", "untraced", "--lib", m.lib, "--daemon", agent, "--interval", "200ms", "--",
+			"mpirun", "--oversubscribe", "-np", "4", "sh", wrap, "n3,n4,n5,n6", pairs, "1000", "1")
+		waitAPI(t, d, 60*time.Second, "the untraced job", func() bool {
+			var j struct{ State string }
+			return d.get("/api/v1/jobs/untraced", &struct{ Job any }{&j}) == 200 && j.State == "finished"
+		})
+		var e struct{ Error string }
+		if code := d.get("/api/v1/jobs/untraced/model", &e); code != 404 || !strings.Contains(e.Error, "netloom run --trace") {
+			t.Errorf("untraced job's model: %d %q", code, e.Error)
 		}
 		if p.Elapsed >= r.AsRan.Elapsed {
 			t.Errorf("placement inside nodes: %.4f s, not faster than as ran %.4f s", p.Elapsed, r.AsRan.Elapsed)

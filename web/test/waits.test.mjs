@@ -32,8 +32,8 @@ const runs = [];
 
 /** Runs imbalance.c on 4 ranks under `netloom run` (with --waits when
  * asked); resolves with its output when the launcher exits 0. */
-function runJob(id, waits, d, iters) {
-  const args = [netloomBin, "run", "--daemon", `127.0.0.1:${agentPort}`, "--interval", "1s", "--job-id", id, ...(waits ? ["--waits"] : []), "--", "mpirun", "--oversubscribe", "-np", "4", nodewrap, join(dir, "imbalance"), String(d), String(iters)];
+function runJob(id, waits, d, iters, extra = []) {
+  const args = [netloomBin, "run", "--daemon", `127.0.0.1:${agentPort}`, "--interval", "1s", "--job-id", id, ...(waits ? ["--waits"] : []), ...extra, "--", "mpirun", "--oversubscribe", "-np", "4", nodewrap, join(dir, "imbalance"), String(d), String(iters)];
   const run = startJob(id, args, { NL_NODE_BASE: "1", NL_PPN: "2" });
   runs.push(run);
   return run.done;
@@ -149,6 +149,32 @@ describe("wait states on the job page", { skip }, () => {
     assert.ok(!(await page.locator(".profile").getAttribute("data-segments")).includes("wait before collectives"));
     assert.equal(await page.locator('table[aria-label="MPI functions"] th button[data-key="wait"]').count(), 0);
     await page.locator("section.panel", { has: box }).screenshot({ path: join(resultsDir, "job-nowaits-panel.png") });
+  });
+
+  it("says what a perfect network would change for a traced job (What would help)", async () => {
+    const T = `web-traced-${process.pid}`;
+    await runJob(T, false, D_MS, ITERS, ["--trace", "--output", join(dir, "traced")]);
+    await jobDone(T);
+    const m = await daemon.api(`/jobs/${T}/model`);
+    const perfect = m.what_ifs.find((p) => p.scenario === "perfect network");
+    // The imbalance stays on a perfect network: rank 0 waits 3 x D per round.
+    assert.ok(perfect.rank_mpi_seconds[0] > 0.9 * 3 * D_MS * ITERS * 1e-3, `perfect network: rank 0 in MPI ${perfect.rank_mpi_seconds[0]} s`);
+    assert.ok(perfect.elapsed_seconds <= m.measured.elapsed_seconds, `perfect ${perfect.elapsed_seconds} s > measured ${m.measured.elapsed_seconds} s`);
+    await page.goto(`${daemon.base}/jobs/${T}`);
+    await page.waitForSelector(".page[data-ready]", { timeout: 20_000 });
+    const box = page.locator(".model-box");
+    const rows = Object.fromEntries((await cells(box.locator('table[aria-label="Predicted time"] tbody tr'))).map((r) => [r[0], r]));
+    const secs = (x) => `${x.toFixed(x < 1 ? 4 : 2)} s`;
+    assert.equal(rows["perfect network"][1], secs(perfect.elapsed_seconds));
+    assert.equal(rows.measured[1], secs(m.measured.elapsed_seconds));
+    assert.equal(rows["as ran"][1], secs(m.as_ran.elapsed_seconds));
+    assert.match(await box.locator(".model-headline").innerText(), /a perfect network would take/);
+    await page.locator("section.panel", { has: box }).screenshot({ path: join(resultsDir, "job-model-panel.png") });
+    // A job that was not traced says how to get predictions.
+    await page.goto(`${daemon.base}/jobs/${N}`);
+    await page.waitForSelector(".page[data-ready]", { timeout: 20_000 });
+    await page.locator(".model-box .state.empty").waitFor();
+    assert.match(await page.locator(".model-box").innerText(), /netloom run --trace --output DIR/);
   });
 
   it("raised no page errors", () => {

@@ -312,8 +312,11 @@ type Process struct {
 	IntraNode        *Traffic `protobuf:"bytes,30,opt,name=intra_node,json=intraNode,proto3" json:"intra_node,omitempty"`
 	InterNode        *Traffic `protobuf:"bytes,31,opt,name=inter_node,json=interNode,proto3" json:"inter_node,omitempty"`
 	DatagramsDropped uint64   `protobuf:"varint,32,opt,name=datagrams_dropped,json=datagramsDropped,proto3" json:"datagrams_dropped,omitempty"` // snapshots the agent could not send
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// With NETLOOM_TRACE: the folder the rank writes its replay trace to
+	// at MPI_Finalize (rank-N.ti.gz beside the profile), for netloom model.
+	TraceDir      string `protobuf:"bytes,33,opt,name=trace_dir,json=traceDir,proto3" json:"trace_dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Process) Reset() {
@@ -498,6 +501,13 @@ func (x *Process) GetDatagramsDropped() uint64 {
 		return x.DatagramsDropped
 	}
 	return 0
+}
+
+func (x *Process) GetTraceDir() string {
+	if x != nil {
+		return x.TraceDir
+	}
+	return ""
 }
 
 // NodeTraffic is what this rank sent to all ranks on one node.
@@ -901,7 +911,7 @@ const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"\x03mac\x18\x15 \x01(\fR\x03mac\"3\n" +
 	"\aTraffic\x12\x14\n" +
 	"\x05bytes\x18\x01 \x01(\x04R\x05bytes\x12\x12\n" +
-	"\x04msgs\x18\x02 \x01(\x04R\x04msgs\"\xe1\x05\n" +
+	"\x04msgs\x18\x02 \x01(\x04R\x04msgs\"\xfe\x05\n" +
 	"\aProcess\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x10\n" +
@@ -929,7 +939,8 @@ const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"intra_node\x18\x1e \x01(\v2\x19.netloom.agent.v1.TrafficR\tintraNode\x128\n" +
 	"\n" +
 	"inter_node\x18\x1f \x01(\v2\x19.netloom.agent.v1.TrafficR\tinterNode\x12+\n" +
-	"\x11datagrams_dropped\x18  \x01(\x04R\x10datagramsDropped\"\xaa\x01\n" +
+	"\x11datagrams_dropped\x18  \x01(\x04R\x10datagramsDropped\x12\x1b\n" +
+	"\ttrace_dir\x18! \x01(\tR\btraceDir\"\xaa\x01\n" +
 	"\vNodeTraffic\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12+\n" +
 	"\x03p2p\x18\x02 \x01(\v2\x19.netloom.agent.v1.TrafficR\x03p2p\x12-\n" +

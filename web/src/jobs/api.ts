@@ -44,6 +44,7 @@ export interface JobSummary {
   agent_datagrams_dropped: number;
   peers_truncated: boolean;
   traffic_model?: "physical" | "logical";
+  trace_dir?: string; // where its ranks wrote replay traces (netloom run --trace)
 }
 
 export interface JobList {
@@ -336,4 +337,28 @@ export interface Placement {
   seconds: number;
   mapping: { rank: number; node: string; core: number }[];
   file: { format: PlacementFormat; name: string; content: string };
+}
+
+// What-if predictions (docs/model.md): GET /jobs/{job}/model.
+
+export interface ModelPrediction {
+  scenario: string;
+  platform: string;
+  elapsed_seconds: number;
+  inter_node_p2p_bytes: number;
+  mpi_seconds: number;
+  functions: Record<string, number>;
+  rank_mpi_seconds: number[];
+}
+
+export interface ModelResult {
+  job: string;
+  ranks: number;
+  hosts: number;
+  trace_events: number;
+  platform: string;
+  measured: { elapsed_seconds: number; mpi_seconds: number; functions: Record<string, number> };
+  as_ran: ModelPrediction;
+  what_ifs: ModelPrediction[];
+  warnings?: string[];
 }

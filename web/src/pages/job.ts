@@ -10,7 +10,7 @@ import { ApiError, get, isAdmin } from "../api";
 import { chartError, chartFrame, drawChart, PALETTE } from "../chart";
 import { h, link, loading, panel } from "../dom";
 import * as fmt from "../format";
-import type { FunctionTotal, Histogram, JobDetail, JobSeries, MatrixResponse, NodeView, Placement, PlacementCost, PlacementFormat, ProcessView, Profile, RegionTotal, Why, WhyLink } from "../jobs/api";
+import type { FunctionTotal, Histogram, JobDetail, JobSeries, MatrixResponse, ModelResult, NodeView, Placement, PlacementCost, PlacementFormat, ProcessView, Profile, RegionTotal, Why, WhyLink } from "../jobs/api";
 import { jobPath } from "../jobs/api";
 import { heatmap } from "../jobs/heatmap";
 import { histogramBars } from "../jobs/histogram";
@@ -132,6 +132,7 @@ export async function jobPage(ctx: PageContext): Promise<void> {
   const waitsBox = h("div", { class: "waits-box" }, loading("Loading waits…"));
   const linksBox = h("div", {}, loading("Loading links…"));
   const placeBox = h("div", {}, loading("Computing placement advice…"));
+  const modelBox = h("div", { class: "model-box" }, loading("Replaying the job's trace…"));
   const placeFormat = h(
     "select",
     { class: "small-select", "aria-label": "Placement file format" },
@@ -174,6 +175,7 @@ export async function jobPage(ctx: PageContext): Promise<void> {
     panel("Where the ranks wait", waitsBox),
     panel("Links the job's traffic crosses", linksBox),
     panel("Placement advice", placeBox, placeFormat),
+    panel("What would help", modelBox),
   );
 
   let detail: JobDetail | null = null;
@@ -492,12 +494,33 @@ export async function jobPage(ctx: PageContext): Promise<void> {
     }
   };
 
+  const notTraced = "Run the job with netloom run --trace --output DIR (DIR where this daemon can read it) to see what a faster network or no network cost would change.";
+  // What would help: the job's trace replayed (SimGrid) as it ran, on a
+  // perfect network and with twice the bandwidth (GET /jobs/{job}/model).
+  const loadModel = async () => {
+    const j = detail?.job;
+    if (!j?.trace_dir) {
+      modelBox.replaceChildren(h("div", { class: "state empty" }, notTraced));
+      return;
+    }
+    if (j.state !== "finished") {
+      modelBox.replaceChildren(h("div", { class: "state empty" }, "The predictions come when the job has ended: its ranks write their traces at MPI_Finalize."));
+      return;
+    }
+    try {
+      modelBox.replaceChildren(modelView(await get<ModelResult>(jobPath(id, "/model"), {}, signal)));
+    } catch (err) {
+      if (signal.aborted) return;
+      modelBox.replaceChildren(h("div", { class: "state empty" }, `No prediction: ${err instanceof Error ? err.message : String(err)}`));
+    }
+  };
+
   const loadAll = async () => {
     await loadDetail();
     await Promise.all([loadSeries(), loadMatrices(), loadHistogram(), loadRegions(), loadProfile(), loadLinks()]);
   };
   await loadDetail();
-  await Promise.all([loadSeries(), loadMatrices(), loadHistogram(), loadRegions(), loadProfile(), loadLinks(), loadPlacement()]);
+  await Promise.all([loadSeries(), loadMatrices(), loadHistogram(), loadRegions(), loadProfile(), loadLinks(), loadPlacement(), loadModel()]);
   root.dataset.ready = "true";
 
   // Live: refresh while the job runs, once more when it ends, then stop.
@@ -520,6 +543,50 @@ export async function jobPage(ctx: PageContext): Promise<void> {
 
 /** "0–3" or "0, 2, 5" or "0, 2, 5 … (40)". */
 /** The advice: the predicted gain, the costs compared and the file. */
+function modelView(r: ModelResult): HTMLElement {
+  const secs = (s: number) => `${s.toFixed(s < 1 ? 4 : 2)} s`;
+  const change = (s: number) => `${s <= r.measured.elapsed_seconds ? "−" : "+"}${fmt.pct((100 * Math.abs(s - r.measured.elapsed_seconds)) / r.measured.elapsed_seconds)}`;
+  const perfect = r.what_ifs.find((p) => p.scenario === "perfect network");
+  const headline = h(
+    "p",
+    { class: "panel-note model-headline" },
+    `Measured ${secs(r.measured.elapsed_seconds)}; replayed on ${r.platform} ${secs(r.as_ran.elapsed_seconds)}`,
+    perfect ? `; a perfect network would take ${secs(perfect.elapsed_seconds)} (${change(perfect.elapsed_seconds)}): the rest is compute and waiting for other ranks` : "",
+    ".",
+  );
+  const preds = [r.as_ran, ...r.what_ifs];
+  const scenarios = table<{ name: string; elapsed: number; mpi: number; bytes: number | null }>({
+    label: "Predicted time",
+    param: "ms",
+    rows: [{ name: "measured", elapsed: r.measured.elapsed_seconds, mpi: r.measured.mpi_seconds, bytes: null }, ...preds.map((p) => ({ name: p.scenario, elapsed: p.elapsed_seconds, mpi: p.mpi_seconds, bytes: p.inter_node_p2p_bytes }))],
+    defaultSort: "elapsed",
+    pageSize: 10,
+    empty: "No predictions.",
+    columns: [
+      { key: "name", label: "Scenario", value: (x) => x.name },
+      { key: "elapsed", label: "Elapsed", value: (x) => x.elapsed, cell: (x) => secs(x.elapsed), numeric: true },
+      { key: "vs", label: "vs measured", value: (x) => x.elapsed, cell: (x) => (x.name === "measured" ? "–" : change(x.elapsed)), numeric: true },
+      { key: "mpi", label: "MPI time (all ranks)", value: (x) => x.mpi, cell: (x) => secs(x.mpi), numeric: true },
+      { key: "bytes", label: "Inter-node p2p", value: (x) => x.bytes ?? -1, cell: (x) => (x.bytes == null ? "–" : fmt.bytes(x.bytes)), numeric: true },
+    ],
+  });
+  const names = [...new Set([...Object.keys(r.measured.functions), ...preds.flatMap((p) => Object.keys(p.functions))])];
+  const functions = table<{ name: string; v: number[] }>({
+    label: "Predicted MPI time per function",
+    param: "mf",
+    rows: names.map((n) => ({ name: n, v: [r.measured.functions[n] ?? 0, ...preds.map((p) => p.functions[n] ?? 0)] })),
+    defaultSort: "c0",
+    pageSize: 10,
+    empty: "No MPI time.",
+    columns: [
+      { key: "name", label: "Function", value: (x) => x.name },
+      ...["measured", ...preds.map((p) => p.scenario)].map((label, i) => ({ key: `c${i}`, label, value: (x: { v: number[] }) => x.v[i], cell: (x: { v: number[] }) => secs(x.v[i]), numeric: true })),
+    ],
+  });
+  const warnings = r.warnings?.length ? h("p", { class: "warn-text" }, r.warnings.join(" · ")) : "";
+  return h("div", {}, headline, warnings, scenarios, functions);
+}
+
 function placementView(r: Placement): HTMLElement {
   const g = r.gain["as_ran"];
   const headline = r.nothing_to_gain

@@ -1,0 +1,190 @@
+// Command model measures the replay trace and its replay (docs/model.md):
+//
+//   - trace size per rank per minute: a halo kernel and an all-to-all,
+//     traced by the agent (netloom run --trace) on 4 Open MPI ranks for
+//     --seconds each, the gzip size scaled to a minute;
+//   - replay time of a --ranks-rank, one-minute trace (the halo kernel's
+//     per-rank event rate, made for that many ranks) with SMPI on a flat
+//     platform of 16-core hosts, against the minute it stands for.
+//
+//	go run ./bench/model [--seconds 10] [--ranks 1024] [--netloom bin/netloom]
+package main
+
+import (
+	"compress/gzip"
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/netloom/netloom/internal/model"
+)
+
+// kernel is a traced program: halo (a ring exchange of 64 KiB both ways
+// and an 8-byte allreduce, after 10 ms of work, per iteration) or alltoall
+// (an all-to-all of 4 KiB per peer, after 10 ms of work), for SECONDS.
+const kernel = `#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+int main(int argc, char **argv)
+{
+	MPI_Init(&argc, &argv);
+	int r, n;
+	MPI_Comm_rank(MPI_COMM_WORLD, &r);
+	MPI_Comm_size(MPI_COMM_WORLD, &n);
+	int halo = strcmp(argv[1], "halo") == 0;
+	double secs = atof(argv[2]), end = MPI_Wtime() + secs;
+	char *s = calloc(1 << 20, 1), *q = calloc(1 << 20, 1);
+	struct timespec work = {0, 10000000};
+	for (int go = 1; go;) {
+		nanosleep(&work, NULL);
+		if (halo) {
+			MPI_Sendrecv(s, 65536, MPI_BYTE, (r + 1) % n, 0, q, 65536, MPI_BYTE, (r + n - 1) % n, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			MPI_Sendrecv(s, 65536, MPI_BYTE, (r + n - 1) % n, 1, q, 65536, MPI_BYTE, (r + 1) % n, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		} else {
+			MPI_Alltoall(s, 4096, MPI_BYTE, q, 4096, MPI_BYTE, MPI_COMM_WORLD);
+		}
+		double t = MPI_Wtime() < end, all;
+		MPI_Allreduce(&t, &all, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+		go = all > 0;
+	}
+	MPI_Finalize();
+	return 0;
+}
+`
+
+func main() {
+	seconds := flag.Float64("seconds", 10, "how long each kernel runs traced")
+	ranks := flag.Int("ranks", 1024, "ranks of the replayed one-minute trace")
+	netloom := flag.String("netloom", "bin/netloom", "netloom binary")
+	flag.Parse()
+	bin, err := filepath.Abs(*netloom)
+	if err != nil {
+		log.Fatal(err)
+	}
+	work, err := os.MkdirTemp("", "bench-model-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	src := filepath.Join(work, "kernel.c")
+	if err := os.WriteFile(src, []byte(kernel), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	prog := filepath.Join(work, "kernel")
+	if out, err := exec.Command("mpicc", "-O2", "-o", prog, src).CombinedOutput(); err != nil {
+		log.Fatalf("mpicc: %v\n%s", err, out)
+	}
+	fmt.Printf("trace size, 4 Open MPI ranks, %.0f s each, scaled to a minute:\n", *seconds)
+	fmt.Printf("%-9s %10s %14s %18s %20s\n", "kernel", "events", "events/min", "gzip KiB/rank/min", "text KiB/rank/min")
+	var haloRate float64
+	for _, k := range []string{"halo", "alltoall"} {
+		out := filepath.Join(work, k)
+		cmd := exec.Command(bin, "run", "--quiet", "--trace", "--output", out, "--job-id", k, "--",
+			"mpirun", "--oversubscribe", "-np", "4", prog, k, fmt.Sprint(*seconds))
+		cmd.Env = append(os.Environ(), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			log.Fatalf("%s: %v\n%s", k, err, b)
+		}
+		job, _, err := model.Load(out)
+		if err != nil {
+			log.Fatal(err)
+		}
+		var gz, text int64
+		for _, t := range job.Traces {
+			st, _ := os.Stat(t)
+			gz += st.Size()
+			text += textSize(t)
+		}
+		perMin := 60 / job.Elapsed / float64(job.Ranks)
+		if k == "halo" {
+			haloRate = float64(job.Events) / job.Elapsed / float64(job.Ranks)
+		}
+		fmt.Printf("%-9s %10d %14.0f %18.1f %20.1f\n", k, job.Events, float64(job.Events)*60/job.Elapsed/float64(job.Ranks),
+			float64(gz)*perMin/1024, float64(text)*perMin/1024)
+	}
+
+	// A one-minute halo trace for many ranks: the measured event rate,
+	// the same pattern (10 ms of work, two exchanges, an allreduce: 10
+	// events per iteration).
+	iters := int(haloRate * 60 / 10)
+	dir := filepath.Join(work, "big")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	j := &model.Job{ID: "big", Dir: dir, Ranks: *ranks}
+	hosts := make([]string, *ranks)
+	for r := range *ranks {
+		hosts[r] = fmt.Sprintf("node%d", r/16)
+		path := filepath.Join(dir, fmt.Sprintf("rank-%d.ti.gz", r))
+		if err := writeHalo(path, r, *ranks, iters); err != nil {
+			log.Fatal(err)
+		}
+		j.Traces = append(j.Traces, path)
+		j.Nodes = append(j.Nodes, hosts[r])
+	}
+	plat := model.Flat("flat", model.Hosts(hosts), model.Cores(hosts), 1e-6, 12.5e9, model.Link{ID: "lo", Bandwidth: 10e9, Latency: 3e-7})
+	start := time.Now()
+	p, err := model.Replay(context.Background(), j, plat, hosts, "as ran", work)
+	if err != nil {
+		log.Fatal(err)
+	}
+	took := time.Since(start)
+	fmt.Printf("\nreplay of %d ranks x %d halo iterations (%d events per rank, one minute at the measured rate): %.1f s of wall time for %.1f s simulated (%.2fx the minute; target under a minute)\n",
+		*ranks, iters, iters*10, took.Seconds(), p.Elapsed, took.Seconds()/60)
+}
+
+func textSize(path string) int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	buf := make([]byte, 1<<16)
+	for {
+		k, err := z.Read(buf)
+		n += int64(k)
+		if err != nil {
+			return n
+		}
+	}
+}
+
+func writeHalo(path string, r, n, iters int) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	z := gzip.NewWriter(f)
+	var b strings.Builder
+	fmt.Fprintf(z, "%d init\n", r)
+	right, left := (r+1)%n, (r+n-1)%n
+	for range iters {
+		b.Reset()
+		fmt.Fprintf(&b, "%d compute 10000000\n", r)
+		for tag, pair := range [][2]int{{right, left}, {left, right}} {
+			fmt.Fprintf(&b, "%d irecv %d %d 65536\n%d isend %d %d 65536\n", r, pair[1], tag, r, pair[0], tag)
+			fmt.Fprintf(&b, "%d wait %d %d %d\n%d wait %d %d %d\n", r, pair[1], r, tag, r, r, pair[0], tag)
+		}
+		fmt.Fprintf(&b, "%d allreduce 8 0\n", r)
+		if _, err := z.Write([]byte(b.String())); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(z, "%d finalize\n", r)
+	if err := z.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
