@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/netloom/netloom/internal/analysis"
 	"github.com/netloom/netloom/internal/model"
 )
 
@@ -138,15 +137,7 @@ bandwidth. See docs/model.md.`,
 			req.Platform = model.Flat(fmt.Sprintf("calibrated (%s): %.3g GB/s, %.3g us", calib, cal.Bandwidth/1e9, cal.Latency*1e6),
 				hosts, cores, cal.Latency, cal.Bandwidth, loop)
 		case "fabric":
-			routes, err := placeRoutes(ctx, *spec, *loadCache, *db)
-			if err != nil {
-				return err
-			}
-			overrides, err := readNodeMap(nodeMap)
-			if err != nil {
-				return err
-			}
-			nm, err := analysis.NewNodeMap(routes.Topology(), overrides)
+			routes, nm, err := routesAndNodeMap(ctx, *spec, *loadCache, *db, nodeMap)
 			if err != nil {
 				return err
 			}

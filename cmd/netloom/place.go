@@ -83,15 +83,7 @@ advice, round-robin, block and random placements, the gains and the mapping.`,
 		for _, w := range warnings {
 			c.PrintErrf("netloom place: warning: %v\n", w)
 		}
-		routes, err := placeRoutes(ctx, *spec, *loadCache, *db)
-		if err != nil {
-			return err
-		}
-		overrides, err := readNodeMap(nodeMap)
-		if err != nil {
-			return err
-		}
-		nm, err := analysis.NewNodeMap(routes.Topology(), overrides)
+		routes, nm, err := routesAndNodeMap(ctx, *spec, *loadCache, *db, nodeMap)
 		if err != nil {
 			return err
 		}
@@ -139,17 +131,27 @@ advice, round-robin, block and random placements, the gains and the mapping.`,
 	return c
 }
 
-// readNodeMap reads a --node-map file (none: nil).
-func readNodeMap(path string) (map[string]string, error) {
-	if path == "" {
-		return nil, nil
-	}
-	fh, err := os.Open(path)
+// routesAndNodeMap gets the routes (placeRoutes) and maps node names to
+// host adapters on them, with a --node-map file's overrides when given.
+func routesAndNodeMap(ctx context.Context, spec, loadCache, db, nodeMap string) (*fabric.Routes, *analysis.NodeMap, error) {
+	routes, err := placeRoutes(ctx, spec, loadCache, db)
 	if err != nil {
-		return nil, fmt.Errorf("node map: %w", err)
+		return nil, nil, err
 	}
-	defer fh.Close()
-	return analysis.ParseMapping(fh, path)
+	var overrides map[string]string
+	if nodeMap != "" {
+		fh, err := os.Open(nodeMap)
+		if err != nil {
+			return nil, nil, fmt.Errorf("node map: %w", err)
+		}
+		overrides, err = analysis.ParseMapping(fh, nodeMap)
+		fh.Close()
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	nm, err := analysis.NewNodeMap(routes.Topology(), overrides)
+	return routes, nm, err
 }
 
 // placeJob reads the job: a profile directory, else a job id in the store.

@@ -247,16 +247,26 @@ func Replay(ctx context.Context, j *Job, p *Platform, hostOf []string, scenario,
 	return pred, nil
 }
 
+// openTrace opens a gzip-compressed trace for reading.
+func openTrace(path string) (io.Reader, func() error, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return z, f.Close, nil
+}
+
 func gunzip(src, dst string) error {
-	in, err := os.Open(src)
+	z, done, err := openTrace(src)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	z, err := gzip.NewReader(in)
-	if err != nil {
-		return fmt.Errorf("%s: %w", src, err)
-	}
+	defer done()
 	out, err := os.Create(dst)
 	if err != nil {
 		return err
@@ -299,15 +309,11 @@ func (j *Job) InterNodeBytes(hostOf []string) uint64 {
 }
 
 func checkTrace(path string, rank, ranks int, sent map[int]uint64) error {
-	f, err := os.Open(path)
+	z, done, err := openTrace(path)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
+	defer done()
 	sc := bufio.NewScanner(z)
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	n := 0
