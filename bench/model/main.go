@@ -3,11 +3,12 @@
 //   - trace size per rank per minute: a halo kernel and an all-to-all,
 //     traced by the agent (netloom run --trace) on 4 Open MPI ranks for
 //     --seconds each, the gzip size scaled to a minute;
+//
 //   - replay time of a --ranks-rank, one-minute trace (the halo kernel's
 //     per-rank event rate, made for that many ranks) with SMPI on a flat
 //     platform of 16-core hosts, against the minute it stands for.
 //
-//	go run ./bench/model [--seconds 10] [--ranks 1024] [--netloom bin/netloom]
+//     go run ./bench/model [--seconds 10] [--ranks 1024] [--netloom bin/netloom]
 package main
 
 import (
@@ -63,6 +64,7 @@ func main() {
 	seconds := flag.Float64("seconds", 10, "how long each kernel runs traced")
 	ranks := flag.Int("ranks", 1024, "ranks of the replayed one-minute trace")
 	netloom := flag.String("netloom", "bin/netloom", "netloom binary")
+	both := flag.Bool("per-function", false, "also time the replay that sums the MPI time per function (much slower)")
 	flag.Parse()
 	bin, err := filepath.Abs(*netloom)
 	if err != nil {
@@ -130,14 +132,20 @@ func main() {
 		j.Nodes = append(j.Nodes, hosts[r])
 	}
 	plat := model.Flat("flat", model.Hosts(hosts), model.Cores(hosts), 1e-6, 12.5e9, model.Link{ID: "lo", Bandwidth: 10e9, Latency: 3e-7})
-	start := time.Now()
-	p, err := model.Replay(context.Background(), j, plat, hosts, "as ran", work)
-	if err != nil {
-		log.Fatal(err)
+	fmt.Printf("\nreplay of %d ranks x %d halo iterations (%d events per rank, one minute at the measured rate):\n", *ranks, iters, iters*10)
+	for _, perFunction := range []bool{false, true} {
+		start := time.Now()
+		p, err := model.Replay(context.Background(), j, plat, hosts, "as ran", work, perFunction)
+		if err != nil {
+			log.Fatal(err)
+		}
+		took := time.Since(start)
+		fmt.Printf("  per function %-5v %.1f s of wall time for %.1f s simulated (%.2fx the minute; target under a minute), %.0f actions/s\n",
+			perFunction, took.Seconds(), p.Elapsed, took.Seconds()/60, float64(*ranks*iters*10)/took.Seconds())
+		if !*both {
+			break
+		}
 	}
-	took := time.Since(start)
-	fmt.Printf("\nreplay of %d ranks x %d halo iterations (%d events per rank, one minute at the measured rate): %.1f s of wall time for %.1f s simulated (%.2fx the minute; target under a minute)\n",
-		*ranks, iters, iters*10, took.Seconds(), p.Elapsed, took.Seconds()/60)
 }
 
 func textSize(path string) int64 {

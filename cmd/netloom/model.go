@@ -74,6 +74,7 @@ bandwidth. See docs/model.md.`,
 	f.DurationVar(&loLat, "loopback-latency", 300*time.Nanosecond, "latency between ranks on one node")
 	f.StringVar(&nodeMap, "node-map", "", "node names to host adapters, as netloom serve's --node-map `file`")
 	f.StringVar(&workDir, "work-dir", "", "`folder` for the replay's temporary files (default: the system's)")
+	elapsedOnly := f.Bool("elapsed-only", false, "predict the elapsed time alone, not the MPI time per function: about twice as fast for large traces")
 	c.RunE = func(c *cobra.Command, args []string) error {
 		ctx := c.Context()
 		fabricGiven := c.Flags().Changed("fabric") || *db != ""
@@ -104,7 +105,7 @@ bandwidth. See docs/model.md.`,
 		if err != nil {
 			return err
 		}
-		req := model.Request{HostOf: job.Nodes, Networks: whatIfs, Work: workDir}
+		req := model.Request{HostOf: job.Nodes, Networks: whatIfs, Work: workDir, ElapsedOnly: *elapsedOnly}
 		if placement != "" {
 			b, err := os.ReadFile(placement)
 			if err != nil {
@@ -220,10 +221,17 @@ func writePrediction(w io.Writer, r *model.Result) error {
 	fmt.Fprintf(tw, "measured\t%.4f\t%.4f\t\t\t\n", r.Measured.Elapsed, r.Measured.MPISeconds)
 	preds := append([]*model.Prediction{r.AsRan}, r.WhatIfs...)
 	for _, p := range preds {
-		fmt.Fprintf(tw, "%s\t%.4f\t%.4f\t%+.1f%%\t%d\t\n", p.Scenario, p.Elapsed, p.MPISeconds, 100*(p.Elapsed-r.Measured.Elapsed)/r.Measured.Elapsed, p.InterNodeBytes)
+		mpi := "–"
+		if p.PerFunction {
+			mpi = fmt.Sprintf("%.4f", p.MPISeconds)
+		}
+		fmt.Fprintf(tw, "%s\t%.4f\t%s\t%+.1f%%\t%d\t\n", p.Scenario, p.Elapsed, mpi, 100*(p.Elapsed-r.Measured.Elapsed)/r.Measured.Elapsed, p.InterNodeBytes)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if !r.AsRan.PerFunction {
+		return nil
 	}
 	fmt.Fprintf(w, "\nMPI time per function (s, all ranks; predicted per replay action: MPI_Wait stands for every completed wait or test):\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

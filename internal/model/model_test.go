@@ -156,7 +156,7 @@ func TestReplayFollowsLinkSpeeds(t *testing.T) {
 	ctx := context.Background()
 	run := func(p *Platform) *Prediction {
 		t.Helper()
-		pr, err := Replay(ctx, j, p, nodes, p.Name, t.TempDir())
+		pr, err := Replay(ctx, j, p, nodes, p.Name, t.TempDir(), true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,6 +183,10 @@ func TestReplayFollowsLinkSpeeds(t *testing.T) {
 	x2 := run(Network{Name: "x2", Factor: 2}.Apply(p))
 	if !near(x2.RankMPI[0], asRan.RankMPI[0]/2, 0.1) {
 		t.Errorf("x2: rank 0's MPI %g s, want half of %g", x2.RankMPI[0], asRan.RankMPI[0])
+	}
+	quick, err := Replay(ctx, j, p, nodes, "elapsed only", t.TempDir(), false)
+	if err != nil || quick.Elapsed != asRan.Elapsed || quick.PerFunction || quick.RankMPI != nil {
+		t.Errorf("elapsed only: %+v, %v; want the elapsed %g alone", quick, err, asRan.Elapsed)
 	}
 	if b := j.InterNodeBytes(nodes); b != 4*iters*bytes {
 		t.Errorf("inter-node bytes %d, want %d", b, uint64(4*iters*bytes))

@@ -139,6 +139,9 @@ type Prediction struct {
 	Functions  map[string]float64 `json:"functions"`
 	// RankMPI is each rank's MPI time.
 	RankMPI []float64 `json:"rank_mpi_seconds"`
+	// PerFunction says whether the MPI times were measured in the replay
+	// (false: elapsed only, a replay about twice as fast for large traces).
+	PerFunction bool `json:"per_function"`
 }
 
 // actionFunction names the trace's actions as MPI calls.
@@ -157,9 +160,14 @@ var Smpirun = "smpirun"
 // "[host:rank:(pid) clock] ...: [smpi_replay/VERBOSE] RANK ACTION ARGS... DURATION".
 var verboseLine = regexp.MustCompile(`^\[[^\]]*:(\d+):\(\d+\) ([0-9.e+-]+)\] .*\[smpi_replay/VERBOSE\] (\d+) (\w+)(?: .*)? ([0-9.e+-]+)$`)
 
+// simulationTime is the line the last rank's replay ends with.
+var simulationTime = regexp.MustCompile(`\[smpi_replay/INFO\] Simulation time ([0-9.e+-]+)$`)
+
 // Replay replays the job's traces on the platform, rank r on host
-// hostOf[r], in a temporary directory under work.
-func Replay(ctx context.Context, j *Job, p *Platform, hostOf []string, scenario, work string) (*Prediction, error) {
+// hostOf[r], in a temporary directory under work. With perFunction, SMPI
+// logs every action with its duration, which the MPI times are summed
+// from; else only the elapsed time is predicted.
+func Replay(ctx context.Context, j *Job, p *Platform, hostOf []string, scenario, work string, perFunction bool) (*Prediction, error) {
 	if len(hostOf) != j.Ranks {
 		return nil, fmt.Errorf("%d hosts for %d ranks", len(hostOf), j.Ranks)
 	}
@@ -187,14 +195,17 @@ func Replay(ctx context.Context, j *Job, p *Platform, hostOf []string, scenario,
 			return nil, err
 		}
 	}
-	cmd := exec.CommandContext(ctx, Smpirun, "-np", strconv.Itoa(j.Ranks), "-platform", filepath.Join(dir, "platform.xml"),
+	logs := []string{"--log=root.thres:warning", "--log=smpi_replay.thres:info"}
+	if perFunction {
+		logs[1] = "--log=smpi_replay.thres:verbose"
+	}
+	cmd := exec.CommandContext(ctx, Smpirun, append(logs, "-np", strconv.Itoa(j.Ranks), "-platform", filepath.Join(dir, "platform.xml"),
 		"-hostfile", filepath.Join(dir, "hosts"), "-replay", filepath.Join(dir, "traces"),
-		"--log=smpi_replay.thres:verbose", "--log=xbt_cfg.thres:warning", "--log=smpi_config.thres:error",
 		// the platform's numbers as they are: a message takes latency +
 		// size / bandwidth on each link, not SMPI's factors fitted to
 		// another cluster
 		"--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1",
-		"--cfg=smpi/tmpdir:"+dir)
+		"--cfg=smpi/tmpdir:"+dir)...)
 	cmd.Dir = dir
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -204,7 +215,10 @@ func Replay(ctx context.Context, j *Job, p *Platform, hostOf []string, scenario,
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w (install SimGrid: Debian's simgrid and libsimgrid-dev)", Smpirun, err)
 	}
-	pred := &Prediction{Scenario: scenario, Platform: p.Name, Functions: map[string]float64{}, RankMPI: make([]float64, j.Ranks)}
+	pred := &Prediction{Scenario: scenario, Platform: p.Name, Functions: map[string]float64{}, PerFunction: perFunction}
+	if perFunction {
+		pred.RankMPI = make([]float64, j.Ranks)
+	}
 	if j.sent != nil {
 		pred.InterNodeBytes = j.InterNodeBytes(hostOf)
 	}
@@ -214,6 +228,12 @@ func Replay(ctx context.Context, j *Job, p *Platform, hostOf []string, scenario,
 	actions := 0
 	for sc.Scan() {
 		line := sc.Text()
+		if m := simulationTime.FindStringSubmatch(line); m != nil {
+			t, _ := strconv.ParseFloat(m[1], 64)
+			pred.Elapsed = max(pred.Elapsed, t)
+			actions++
+			continue
+		}
 		m := verboseLine.FindStringSubmatch(line)
 		if m == nil {
 			if tail = append(tail, line); len(tail) > 20 {
