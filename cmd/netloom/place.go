@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/netloom/netloom/internal/daemon"
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/ingest"
+	"github.com/netloom/netloom/internal/model"
 	"github.com/netloom/netloom/internal/place"
 	"github.com/netloom/netloom/internal/store"
 )
@@ -112,15 +114,24 @@ advice, round-robin, block and random placements, the gains and the mapping.`,
 				return err
 			}
 		}
+		predicted, err := placePrediction(ctx, args[0], routes, nm, adv)
+		if err != nil {
+			return err
+		}
 		if *asJSON {
 			return writeJSON(c.OutOrStdout(), struct {
 				*place.Advice
-				Format string `json:"format"`
-				File   string `json:"file,omitempty"`
-			}{adv, format, out})
+				Format    string          `json:"format"`
+				File      string          `json:"file,omitempty"`
+				Predicted *placePredicted `json:"predicted,omitempty"`
+			}{adv, format, out, predicted})
 		}
 		if err := writeAdvice(summary, adv); err != nil {
 			return err
+		}
+		if predicted != nil {
+			fmt.Fprintf(summary, "predicted elapsed (the trace replayed by SimGrid on the fabric, docs/model.md): as ran %.4f s, advice %.4f s (%+.1f%%); measured %.4f s\n",
+				predicted.AsRan, predicted.Advice, 100*(predicted.Advice-predicted.AsRan)/predicted.AsRan, predicted.Measured)
 		}
 		if out == "" {
 			return place.Write(file, format, adv.Mapping)
@@ -129,6 +140,46 @@ advice, round-robin, block and random placements, the gains and the mapping.`,
 		return nil
 	}
 	return c
+}
+
+// placePredicted is the elapsed time netloom model predicts for the job
+// as it ran and placed as advised.
+type placePredicted struct {
+	Measured float64 `json:"measured_seconds"`
+	AsRan    float64 `json:"as_ran_seconds"`
+	Advice   float64 `json:"advice_seconds"`
+}
+
+// placePrediction replays a traced profile (netloom run --trace) as it
+// ran and as advised; nil when the job is not a traced profile.
+func placePrediction(ctx context.Context, arg string, routes *fabric.Routes, nm *analysis.NodeMap, adv *place.Advice) (*placePredicted, error) {
+	if st, err := os.Stat(arg); err != nil || !st.IsDir() {
+		return nil, nil
+	}
+	job, _, err := model.Load(arg)
+	if err != nil {
+		return nil, nil // no traces: the advice stands without a predicted time
+	}
+	advised := make([]string, job.Ranks)
+	for _, m := range adv.Mapping {
+		if m.Rank >= 0 && m.Rank < job.Ranks {
+			advised[m.Rank] = m.Node
+		}
+	}
+	if slices.Contains(advised, "") {
+		return nil, nil
+	}
+	hosts := model.Hosts(job.Nodes, advised)
+	plat, err := model.FromRoutes("fabric", routes, hosts, model.Cores(job.Nodes, advised), nm.LID, 100e-9,
+		model.Link{ID: "loopback", Bandwidth: 10e9, Latency: 3e-7})
+	if err != nil {
+		return nil, fmt.Errorf("predicting the advice's time: %w", err)
+	}
+	res, err := model.Predict(ctx, job, model.Request{Platform: plat, HostOf: job.Nodes, Placement: advised, ElapsedOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("predicting the advice's time: %w", err)
+	}
+	return &placePredicted{Measured: res.Measured.Elapsed, AsRan: res.AsRan.Elapsed, Advice: res.WhatIfs[0].Elapsed}, nil
 }
 
 // routesAndNodeMap gets the routes (placeRoutes) and maps node names to

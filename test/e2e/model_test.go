@@ -117,7 +117,7 @@ func TestModel(t *testing.T) {
 	netloom(t, nil, "model", "calibrate", "-o", "calib.json")
 
 	t.Run("calibrated replay reproduces the run", func(t *testing.T) {
-		dir := traced(t, "pairs-work", "n3,n4,n5,n6", pairs, "4000000", "5", "20000")
+		dir := traced(t, "pairs-work", "n3,n4,n5,n6", pairs, "400000", "5", "20000")
 		r := predict(t, nil, dir, "--platform", "calibrated", "--calibration", "calib.json")
 		if d := math.Abs(r.AsRan.Elapsed-r.Measured.Elapsed) / r.Measured.Elapsed; d > 0.15 {
 			t.Errorf("replay %.4f s, measured %.4f s: %.0f%% off, want within 15%%", r.AsRan.Elapsed, r.Measured.Elapsed, 100*d)
@@ -211,6 +211,19 @@ func TestModel(t *testing.T) {
 		rerun := traced(t, "pairs-together", "n3,n3,n5,n5", pairs, "4000000", "5")
 		if got := measured(rerun); p.InterNodeBytes != 0 || got != 0 {
 			t.Errorf("placement: %d inter-node bytes predicted, %d measured on the re-run; want none", p.InterNodeBytes, got)
+		}
+		// netloom place on a traced profile carries the advice's predicted time.
+		var adv struct {
+			Predicted *struct {
+				AsRan  float64 `json:"as_ran_seconds"`
+				Advice float64 `json:"advice_seconds"`
+			}
+		}
+		if err := json.Unmarshal(netloom(t, f.Env(), "place", dir, "--fabric", "ib", "--nodes", "n3,n5", "--cores-per-node", "2", "--json", "-o", "rankfile"), &adv); err != nil {
+			t.Fatal(err)
+		}
+		if p := adv.Predicted; p == nil || p.AsRan != r.AsRan.Elapsed || p.Advice >= p.AsRan {
+			t.Errorf("place's predicted times %+v: want as ran %.6f s (netloom model's) and a faster advice", p, r.AsRan.Elapsed)
 		}
 		// A job run without --trace has no prediction, and says why.
 		netloom(t, nil, "run", "--quiet", "--job-id", "untraced", "--lib", m.lib, "--daemon", agent, "--interval", "200ms", "--",
