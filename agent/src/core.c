@@ -919,9 +919,18 @@ static int physical_off = -1;            /* NETLOOM_PHYSICAL=0; -1 until read */
  * monitoring library is loaded during MPI_Init, after the agent). */
 static void physical_resolve(void)
 {
-	monitoring_state = dlsym(RTLD_DEFAULT, "mca_common_monitoring_current_state");
-	__atomic_store_n(&real_record_osc, (record_osc_fn)dlsym(RTLD_NEXT, "mca_common_monitoring_record_osc"), __ATOMIC_RELEASE);
-	__atomic_store_n(&real_record_pml, (record_pml_fn)dlsym(RTLD_NEXT, "mca_common_monitoring_record_pml"), __ATOMIC_RELEASE);
+	/* The next definition after the agent's; if the library was loaded out
+	 * of the global scope, from its own handle (never the agent's: that
+	 * would call itself) */
+	void *lib = RTLD_NEXT;
+	if (!dlsym(lib, "mca_common_monitoring_record_pml")) {
+		lib = dlopen("libmca_common_monitoring.so.50", RTLD_LAZY | RTLD_NOLOAD);
+		if (!lib)
+			lib = dlopen("libmca_common_monitoring.so", RTLD_LAZY | RTLD_NOLOAD);
+	}
+	monitoring_state = lib ? dlsym(lib == RTLD_NEXT ? RTLD_DEFAULT : lib, "mca_common_monitoring_current_state") : NULL;
+	__atomic_store_n(&real_record_osc, lib ? (record_osc_fn)dlsym(lib, "mca_common_monitoring_record_osc") : NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&real_record_pml, lib ? (record_pml_fn)dlsym(lib, "mca_common_monitoring_record_pml") : NULL, __ATOMIC_RELEASE);
 	const char *e = getenv("NETLOOM_PHYSICAL");
 	__atomic_store_n(&physical_off, e && *e && atoi(e) == 0, __ATOMIC_RELEASE);
 }
