@@ -50,6 +50,7 @@ func TestParseConfig(t *testing.T) {
 		"role: both\n":                      "role \"both\"",
 		"store_backlog_mib: -5\n":           "store_backlog_mib -5",
 		"poll_interval: 1ms\n":              "poll_interval 1ms",
+		"fabric_name: east/1\n":             "fabric_name \"east/1\": '/'",
 		"[1, 2\n":                           "line",
 	} {
 		_, err := ParseConfig([]byte(text), "bad.yaml")

@@ -171,6 +171,15 @@ var migrations = []migration{
 			PRIMARY KEY (parent, lo)
 		)`,
 	}},
+	{2, "fabric names: several collectors' fabrics in one database", []string{
+		// Rows written before are the one fabric a daemon then had. A
+		// constant default adds the column without rewriting the table.
+		`ALTER TABLE topology_versions ADD COLUMN fabric text NOT NULL DEFAULT 'default'`,
+		`CREATE INDEX topology_versions_fabric_from ON topology_versions(fabric, from_ns)`,
+		`ALTER TABLE forwarding_tables ADD COLUMN fabric text NOT NULL DEFAULT 'default'`,
+		`CREATE INDEX forwarding_tables_fabric_from ON forwarding_tables(fabric, from_ns)`,
+		`ALTER TABLE events ADD COLUMN fabric text NOT NULL DEFAULT 'default'`,
+	}},
 }
 
 // SchemaVersion is the version this code writes.

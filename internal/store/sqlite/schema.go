@@ -172,6 +172,14 @@ var migrations = []migration{
 		) WITHOUT ROWID`,
 		`CREATE INDEX job_rollups_bucket ON job_rollups(width_s, bucket_ns)`,
 	}},
+	{7, "fabric names: several collectors' fabrics in one database", []string{
+		// Rows written before are the one fabric a daemon then had.
+		`ALTER TABLE topology_versions ADD COLUMN fabric TEXT NOT NULL DEFAULT 'default'`,
+		`CREATE INDEX topology_versions_fabric_from ON topology_versions(fabric, from_ns)`,
+		`ALTER TABLE forwarding_tables ADD COLUMN fabric TEXT NOT NULL DEFAULT 'default'`,
+		`CREATE INDEX forwarding_tables_fabric_from ON forwarding_tables(fabric, from_ns)`,
+		`ALTER TABLE events ADD COLUMN fabric TEXT NOT NULL DEFAULT 'default'`,
+	}},
 }
 
 // SchemaVersion is the version this code writes.

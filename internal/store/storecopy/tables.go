@@ -77,11 +77,11 @@ var guid = []Column{{Name: "node_id", Kind: Int, Node: true}}
 // builds its own (FinishLoad).
 var Tables = []*Table{
 	{Name: "topology_versions", Key: []string{"id"},
-		Columns: join(cols(Int, "id", "from_ns"), cols(NullInt, "until_ns"), cols(Int, "nodes", "links"), cols(Bytes, "hash", "data"))},
+		Columns: join(cols(Int, "id", "from_ns"), cols(NullInt, "until_ns"), cols(Int, "nodes", "links"), cols(Bytes, "hash", "data"), cols(Text, "fabric"))},
 	{Name: "forwarding_tables", Key: []string{"id"},
-		Columns: join(cols(Int, "id", "from_ns"), cols(Bytes, "hash", "data"))},
+		Columns: join(cols(Int, "id", "from_ns"), cols(Bytes, "hash", "data"), cols(Text, "fabric"))},
 	{Name: "events", Key: []string{"id"},
-		Columns: join(cols(Int, "id", "time_ns"), cols(Text, "kind"), cols(Int, "node", "port"), cols(Text, "detail"))},
+		Columns: join(cols(Int, "id", "time_ns"), cols(Text, "kind"), cols(Int, "node", "port"), cols(Text, "detail", "fabric"))},
 	{Name: "port_samples", Key: []string{"time_ns", "node_id"}, Time: "time_ns",
 		Columns: join(guid, cols(Int, "time_ns", "ports"), cols(Bytes, "data"))},
 	{Name: "port_rollups", Key: []string{"node_id", "width_s", "bucket_ns"},
