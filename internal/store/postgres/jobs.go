@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strings"
 	"time"
@@ -27,16 +28,6 @@ func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
 	}
 	cols := append([]string{"id", "state", "owner", "start_ns", "end_ns", "updated_ns"}, sqlstore.JobMetricColumns...)
 	cols = append(cols, "summary")
-	var end *int64
-	if !j.End.IsZero() {
-		e := j.End.UnixNano()
-		end = &e
-	}
-	args := []any{j.ID, j.State, j.Owner(), codec.NSOrZero(j.Start), end, codec.NSOrZero(j.Updated)}
-	for _, c := range sqlstore.JobMetricColumns {
-		args = append(args, store.JobSortValue(&j.JobSummary, c))
-	}
-	args = append(args, summary)
 	ph := make([]string, len(cols))
 	for i := range ph {
 		ph[i] = fmt.Sprintf("$%d", i+1)
@@ -52,6 +43,37 @@ func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
 		rows = append(rows, []any{j.ID, int32(rank), codec.EncodeProcess(nil, &j.Processes[i])})
 	}
 	return s.writeTx(ctx, "save job "+j.ID, nil, func(tx pgx.Tx) error {
+		h := fnv.New32a()
+		h.Write([]byte(j.ID))
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, int32(jobLockSpace), int32(h.Sum32())); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO job_parts(job, fabric, summary) VALUES ($1, $2, $3)
+			ON CONFLICT (job, fabric) DO UPDATE SET summary = excluded.summary`, j.ID, s.opt.Fabric, summary); err != nil {
+			return fmt.Errorf("part: %w", err)
+		}
+		parts, err := tx.Query(ctx, `SELECT summary FROM job_parts WHERE job = $1 ORDER BY fabric`, j.ID)
+		if err != nil {
+			return fmt.Errorf("parts: %w", err)
+		}
+		raw, err := pgx.CollectRows(parts, pgx.RowTo[[]byte])
+		if err != nil {
+			return fmt.Errorf("parts: %w", err)
+		}
+		js, data, err := sqlstore.JoinParts(&j.JobSummary, summary, raw)
+		if err != nil {
+			return err
+		}
+		var end *int64
+		if !js.End.IsZero() {
+			e := js.End.UnixNano()
+			end = &e
+		}
+		args := []any{js.ID, js.State, js.Owner(), codec.NSOrZero(js.Start), end, codec.NSOrZero(js.Updated)}
+		for _, c := range sqlstore.JobMetricColumns {
+			args = append(args, store.JobSortValue(js, c))
+		}
+		args = append(args, data)
 		if _, err := tx.Exec(ctx, q, args...); err != nil {
 			return fmt.Errorf("summary: %w", err)
 		}
@@ -153,6 +175,15 @@ func (s *Store) JobSummary(ctx context.Context, id string) (*store.JobSummary, e
 		return nil, fmt.Errorf("job %q: decoding its summary: %w", id, err)
 	}
 	return &js, nil
+}
+
+// JobPart implements store.Store.
+func (s *Store) JobPart(ctx context.Context, id string) (*store.JobSummary, error) {
+	var b []byte
+	err := s.pool.QueryRow(ctx, `SELECT summary FROM job_parts WHERE job = $1 AND fabric = $2
+		UNION ALL SELECT summary FROM jobs WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM job_parts WHERE job = $1)`,
+		id, s.opt.Fabric).Scan(&b)
+	return sqlstore.DecodePart(id, s.opt.Fabric, b, err, errors.Is(err, pgx.ErrNoRows))
 }
 
 // Job implements store.Store.
@@ -335,6 +366,9 @@ func (s *Store) pruneJobsStep(ctx context.Context, tx pgx.Tx, before time.Time) 
 			if budget -= tag.RowsAffected(); budget <= 0 {
 				return true, nil // the job's rows go on in the next step
 			}
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM job_parts WHERE job = $1`, id); err != nil {
+			return false, fmt.Errorf("job %s: %w", id, err)
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM jobs WHERE id = $1`, id); err != nil {
 			return false, fmt.Errorf("job %s: %w", id, err)

@@ -15,6 +15,10 @@ const (
 	migrationLock = 0x4E4C4F4D0001 // "NLOM" 1
 	partitionLock = 0x4E4C4F4D0002
 	pruneLock     = 0x4E4C4F4D0003
+	// jobLockSpace is the first key of the two-key advisory locks that
+	// serialize saves of one job id (the second key is a hash of it):
+	// collectors saving parts of one job join them in turn.
+	jobLockSpace = 0x4E4C4F4D
 )
 
 // migration is one schema step; steps are never edited once released: add
@@ -179,6 +183,14 @@ var migrations = []migration{
 		`ALTER TABLE forwarding_tables ADD COLUMN fabric text NOT NULL DEFAULT 'default'`,
 		`CREATE INDEX forwarding_tables_fabric_from ON forwarding_tables(fabric, from_ns)`,
 		`ALTER TABLE events ADD COLUMN fabric text NOT NULL DEFAULT 'default'`,
+		// Each collector's part of a job (the ranks that report to it),
+		// as JSON of store.JobSummary; jobs holds their join.
+		`CREATE TABLE job_parts (
+			job     text NOT NULL,
+			fabric  text NOT NULL,
+			summary bytea NOT NULL,
+			PRIMARY KEY (job, fabric)
+		)`,
 	}},
 }
 

@@ -33,13 +33,20 @@ func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
 	}
 	cols := append([]string{"id", "state", "start_ns", "end_ns", "updated_ns"}, sqlstore.JobMetricColumns...)
 	cols = append(cols, "summary")
-	args := []any{j.ID, j.State, codec.NSOrZero(j.Start), nullNS(j.End), codec.NSOrZero(j.Updated)}
-	for _, c := range sqlstore.JobMetricColumns {
-		args = append(args, store.JobSortValue(&j.JobSummary, c))
-	}
-	args = append(args, summary)
 	q := `INSERT OR REPLACE INTO jobs(` + strings.Join(cols, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(cols)-1) + `)`
 	return s.writeTx(ctx, "save job "+j.ID, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO job_parts(job, fabric, summary) VALUES (?, ?, ?)`, j.ID, s.opt.Fabric, summary); err != nil {
+			return fmt.Errorf("part: %w", err)
+		}
+		js, data, err := s.joinParts(ctx, tx, &j.JobSummary, summary)
+		if err != nil {
+			return err
+		}
+		args := []any{js.ID, js.State, codec.NSOrZero(js.Start), nullNS(js.End), codec.NSOrZero(js.Updated)}
+		for _, c := range sqlstore.JobMetricColumns {
+			args = append(args, store.JobSortValue(js, c))
+		}
+		args = append(args, data)
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return fmt.Errorf("summary: %w", err)
 		}
@@ -61,6 +68,38 @@ func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
 		}
 		return nil
 	})
+}
+
+// joinParts returns the job's summary as read: own (encoded as data) when
+// only this store's collector saved parts of it, else the join of every
+// collector's part.
+func (s *Store) joinParts(ctx context.Context, tx *sql.Tx, own *store.JobSummary, data []byte) (*store.JobSummary, []byte, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT summary FROM job_parts WHERE job = ? ORDER BY fabric`, own.ID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parts: %w", err)
+	}
+	defer rows.Close()
+	var raw [][]byte
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, nil, fmt.Errorf("parts: %w", err)
+		}
+		raw = append(raw, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("parts: %w", err)
+	}
+	return sqlstore.JoinParts(own, data, raw)
+}
+
+// JobPart implements store.Store.
+func (s *Store) JobPart(ctx context.Context, id string) (*store.JobSummary, error) {
+	var b []byte
+	err := s.r.QueryRowContext(ctx, `SELECT summary FROM job_parts WHERE job = ? AND fabric = ?
+		UNION ALL SELECT summary FROM jobs WHERE id = ? AND NOT EXISTS (SELECT 1 FROM job_parts WHERE job = ?)`,
+		id, s.opt.Fabric, id, id).Scan(&b)
+	return sqlstore.DecodePart(id, s.opt.Fabric, b, err, errors.Is(err, sql.ErrNoRows))
 }
 
 func nullNS(t time.Time) any {
@@ -337,6 +376,9 @@ func (s *Store) pruneJobsStep(ctx context.Context, before time.Time) (bool, erro
 				if budget -= n; budget <= 0 {
 					return done, nil // the job's rows go on in the next step
 				}
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM job_parts WHERE job = ?`, id); err != nil {
+				return 0, fmt.Errorf("job %s: %w", id, err)
 			}
 			if _, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ?`, id); err != nil {
 				return 0, fmt.Errorf("job %s: %w", id, err)

@@ -179,6 +179,14 @@ var migrations = []migration{
 		`ALTER TABLE forwarding_tables ADD COLUMN fabric TEXT NOT NULL DEFAULT 'default'`,
 		`CREATE INDEX forwarding_tables_fabric_from ON forwarding_tables(fabric, from_ns)`,
 		`ALTER TABLE events ADD COLUMN fabric TEXT NOT NULL DEFAULT 'default'`,
+		// Each collector's part of a job (the ranks that report to it),
+		// as JSON of store.JobSummary; jobs holds their join.
+		`CREATE TABLE job_parts (
+			job     TEXT NOT NULL,
+			fabric  TEXT NOT NULL,
+			summary BLOB NOT NULL,
+			PRIMARY KEY (job, fabric)
+		) WITHOUT ROWID`,
 	}},
 }
 

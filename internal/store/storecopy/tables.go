@@ -90,6 +90,8 @@ var Tables = []*Table{
 		Columns: join(cols(Text, "id", "state"), []Column{{Name: "owner", Kind: Text, Derived: true}},
 			cols(Int, "start_ns"), cols(NullInt, "end_ns"), cols(Int, "updated_ns"),
 			cols(Float, jobMetrics()...), cols(Bytes, "summary"))},
+	{Name: "job_parts", Key: []string{"job", "fabric"},
+		Columns: join(cols(Text, "job", "fabric"), cols(Bytes, "summary"))},
 	{Name: "job_processes", Key: []string{"job", "rank"},
 		Columns: join(cols(Text, "job"), cols(Int, "rank"), cols(Bytes, "data"))},
 	{Name: "job_samples", Key: []string{"job", "rank", "time_ns"}, Time: "time_ns",

@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -28,6 +30,7 @@ func RunFabrics(t *testing.T, open FabricOpener) {
 		}
 	}()
 	testFabrics(t, ss[0], ss[1])
+	testJoinedJobs(t, ss[0], ss[1])
 }
 
 // Shifted is t with every GUID moved by off and every host renamed with
@@ -196,5 +199,88 @@ func testFabrics(t *testing.T, east, west store.Store) {
 	}
 	if _, _, err := east.TopologyAt(ctx, T0.Add(41*time.Minute)); err == nil || !strings.Contains(err.Error(), `fabric "east" and in fabric "west"`) {
 		t.Errorf("TopologyAt with a GUID in two fabrics: %v, want an error naming both", err)
+	}
+}
+
+// part is the ranks [from, from+n) of a job of size ranks, as the
+// collector they report to saves them.
+func part(id string, from, n, ranks int, start time.Time, state string) *store.Job {
+	j := Job(id, from+n, start, state)
+	j.Processes = j.Processes[from:]
+	j.Ranks, j.Reporting, j.Finalized = ranks, n, 0
+	j.Traffic.P2P.Bytes = 0
+	j.CPUSeconds, j.CPUPercent = 0, float64(10*from+10)
+	for _, p := range j.Processes {
+		j.Traffic.P2P.Bytes += p.Functions[0].BytesSent
+		j.CPUSeconds += p.CPUUser
+	}
+	j.Total = j.Traffic.Total()
+	j.Agent, j.TrafficModel, j.TrafficSource = true, store.TrafficLogical, store.SourceAgent
+	j.Attribution = &store.Attribution{Bytes: 100 * uint64(from+1), UnmappedNodes: []string{"far", fmt.Sprintf("near%d", from)}, UnmappedBytes: 7, Intervals: from + 1}
+	return j
+}
+
+// testJoinedJobs saves a job whose ranks report to two collectors: each
+// saves its part, and the job reads as their join by id.
+func testJoinedJobs(t *testing.T, east, west store.Store) {
+	ctx := context.Background()
+	a, b := part("span", 0, 3, 5, T0, store.JobRunning), part("span", 3, 2, 5, T0.Add(time.Second), store.JobRunning)
+	if err := east.SaveJob(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	// One part: the job reads exactly as saved.
+	if got, err := west.JobSummary(ctx, "span"); err != nil || !reflect.DeepEqual(*got, a.JobSummary) {
+		t.Errorf("one part: %+v (%v), want east's summary as saved", got, err)
+	}
+	if _, err := west.JobPart(ctx, "span"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("west's part before it saved one: %v, want ErrNotFound", err)
+	}
+	if err := west.SaveJob(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []store.Store{east, west} {
+		j, err := s.Job(ctx, "span")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(j.Processes) != 5 || j.Processes[0].Rank != 0 || j.Processes[4].Rank != 4 {
+			t.Errorf("joined job's processes: %d", len(j.Processes))
+		}
+		if j.State != store.JobRunning || j.Ranks != 5 || j.Reporting != 5 || !j.Start.Equal(T0) || !j.Updated.Equal(b.Updated) ||
+			j.Traffic.P2P.Bytes != 15000 || j.Total.Bytes != 15000 || j.CPUSeconds != 7.5 || j.Nodes != 4 ||
+			j.CPUPercent != (10*3+40*2)/5.0 || j.Memory != 0 {
+			t.Errorf("joined job: %+v", j.JobSummary)
+		}
+		if at := j.Attribution; at == nil || at.Bytes != 500 || at.UnmappedBytes != 14 || !reflect.DeepEqual(at.UnmappedNodes, []string{"far"}) || at.Intervals != 4 {
+			t.Errorf("joined attribution: %+v", at)
+		}
+	}
+	if l, n, err := east.Jobs(ctx, store.JobQuery{Sort: "bytes"}); err != nil || n != 1 || l[0].Total.Bytes != 15000 {
+		t.Errorf("jobs list: %d jobs, %+v (%v), want the joined one", n, l, err)
+	}
+	if p, err := west.JobPart(ctx, "span"); err != nil || !reflect.DeepEqual(*p, b.JobSummary) {
+		t.Errorf("west's part: %+v (%v), want what west saved", p, err)
+	}
+	// East's ranks end; the job runs on while west's do.
+	a.State, a.End, a.EndReason = store.JobFinished, T0.Add(2*time.Minute), store.EndFinal
+	if err := east.SaveJob(ctx, &store.Job{JobSummary: a.JobSummary}); err != nil {
+		t.Fatal(err)
+	}
+	if l, _, _ := west.Jobs(ctx, store.JobQuery{State: store.JobRunning}); len(l) != 1 || !l[0].End.IsZero() {
+		t.Errorf("running jobs after one part ended: %+v, want the job running", l)
+	}
+	b.State, b.End, b.EndReason = store.JobFinished, T0.Add(3*time.Minute), store.EndTimeout
+	if err := west.SaveJob(ctx, &store.Job{JobSummary: b.JobSummary}); err != nil {
+		t.Fatal(err)
+	}
+	js, err := east.JobSummary(ctx, "span")
+	if err != nil || js.State != store.JobFinished || !js.End.Equal(b.End) || js.EndReason != store.EndTimeout || js.Duration != 180 {
+		t.Errorf("finished joined job: %+v (%v), want the last part's end", js, err)
+	}
+	if err := west.Prune(ctx, store.Retention{Jobs: T0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := east.JobPart(ctx, "span"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("east's part after the job expired: %v", err)
 	}
 }
