@@ -23,6 +23,10 @@ type JobStore interface {
 	// the job (a job saved before collectors had fabric names counts as
 	// every collector's). ErrNotFound when it saved none.
 	JobPart(ctx context.Context, id string) (*JobSummary, error)
+	// SharedJobs lists the finished jobs that ended at or after since of
+	// which this store's collector and another saved parts: those whose
+	// stored summary is a join of several.
+	SharedJobs(ctx context.Context, since time.Time) ([]string, error)
 	// AddProcessSamples stores per-interval samples of ranks.
 	AddProcessSamples(ctx context.Context, s []ProcessSample) error
 	// Jobs lists job summaries matching q and the number that match in all.

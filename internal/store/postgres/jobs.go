@@ -186,6 +186,21 @@ func (s *Store) JobPart(ctx context.Context, id string) (*store.JobSummary, erro
 	return sqlstore.DecodePart(id, s.opt.Fabric, b, err, errors.Is(err, pgx.ErrNoRows))
 }
 
+// SharedJobs implements store.Store.
+func (s *Store) SharedJobs(ctx context.Context, since time.Time) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT p.job FROM jobs j JOIN job_parts p ON p.job = j.id
+		WHERE j.end_ns >= $1 AND p.fabric = $2 AND EXISTS (SELECT 1 FROM job_parts q WHERE q.job = p.job AND q.fabric <> $2)
+		ORDER BY p.job`, codec.LowerBound(since), s.opt.Fabric)
+	if err != nil {
+		return nil, fmt.Errorf("jobs shared with other collectors: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("jobs shared with other collectors: %w", err)
+	}
+	return out, nil
+}
+
 // Job implements store.Store.
 func (s *Store) Job(ctx context.Context, id string) (*store.Job, error) {
 	var j *store.Job

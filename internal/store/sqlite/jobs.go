@@ -102,6 +102,26 @@ func (s *Store) JobPart(ctx context.Context, id string) (*store.JobSummary, erro
 	return sqlstore.DecodePart(id, s.opt.Fabric, b, err, errors.Is(err, sql.ErrNoRows))
 }
 
+// SharedJobs implements store.Store.
+func (s *Store) SharedJobs(ctx context.Context, since time.Time) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT p.job FROM jobs j JOIN job_parts p ON p.job = j.id
+		WHERE j.end_ns >= ? AND p.fabric = ? AND EXISTS (SELECT 1 FROM job_parts q WHERE q.job = p.job AND q.fabric <> ?)
+		ORDER BY p.job`, codec.LowerBound(since), s.opt.Fabric, s.opt.Fabric)
+	if err != nil {
+		return nil, fmt.Errorf("jobs shared with other collectors: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("jobs shared with other collectors: %w", err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
 func nullNS(t time.Time) any {
 	if t.IsZero() {
 		return nil

@@ -273,6 +273,14 @@ func testJoinedJobs(t *testing.T, east, west store.Store) {
 	if err := west.SaveJob(ctx, &store.Job{JobSummary: b.JobSummary}); err != nil {
 		t.Fatal(err)
 	}
+	for _, s := range []store.Store{east, west} {
+		if ids, err := s.SharedJobs(ctx, T0.Add(3*time.Minute)); err != nil || !reflect.DeepEqual(ids, []string{"span"}) {
+			t.Errorf("SharedJobs: %v (%v), want the joined job", ids, err)
+		}
+		if ids, err := s.SharedJobs(ctx, T0.Add(4*time.Minute)); err != nil || len(ids) != 0 {
+			t.Errorf("SharedJobs since after it ended: %v (%v), want none", ids, err)
+		}
+	}
 	js, err := east.JobSummary(ctx, "span")
 	if err != nil || js.State != store.JobFinished || !js.End.Equal(b.End) || js.EndReason != store.EndTimeout || js.Duration != 180 {
 		t.Errorf("finished joined job: %+v (%v), want the last part's end", js, err)
