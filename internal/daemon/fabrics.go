@@ -19,7 +19,6 @@ type otherFabrics struct {
 	parts   map[string]*fabric.Topology
 	version int64     // the newest of ids
 	since   time.Time // when that version began
-	tables  fabric.ForwardingTables
 	samples map[fabric.PortRef]*fabric.PortSample // their ports' newest samples
 }
 
@@ -33,19 +32,25 @@ type fabricView struct {
 	own    *api.FabricState
 	others *otherFabrics
 	view   *api.FabricState
+	failed bool // the fabrics could not be merged: view is own
 }
 
 // State returns the fabric snapshot the API shows (nil before the first
 // discovery): the collector's own live fabric, joined, when collectors of
-// other fabrics write the same database, with theirs as last read from
-// it (every poll interval).
+// other fabrics write the same database, with their topologies and port
+// samples as last read from it (every poll interval). Routes are its own.
 func (d *Daemon) State() *api.FabricState {
 	own, o := d.state.Load(), d.others.Load()
 	if own == nil || o == nil {
 		return own
 	}
-	if c := d.view.Load(); c != nil && c.own == own && c.others == o {
+	c := d.view.Load()
+	if c != nil && c.own == own && c.others == o {
 		return c.view
+	}
+	if c != nil && c.failed && c.others == o && c.own.Topology == own.Topology {
+		d.view.Store(&fabricView{own: own, others: o, view: own, failed: true})
+		return own
 	}
 	v := &api.FabricState{Version: max(own.Version, o.version), Since: own.Since, Readings: own.Readings,
 		Unreachable: own.Unreachable, Sweep: own.Sweep,
@@ -55,22 +60,22 @@ func (d *Daemon) State() *api.FabricState {
 	}
 	maps.Copy(v.Samples, o.samples)
 	maps.Copy(v.Samples, own.Samples)
-	if c := d.view.Load(); c != nil && c.others == o && c.own.Topology == own.Topology && c.own.Routes == own.Routes {
+	if c != nil && c.others == o && c.own.Topology == own.Topology && c.own.Routes == own.Routes {
 		v.Topology, v.Routes = c.view.Topology, c.view.Routes
 	} else {
 		parts := maps.Clone(o.parts)
 		parts[d.cfg.FabricName] = own.Topology
 		t, err := fabric.Merge(parts)
 		if err != nil {
+			// Logged once per change of either side: the cached view is
+			// this collector's own until then.
 			d.log.Error("the database's fabrics cannot be shown together; showing this collector's own", "err", err)
+			d.view.Store(&fabricView{own: own, others: o, view: own, failed: true})
 			return own
 		}
-		v.Topology = t
-		if own.Routes != nil {
-			ft := maps.Clone(o.tables)
-			maps.Copy(ft, own.Routes.Tables())
-			v.Routes = fabric.NewRoutes(t, ft)
-		}
+		// Routes stay this collector's own fabric's: what it attributes,
+		// advises placement on and maps node names onto (one LID space).
+		v.Topology, v.Routes = t, own.Routes
 	}
 	d.view.Store(&fabricView{own: own, others: o, view: v})
 	return v
@@ -100,8 +105,8 @@ func (d *Daemon) othersLoop(ctx context.Context) error {
 }
 
 // pollOthers reads the current versions of the fabrics other than the
-// collector's own (their topologies only when one changed), their routes
-// and their ports' newest samples.
+// collector's own (their topologies only when one changed) and their
+// ports' newest samples.
 func (d *Daemon) pollOthers(ctx context.Context) error {
 	now := time.Now()
 	vs, err := d.st.Versions(ctx, now, now)
@@ -148,9 +153,6 @@ func (d *Daemon) pollOthers(ctx context.Context) error {
 			}
 			next.parts[name] = t
 		}
-	}
-	if next.tables, _, err = d.st.ForwardingTablesAt(ctx, now); err != nil {
-		next.tables = nil // none stored yet: their routes are unknown
 	}
 	list, err := d.st.LatestSamples(ctx, now, 2*d.cfg.SweepInterval+d.cfg.PollInterval+time.Second)
 	if err != nil {

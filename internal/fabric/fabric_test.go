@@ -251,6 +251,21 @@ func TestMerge(t *testing.T) {
 	if _, err := r.Path(4, 7); err == nil || !strings.Contains(err.Error(), "several fabrics (east, west)") {
 		t.Errorf("Path over a shared LID: %v, want an error naming both fabrics", err)
 	}
+	// By port, routes answer within each fabric, as in the fabric alone.
+	want1, _ := NewRoutes(a, fa).Path(4, 7)
+	src, _ := m.Endpoint("0x0000000000010104")
+	dst, _ := m.Endpoint("0x0000000000010107")
+	got1, err := r.PathBetween(src, dst)
+	if err != nil || len(got1.Hops) != len(want1.Hops) || got1.Hops[1].GUID != want1.Hops[1].GUID+0x10000 {
+		t.Errorf("west's route 4 -> 7 in the merged view: %+v (%v), want east's shifted %+v", got1, err, want1)
+	}
+	east4, _ := m.Endpoint("0x0000000000000104")
+	if _, err := r.PathBetween(east4, dst); err == nil || !strings.Contains(err.Error(), "no route joins fabrics") {
+		t.Errorf("route across fabrics: %v", err)
+	}
+	if _, err := m.Endpoint("4"); err == nil || !strings.Contains(err.Error(), "several fabrics") {
+		t.Errorf("endpoint LID 4 of both fabrics: %v", err)
+	}
 	// leaf1's uplink carries east's hosts 4 and 5 to 6 and 7, as in east alone.
 	want, _, err := NewRoutes(a, fa).PairsThrough(PortRef{0x201, 5}, 0)
 	if err != nil {

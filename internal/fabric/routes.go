@@ -121,6 +121,19 @@ func (r *Routes) Path(src, dst LID) (*Route, error) {
 	if !ok {
 		return nil, fmt.Errorf("route %d -> %d: %s", src, dst, r.noLID("destination", dst))
 	}
+	return r.PathBetween(from, to)
+}
+
+// PathBetween follows the forwarding tables from port from to port to
+// (port 0 of a switch). Unlike Path it needs no LID to name one port, so
+// it answers in a view of several fabrics whose LIDs overlap.
+func (r *Routes) PathBetween(from, to PortRef) (*Route, error) {
+	for _, p := range []PortRef{from, to} {
+		if _, ok := r.t.Node(p.GUID); !ok {
+			return nil, fmt.Errorf("route %s -> %s: node %s is not in the routes' fabric", from, to, p.GUID)
+		}
+	}
+	src, dst := r.lidOf(from), r.lidOf(to)
 	if a, b := r.fabricOf(from), r.fabricOf(to); a != b {
 		return nil, fmt.Errorf("route %d -> %d: the source is in fabric %q, the destination in fabric %q: no route joins fabrics", src, dst, a, b)
 	}
@@ -271,8 +284,10 @@ func (r *Routes) crosses(sw int, d LID, state []uint8, stack []int) bool {
 }
 
 func (r *Routes) fabricOf(p PortRef) string {
-	n, _ := r.t.Node(p.GUID)
-	return n.Fabric
+	if n, ok := r.t.Node(p.GUID); ok {
+		return n.Fabric
+	}
+	return ""
 }
 
 func (r *Routes) lidOf(p PortRef) LID {

@@ -488,6 +488,33 @@ func (t *Topology) SwitchPorts(cas bool) []PortRef {
 	return out
 }
 
+// Endpoint resolves a route endpoint to a port: a decimal LID names the
+// port it addresses (none where fabrics of a merged view share it); a name
+// or GUID names the node's port of its (first) LID, port 0 of a switch.
+func (t *Topology) Endpoint(key string) (PortRef, error) {
+	if v, err := strconv.ParseUint(key, 10, 16); err == nil {
+		if p, ok := t.PortByLID(LID(v)); ok {
+			return p, nil
+		}
+		if fabs := t.SharedLID(LID(v)); len(fabs) > 0 {
+			return PortRef{}, fmt.Errorf("LID %d is in several fabrics (%s): name the node instead", v, strings.Join(fabs, ", "))
+		}
+	}
+	n, err := t.FindNode(key)
+	if err != nil {
+		return PortRef{}, err
+	}
+	if n.Type == Switch {
+		return PortRef{n.GUID, 0}, nil
+	}
+	for p := 1; p < len(n.PortLIDs); p++ {
+		if n.PortLIDs[p] == n.LID {
+			return PortRef{n.GUID, p}, nil
+		}
+	}
+	return PortRef{n.GUID, 1}, nil
+}
+
 // EndpointLID resolves a route endpoint: a decimal LID names exactly that
 // port; a name or GUID names the node's (first) LID.
 func (t *Topology) EndpointLID(key string) (LID, error) {

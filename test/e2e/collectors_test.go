@@ -543,6 +543,18 @@ func TestCollectorsFabrics(t *testing.T) {
 	if linked["east"] == 0 || linked["west"] == 0 {
 		t.Errorf("links of single-fabric jobs by fabric: %v; want some on each", linked)
 	}
+	// Routes by node name answer within each fabric (both number their
+	// LIDs from 1), and none joins two fabrics.
+	var rt struct {
+		Hops []struct{ Description string }
+	}
+	if code := apid.get("/api/v1/routes?src=b1&dst=b8", &rt); code != 200 || len(rt.Hops) < 3 || !strings.HasPrefix(rt.Hops[1].Description, "b-") {
+		t.Errorf("route b1 -> b8 on the API daemon: %d %+v", code, rt)
+	}
+	var e struct{ Error string }
+	if code := apid.get("/api/v1/routes?src=a1&dst=b1", &e); code != 404 || !strings.Contains(e.Error, "no route joins fabrics") {
+		t.Errorf("route a1 -> b1: %d %+v", code, e)
+	}
 	// A switch port's history on each fabric (a host's leaf port), from
 	// the API daemon.
 	for _, name := range []string{"a1", "b1"} {

@@ -93,6 +93,9 @@ func (s *Store) TopologyAt(ctx context.Context, at time.Time) (*fabric.Topology,
 
 // FabricTopologyAt implements store.Store.
 func (s *Store) FabricTopologyAt(ctx context.Context, name string, at time.Time) (*fabric.Topology, store.Version, error) {
+	if name == "" {
+		return nil, store.Version{}, errors.New("topology of a fabric: no fabric name given")
+	}
 	t, v, err := s.topologyAt(ctx, name, at)
 	if err != nil {
 		return nil, store.Version{}, fmt.Errorf("topology of fabric %q at %s: %w", name, at.Format(time.RFC3339), err)
