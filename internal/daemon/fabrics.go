@@ -17,8 +17,8 @@ import (
 type otherFabrics struct {
 	ids     []int64 // their current version ids, sorted: what topo is of
 	parts   map[string]*fabric.Topology
-	version int64     // the newest of ids
-	since   time.Time // when that version began
+	version int64                                 // the newest of ids
+	since   time.Time                             // when that version began
 	samples map[fabric.PortRef]*fabric.PortSample // their ports' newest samples
 }
 
