@@ -15,7 +15,7 @@ import (
 // otherFabrics is what a collector last read of the other collectors'
 // fabrics on its database, owned by othersLoop and published whole.
 type otherFabrics struct {
-	ids     []int64 // their current version ids, sorted: what topo is of
+	ids     []int64 // their current version ids, sorted: what parts are of
 	parts   map[string]*fabric.Topology
 	version int64                                 // the newest of ids
 	since   time.Time                             // when that version began
