@@ -237,7 +237,7 @@ func TestMigrateFabricNames(t *testing.T) {
 	// Schema 1 had no fabric columns.
 	for _, stmt := range []string{
 		`ALTER TABLE topology_versions DROP COLUMN fabric`, `ALTER TABLE forwarding_tables DROP COLUMN fabric`,
-		`ALTER TABLE events DROP COLUMN fabric`, `DROP TABLE job_parts`, `UPDATE schema_version SET version = 1`,
+		`ALTER TABLE events DROP COLUMN fabric`, `DROP TABLE job_parts`, `ALTER TABLE jobs DROP COLUMN fabric`, `UPDATE schema_version SET version = 1`,
 	} {
 		if _, err := s.pool.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)

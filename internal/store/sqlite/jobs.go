@@ -32,23 +32,34 @@ func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
 		ends[i] = len(buf)
 	}
 	cols := append([]string{"id", "state", "start_ns", "end_ns", "updated_ns"}, sqlstore.JobMetricColumns...)
-	cols = append(cols, "summary")
-	q := `INSERT OR REPLACE INTO jobs(` + strings.Join(cols, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(cols)-1) + `)`
-	return s.writeTx(ctx, "save job "+j.ID, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO job_parts(job, fabric, summary) VALUES (?, ?, ?)`, j.ID, s.opt.Fabric, summary); err != nil {
-			return fmt.Errorf("part: %w", err)
-		}
-		js, data, err := s.joinParts(ctx, tx, &j.JobSummary, summary)
-		if err != nil {
-			return err
-		}
+	cols = append(cols, "summary", "fabric")
+	values := `(?` + strings.Repeat(", ?", len(cols)-1) + `)`
+	// The job's own row, unless another collector saved it too.
+	upsert := `INSERT INTO jobs(` + strings.Join(cols, ", ") + `) VALUES ` + values +
+		` ON CONFLICT (id) DO UPDATE SET ` + sqlstore.Excluded(cols[1:]...) + ` WHERE jobs.fabric = excluded.fabric`
+	replace := `INSERT OR REPLACE INTO jobs(` + strings.Join(cols, ", ") + `) VALUES ` + values
+	row := func(js *store.JobSummary, data []byte, fabric string) []any {
 		args := []any{js.ID, js.State, codec.NSOrZero(js.Start), nullNS(js.End), codec.NSOrZero(js.Updated)}
 		for _, c := range sqlstore.JobMetricColumns {
 			args = append(args, store.JobSortValue(js, c))
 		}
-		args = append(args, data)
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		return append(args, data, fabric)
+	}
+	return s.writeTx(ctx, "save job "+j.ID, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, upsert, row(&j.JobSummary, summary, s.opt.Fabric)...)
+		if err != nil {
 			return fmt.Errorf("summary: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("summary: %w", err)
+		} else if n == 0 {
+			js, data, err := s.joinParts(ctx, tx, &j.JobSummary, summary)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, replace, row(js, data, "")...); err != nil {
+				return fmt.Errorf("joined summary: %w", err)
+			}
 		}
 		if len(ends) == 0 {
 			return nil
@@ -70,10 +81,17 @@ func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
 	})
 }
 
-// joinParts returns the job's summary as read: own (encoded as data) when
-// only this store's collector saved parts of it, else the join of every
-// collector's part.
+// joinParts keeps own (encoded as data) as this store's collector's part
+// of a job that another collector saved too, and returns the join of all
+// parts: on the first such save, the other collector's summary, the row
+// until then, becomes its part.
 func (s *Store) joinParts(ctx context.Context, tx *sql.Tx, own *store.JobSummary, data []byte) (*store.JobSummary, []byte, error) {
+	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO job_parts(job, fabric, summary) SELECT id, fabric, summary FROM jobs WHERE id = ? AND fabric <> ''`, own.ID); err != nil {
+		return nil, nil, fmt.Errorf("the other collector's part: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO job_parts(job, fabric, summary) VALUES (?, ?, ?)`, own.ID, s.opt.Fabric, data); err != nil {
+		return nil, nil, fmt.Errorf("part: %w", err)
+	}
 	rows, err := tx.QueryContext(ctx, `SELECT summary FROM job_parts WHERE job = ? ORDER BY fabric`, own.ID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("parts: %w", err)
@@ -96,17 +114,16 @@ func (s *Store) joinParts(ctx context.Context, tx *sql.Tx, own *store.JobSummary
 // JobPart implements store.Store.
 func (s *Store) JobPart(ctx context.Context, id string) (*store.JobSummary, error) {
 	var b []byte
-	err := s.r.QueryRowContext(ctx, `SELECT summary FROM job_parts WHERE job = ? AND fabric = ?
-		UNION ALL SELECT summary FROM jobs WHERE id = ? AND NOT EXISTS (SELECT 1 FROM job_parts WHERE job = ?)`,
-		id, s.opt.Fabric, id, id).Scan(&b)
+	err := s.r.QueryRowContext(ctx, `SELECT summary FROM jobs WHERE id = ? AND fabric = ?
+		UNION ALL SELECT summary FROM job_parts WHERE job = ? AND fabric = ?`,
+		id, s.opt.Fabric, id, s.opt.Fabric).Scan(&b)
 	return sqlstore.DecodePart(id, s.opt.Fabric, b, err, errors.Is(err, sql.ErrNoRows))
 }
 
 // SharedJobs implements store.Store.
 func (s *Store) SharedJobs(ctx context.Context, since time.Time) ([]string, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT p.job FROM jobs j JOIN job_parts p ON p.job = j.id
-		WHERE j.end_ns >= ? AND p.fabric = ? AND EXISTS (SELECT 1 FROM job_parts q WHERE q.job = p.job AND q.fabric <> ?)
-		ORDER BY p.job`, codec.LowerBound(since), s.opt.Fabric, s.opt.Fabric)
+		WHERE j.end_ns >= ? AND j.fabric = '' AND p.fabric = ? ORDER BY p.job`, codec.LowerBound(since), s.opt.Fabric)
 	if err != nil {
 		return nil, fmt.Errorf("jobs shared with other collectors: %w", err)
 	}

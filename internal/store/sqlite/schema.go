@@ -179,8 +179,10 @@ var migrations = []migration{
 		`ALTER TABLE forwarding_tables ADD COLUMN fabric TEXT NOT NULL DEFAULT 'default'`,
 		`CREATE INDEX forwarding_tables_fabric_from ON forwarding_tables(fabric, from_ns)`,
 		`ALTER TABLE events ADD COLUMN fabric TEXT NOT NULL DEFAULT 'default'`,
-		// Each collector's part of a job (the ranks that report to it),
-		// as JSON of store.JobSummary; jobs holds their join.
+		// jobs.fabric: the collector whose summary the row is, or '' when
+		// several saved parts of the job: then job_parts holds each one's
+		// (JSON of store.JobSummary) and jobs their join.
+		`ALTER TABLE jobs ADD COLUMN fabric TEXT NOT NULL DEFAULT 'default'`,
 		`CREATE TABLE job_parts (
 			job     TEXT NOT NULL,
 			fabric  TEXT NOT NULL,

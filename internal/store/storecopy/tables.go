@@ -89,7 +89,7 @@ var Tables = []*Table{
 	{Name: "jobs", Key: []string{"id"},
 		Columns: join(cols(Text, "id", "state"), []Column{{Name: "owner", Kind: Text, Derived: true}},
 			cols(Int, "start_ns"), cols(NullInt, "end_ns"), cols(Int, "updated_ns"),
-			cols(Float, jobMetrics()...), cols(Bytes, "summary"))},
+			cols(Float, jobMetrics()...), cols(Bytes, "summary"), cols(Text, "fabric"))},
 	{Name: "job_parts", Key: []string{"job", "fabric"},
 		Columns: join(cols(Text, "job", "fabric"), cols(Bytes, "summary"))},
 	{Name: "job_processes", Key: []string{"job", "rank"},
