@@ -99,7 +99,7 @@ func storedTopology(ctx context.Context, db string) (*fabric.Topology, error) {
 			return nil, fmt.Errorf("db %s: %w", db, err)
 		}
 	}
-	st, err := daemon.OpenStore(ctx, db)
+	st, err := daemon.OpenStore(ctx, db, "")
 	if err != nil {
 		return nil, err
 	}

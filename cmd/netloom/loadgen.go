@@ -12,9 +12,10 @@ import (
 
 func loadgenCmd() *cobra.Command {
 	var (
-		cfg      loadgen.Config
-		patterns string
-		asJSON   bool
+		cfg              loadgen.Config
+		patterns         string
+		systems, targets []string
+		asJSON           bool
 	)
 	c := &cobra.Command{
 		Use:   "loadgen --system SPEC --target HOST:PORT",
@@ -28,13 +29,26 @@ The fabric side is simulated by the daemon itself: run it with
 --fabric sim:SPEC for the same SPEC. It prints what it sent.
 
 Systems (SPEC): stampede (6,541 hosts; x16 ranks = 104,656 processes),
-10x-stampede, or any fat-tree:hosts=N spec (see netloom serve --help).`,
+10x-stampede, or any fat-tree:hosts=N spec (see netloom serve --help).
+
+A site of several fabrics, each watched by its own collector: give
+--system and --target once per fabric, in pairs. Hosts are taken fabric
+after fabric, so the job on the hosts where one fabric's list ends and the
+next begins has ranks reporting to both collectors (docs/postgres.md).
+The fabrics' host names must differ (sim specs' prefix= option).`,
 		Example:           `  netloom loadgen --system stampede --target 127.0.0.1:8467 --duration 60s`,
 		Args:              posArgs(),
 		ValidArgsFunction: noFiles,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if patterns != "" {
 				cfg.Patterns = strings.Split(patterns, ",")
+			}
+			if len(systems) != len(targets) {
+				return fmt.Errorf("--system given %d times, --target %d times: give one target per system, in pairs", len(systems), len(targets))
+			}
+			cfg.System, cfg.Target = systems[0], targets[0]
+			for i := 1; i < len(systems); i++ {
+				cfg.More = append(cfg.More, loadgen.System{Spec: systems[i], Target: targets[i]})
 			}
 			rep, err := loadgen.Run(c.Context(), cfg, c.ErrOrStderr())
 			if err != nil {
@@ -51,8 +65,8 @@ Systems (SPEC): stampede (6,541 hosts; x16 ranks = 104,656 processes),
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&cfg.System, "system", "stampede", "simulated `system` (a sim spec)")
-	f.StringVar(&cfg.Target, "target", "127.0.0.1:8467", "daemon agent `address` (UDP)")
+	f.StringArrayVar(&systems, "system", []string{"stampede"}, "simulated `system` (a sim spec); once per fabric of a site of several")
+	f.StringArrayVar(&targets, "target", []string{"127.0.0.1:8467"}, "daemon agent `address` (UDP) of the system given in the same place")
 	f.DurationVar(&cfg.Duration, "duration", time.Minute, "how long to send")
 	f.DurationVar(&cfg.Interval, "interval", 45*time.Second, "each rank's snapshot `interval`")
 	f.IntVar(&cfg.RanksPerNode, "ranks-per-node", 16, "MPI ranks per host")

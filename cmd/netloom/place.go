@@ -237,7 +237,7 @@ func openStoreFile(ctx context.Context, db string) (store.Store, error) {
 			return nil, fmt.Errorf("db %s: %w", db, err)
 		}
 	}
-	return daemon.OpenStore(ctx, db)
+	return daemon.OpenStore(ctx, db, "")
 }
 
 // placeRoutes gets the routes: the store's newest topology and forwarding

@@ -19,7 +19,7 @@ func serveCmd() *cobra.Command {
 	var (
 		cfgPath, listen, db, fabricS, logLevel, agent, agentF string
 		schedS, anon, users, tlsCert, tlsKey, agentAu, mungeS string
-		agentNet, nodeMap, role                               string
+		agentNet, nodeMap, role, fabricName                   string
 		discover, sweep, jobTO, schedIv, poll                 time.Duration
 		caPorts                                               bool
 		agentBuf, backlog                                     int
@@ -68,6 +68,7 @@ Fabric sources (--fabric):
 			override(&cfg.Listen, listen)
 			override(&cfg.DB, db)
 			override(&cfg.Fabric, fabricS)
+			override(&cfg.FabricName, fabricName)
 			override(&cfg.AgentListen, agent)
 			override(&cfg.AgentAddressFile, agentF)
 			override(&cfg.Scheduler, schedS)
@@ -121,7 +122,7 @@ Fabric sources (--fabric):
 				}
 				defer src.Close()
 			}
-			st, err := daemon.OpenStore(ctx, cfg.DB)
+			st, err := daemon.OpenStore(ctx, cfg.DB, cfg.FabricName)
 			if err != nil {
 				return err
 			}
@@ -147,6 +148,7 @@ Fabric sources (--fabric):
 	f.StringVar(&listen, "listen", "", "HTTP listen `address` (default "+daemon.DefaultListen+")")
 	f.StringVar(&db, "db", "", "store `URL`: a file path, sqlite:PATH or postgres://USER@HOST/DB (docs/postgres.md; default "+daemon.DefaultDB+")")
 	f.StringVar(&fabricS, "fabric", "", "fabric `source`: ib, ib:CA:PORT or sim:SPEC (default ib)")
+	f.StringVar(&fabricName, "fabric-name", "", "`name` of the fabric this collector owns in the database; collectors on one database each give their own (default default)")
 	f.DurationVar(&discover, "discover-interval", 0, "re-discovery `interval` (default 5m)")
 	f.DurationVar(&sweep, "sweep-interval", 0, "counter sweep `interval`; sub-second allowed (default 30s)")
 	f.BoolVar(&caPorts, "sweep-ca-ports", false, "also sweep host adapter ports")

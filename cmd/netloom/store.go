@@ -106,7 +106,7 @@ source's. A copy that fails leaves a partial target: run it again with
 
 // openCopyStore opens one side of a copy.
 func openCopyStore(c *cobra.Command, flag, url string) (store.Store, error) {
-	st, err := daemon.OpenStore(c.Context(), url)
+	st, err := daemon.OpenStore(c.Context(), url, "")
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", flag, err)
 	}

@@ -680,22 +680,22 @@ func (s *Server) routePath(r *http.Request) (any, error) {
 		return nil, err
 	}
 	q := r.URL.Query()
-	var lids [2]fabric.LID
+	var ends [2]fabric.PortRef
 	for i, name := range []string{"src", "dst"} {
 		if q.Get(name) == "" {
 			return nil, badParam(name, "missing (a node name, GUID or LID)")
 		}
-		lid, err := v.topo.EndpointLID(q.Get(name))
+		p, err := v.topo.Endpoint(q.Get(name))
 		if err != nil {
 			return nil, badParam(name, "%v", err)
 		}
-		lids[i] = lid
+		ends[i] = p
 	}
 	routes, err := s.routes(r.Context(), v)
 	if err != nil {
 		return nil, err
 	}
-	rt, err := routes.Path(lids[0], lids[1])
+	rt, err := routes.PathBetween(ends[0], ends[1])
 	if err != nil {
 		return nil, notFound("%v", err)
 	}

@@ -75,7 +75,14 @@ func (d *Daemon) poll(ctx context.Context, p *storePoller) error {
 	if len(vs) == 0 {
 		return nil // no collector has written a topology yet
 	}
-	cur := vs[len(vs)-1]
+	// The view's version is the newest id among the fabrics' current
+	// versions (store.MergeVersions): it changes whenever any fabric does.
+	cur := vs[0]
+	for _, v := range vs[1:] {
+		if v.ID > cur.ID {
+			cur = v
+		}
+	}
 	next := &api.FabricState{Version: cur.ID, Since: cur.From, Readings: map[fabric.PortRef]*fabric.PortReading{},
 		Unreachable: map[fabric.PortRef]time.Time{}}
 	if old != nil && old.Version == cur.ID {

@@ -343,8 +343,38 @@ func hostLinkBytes(st *api.FabricState, l fabric.LID) (sent, recv uint64) {
 }
 
 // liveJobs is the agents' live view merged with the scheduler's jobs and
-// the attribution: what the jobs API serves as "live".
+// the attribution: what the jobs API serves as "live". Finished jobs that
+// other collectors reported parts of are left to the database, whose
+// summary joins the parts (fabrics.go).
 func (d *Daemon) liveJobs() *ingest.Live {
+	l, sh := d.mergedJobs(), d.shared.Load()
+	if l == nil || sh == nil {
+		return l
+	}
+	if c := d.sharedView.Load(); c != nil && c.in == l && c.shared == sh {
+		return c.out
+	}
+	out := &ingest.Live{Time: l.Time, Jobs: make(map[string]*store.Job, len(l.Jobs))}
+	for id, j := range l.Jobs {
+		if j.State == store.JobFinished && sh.ids[id] {
+			continue
+		}
+		out.Jobs[id] = j
+	}
+	d.sharedView.Store(&sharedLive{in: l, shared: sh, out: out})
+	return out
+}
+
+// sharedLive caches liveJobs' view for one live view and shared set.
+type sharedLive struct {
+	in     *ingest.Live
+	shared *sharedJobs
+	out    *ingest.Live
+}
+
+// mergedJobs is liveJobs before jobs shared with other collectors are
+// left out.
+func (d *Daemon) mergedJobs() *ingest.Live {
 	agent, sv, av := d.agents.live.Load(), d.sched.Load(), d.attrib.Load()
 	if sv == nil && av == nil {
 		return agent

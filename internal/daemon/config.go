@@ -12,6 +12,7 @@ import (
 
 	"github.com/netloom/netloom/internal/alert"
 	"github.com/netloom/netloom/internal/auth"
+	"github.com/netloom/netloom/internal/store"
 )
 
 // Config is everything `netloom serve` can be told, from flags or a YAML
@@ -26,6 +27,9 @@ type Config struct {
 	Listen string `yaml:"listen"` // HTTP address
 	DB     string `yaml:"db"`     // store URL: a path, or sqlite:PATH
 	Fabric string `yaml:"fabric"` // "ib", "ib:CA:PORT" or "sim:SPEC"
+	// FabricName names the fabric this collector owns in the database:
+	// collectors on one database each give their own (default "default").
+	FabricName string `yaml:"fabric_name"`
 
 	DiscoverInterval time.Duration `yaml:"discover_interval"`
 	SweepInterval    time.Duration `yaml:"sweep_interval"`
@@ -119,6 +123,7 @@ func (c Config) WithDefaults() Config {
 	set(&c.Listen, DefaultListen)
 	set(&c.DB, DefaultDB)
 	set(&c.Fabric, DefaultFabric)
+	set(&c.FabricName, store.DefaultFabric)
 	set(&c.AgentAddressFile, DefaultAgentAddressFile)
 	set(&c.Scheduler, DefaultScheduler)
 	set(&c.SchedulerInterval, DefaultSchedInterval)
@@ -139,6 +144,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Role != RoleCollector && c.Role != RoleAPI:
 		return fmt.Errorf("role %q: want collector or api", c.Role)
+	case store.CheckFabricName("fabric_name", c.FabricName) != nil:
+		return store.CheckFabricName("fabric_name", c.FabricName)
 	case c.PollInterval < 100*time.Millisecond:
 		return fmt.Errorf("poll_interval %s: must be at least 100ms", c.PollInterval)
 	case c.DiscoverInterval < time.Second:

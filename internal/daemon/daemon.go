@@ -34,6 +34,14 @@ type Daemon struct {
 	st    store.Store
 	log   *slog.Logger
 	state atomic.Pointer[api.FabricState]
+	// others and view: the other collectors' fabrics on the database, and
+	// the API's view joining them with state (fabrics.go).
+	others atomic.Pointer[otherFabrics]
+	view   atomic.Pointer[fabricView]
+	// shared: the recently finished jobs other collectors reported parts
+	// of; sharedView the live jobs without them (attribution.go).
+	shared     atomic.Pointer[sharedJobs]
+	sharedView atomic.Pointer[sharedLive]
 
 	writes chan writeOp
 	reg    *prometheus.Registry
@@ -118,9 +126,6 @@ func New(cfg Config, src fabric.Source, st store.Store, log *slog.Logger) *Daemo
 	return d
 }
 
-// State returns the live fabric snapshot (nil before the first discovery).
-func (d *Daemon) State() *api.FabricState { return d.state.Load() }
-
 // Run serves until ctx is cancelled or an activity fails. ready, when not
 // nil, receives the HTTP listener's address once it listens.
 func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error) {
@@ -157,6 +162,7 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error)
 	writerDone := make(chan struct{})
 	go func() { d.writer(writerCtx); close(writerDone) }()
 	g.Go(func() error { return d.fabricLoop(gctx) })
+	g.Go(func() error { return d.othersLoop(gctx) })
 	g.Go(func() error { d.pruner(gctx); return nil })
 	g.Go(func() error { return d.ingestLoop(gctx) })
 	g.Go(func() error { return d.attributionLoop(gctx) })

@@ -27,6 +27,7 @@ import (
 	"github.com/netloom/netloom/internal/fabric/sim"
 	"github.com/netloom/netloom/internal/store"
 	"github.com/netloom/netloom/internal/store/sqlite"
+	"github.com/netloom/netloom/internal/store/storetest"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -50,6 +51,7 @@ func TestParseConfig(t *testing.T) {
 		"role: both\n":                      "role \"both\"",
 		"store_backlog_mib: -5\n":           "store_backlog_mib -5",
 		"poll_interval: 1ms\n":              "poll_interval 1ms",
+		"fabric_name: east/1\n":             "fabric_name \"east/1\": '/'",
 		"[1, 2\n":                           "line",
 	} {
 		_, err := ParseConfig([]byte(text), "bad.yaml")
@@ -511,5 +513,60 @@ func TestAlertsDocExample(t *testing.T) {
 	if len(a.Alertmanagers) != 1 || a.ResendInterval != time.Minute || !strings.Contains(strings.Join(names, " "), "discards_critical") ||
 		strings.Contains(strings.Join(names, " "), "link_utilization") {
 		t.Errorf("parsed %+v", a)
+	}
+}
+
+// TestOtherFabricsShown writes a second fabric into a collector's
+// database, as another collector would: the collector's API shows both,
+// the other one's nodes named with their fabric and its ports measured.
+func TestOtherFabricsShown(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "netloom.db")
+	s := startDaemon(t, db, "fat-tree:hosts=8,radix=4", func(c *Config) {
+		c.SweepInterval, c.AgentListen, c.AgentAddressFile, c.PollInterval = 50*time.Millisecond, "off", "-", 100*time.Millisecond
+	})
+	var own struct{ Nodes []fabric.Node }
+	s.get("/api/v1/fabric/nodes", &own)
+	west, err := sqlite.Open(context.Background(), db, sqlite.Options{Fabric: "west"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer west.Close()
+	ctx := context.Background()
+	topo := storetest.Topo(2, 2, "EDR")
+	if _, _, err := west.SaveTopology(ctx, topo, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	sweep := storetest.Sweep(2, 3, 1, time.Now())
+	for i := range sweep {
+		sweep[i].Port.GUID = fabric.GUID(0x1000 + i/3) // the west switches'
+	}
+	if err := west.AddPortSamples(ctx, sweep); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor("the west fabric's nodes", func() bool {
+		var l struct{ Nodes []fabric.Node }
+		return s.get("/api/v1/fabric/nodes", &l) == 200 && len(l.Nodes) == len(own.Nodes)+len(topo.Nodes)
+	})
+	var l struct{ Nodes []fabric.Node }
+	s.get("/api/v1/fabric/nodes", &l)
+	by := map[string]int{}
+	for _, n := range l.Nodes {
+		by[n.Fabric]++
+	}
+	if by["west"] != len(topo.Nodes) || by[store.DefaultFabric] != len(own.Nodes) {
+		t.Errorf("nodes by fabric: %v", by)
+	}
+	var n struct {
+		Node  fabric.Node
+		Ports []struct{ Rates map[string]float64 }
+	}
+	if code := s.get("/api/v1/nodes/sw0", &n); code != 200 || n.Node.Fabric != "west" || n.Ports[0].Rates == nil {
+		t.Errorf("west's switch sw0: %d %+v, want it measured", code, n)
+	}
+	// Its own fabric's discoveries still compare with its own version.
+	var vs struct{ Versions []store.Version }
+	s.get("/api/v1/fabric/versions", &vs)
+	if len(vs.Versions) != 2 {
+		t.Errorf("versions: %+v, want one per fabric", vs.Versions)
 	}
 }

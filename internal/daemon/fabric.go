@@ -67,7 +67,7 @@ func (d *Daemon) discover(ctx context.Context) error {
 	var oldTopo *fabric.Topology
 	if old != nil {
 		oldTopo = old.Topology
-	} else if prev, _, err := d.st.TopologyAt(ctx, now); err == nil {
+	} else if prev, _, err := d.st.FabricTopologyAt(ctx, d.cfg.FabricName, now); err == nil {
 		oldTopo = prev // compare with what the last run saw, so a restart is not "everything added"
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("discover: loading the last stored topology: %w", err)
@@ -124,7 +124,7 @@ func (d *Daemon) discover(ctx context.Context) error {
 	d.state.Store(next)
 	d.tickAlerts(events)
 	c := topo.Counts()
-	d.log.Info("fabric discovered", "switches", c.Switches, "cas", c.CAs, "links", c.Links,
+	d.log.Info("fabric discovered", "fabric", d.cfg.FabricName, "switches", c.Switches, "cas", c.CAs, "links", c.Links,
 		"version", version, "events", len(events), "seconds", time.Since(start).Seconds())
 	return nil
 }

@@ -277,9 +277,22 @@ func (d *Daemon) endStaleJobs(ctx context.Context) {
 		d.log.Warn("listing jobs left running", "err", err)
 		return
 	}
-	for _, j := range jobs {
+	for _, joined := range jobs {
+		// Only this collector's part: other collectors' ranks of the job
+		// (on one database) are theirs to end.
+		j, err := d.st.JobPart(ctx, joined.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			d.log.Warn("reading a job left running", "job", joined.ID, "err", err)
+			continue
+		}
+		if j.State != store.JobRunning {
+			continue
+		}
 		j.State, j.EndReason, j.End = store.JobFinished, store.EndRestart, j.Updated
-		job := &store.Job{JobSummary: j}
+		job := &store.Job{JobSummary: *j}
 		d.enqueue(writeOp{kind: "jobs", bytes: jobsBytes([]*store.Job{job}), apply: func(ctx context.Context, st store.Store) error { return st.SaveJob(ctx, job) }})
 	}
 }

@@ -52,11 +52,13 @@ func OpenSource(ctx context.Context, spec string) (fabric.Source, error) {
 }
 
 // OpenStore opens the store a URL names: a file path or sqlite:PATH for the
-// embedded engine, postgres://… or postgresql://… for PostgreSQL.
-func OpenStore(ctx context.Context, url string) (store.Store, error) {
+// embedded engine, postgres://… or postgresql://… for PostgreSQL. fabricName
+// is the fabric the store writes ("" for store.DefaultFabric; readers
+// read every fabric whatever it is).
+func OpenStore(ctx context.Context, url, fabricName string) (store.Store, error) {
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		st, err := postgres.Open(ctx, url, postgres.Options{})
+		st, err := postgres.Open(ctx, url, postgres.Options{Fabric: fabricName})
 		if err != nil {
 			return nil, err // names the database without its password
 		}
@@ -65,7 +67,7 @@ func OpenStore(ctx context.Context, url string) (store.Store, error) {
 		return nil, fmt.Errorf("db %q: unknown store; want a file path, sqlite:PATH or postgres://…", url)
 	}
 	path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite://"), "sqlite:")
-	st, err := sqlite.Open(ctx, path, sqlite.Options{})
+	st, err := sqlite.Open(ctx, path, sqlite.Options{Fabric: fabricName})
 	if err != nil {
 		return nil, fmt.Errorf("db %q: %w", url, err)
 	}

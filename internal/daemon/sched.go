@@ -97,7 +97,7 @@ func (d *Daemon) saveSchedJob(v *schedView, id string) {
 	}
 	d.enqueue(writeOp{kind: "jobs", bytes: sizeJob + 512, apply: func(ctx context.Context, st store.Store) error {
 		var js store.JobSummary
-		switch prev, err := st.JobSummary(ctx, id); {
+		switch prev, err := st.JobPart(ctx, id); { // this collector's part of it
 		case live != nil:
 			js = live.JobSummary
 		case err == nil && prev.Reporting > 0:

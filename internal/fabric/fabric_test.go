@@ -1,6 +1,8 @@
 package fabric
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -186,5 +188,98 @@ func TestFindNode(t *testing.T) {
 	}
 	if _, err := NewTopology(append(topo.Nodes, topo.Nodes[0]), nil); err == nil {
 		t.Error("duplicate GUID accepted")
+	}
+}
+
+// shifted is tinyTree with its GUIDs moved: another subnet built alike,
+// numbering its LIDs the same.
+func shifted(t *testing.T, topo *Topology, ft ForwardingTables, off GUID) (*Topology, ForwardingTables) {
+	t.Helper()
+	var nodes []Node
+	for _, n := range topo.Nodes {
+		n.GUID += off
+		nodes = append(nodes, n)
+	}
+	var links []Link
+	for _, l := range topo.Links {
+		links = append(links, NewLink(PortRef{l.A.GUID + off, l.A.Port}, PortRef{l.B.GUID + off, l.B.Port}, l.Width, l.Speed, l.State))
+	}
+	out, err := NewTopology(nodes, links)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft2 := ForwardingTables{}
+	for g, tbl := range ft {
+		ft2[g+off] = tbl
+	}
+	return out, ft2
+}
+
+// TestMerge joins two subnets with the same LIDs: every node keeps its
+// fabric, a LID names no port of the merged view, and the pairs through
+// a link are those of its own fabric only.
+func TestMerge(t *testing.T) {
+	a, fa := tinyTree(t)
+	b, fb := shifted(t, a, fa, 0x10000)
+	m, err := Merge(map[string]*Topology{"west": b, "east": a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Nodes) != 14 || len(m.Links) != 12 || len(m.Fabrics()) != 2 {
+		t.Fatalf("merged: %d nodes, %d links, fabrics %v", len(m.Nodes), len(m.Links), m.Fabrics())
+	}
+	if n, _ := m.Node(0x104); n.Fabric != "east" {
+		t.Errorf("node 0x104 in fabric %q, want east", n.Fabric)
+	}
+	if n, _ := m.Node(0x10104); n.Fabric != "west" {
+		t.Errorf("node 0x10104 in fabric %q, want west", n.Fabric)
+	}
+	if a.Nodes[0].Fabric != "" {
+		t.Error("Merge changed a fabric's own topology")
+	}
+	if _, ok := m.PortByLID(4); ok {
+		t.Error("LID 4 of both fabrics names a port of the merged view")
+	}
+	ft := ForwardingTables{}
+	for g, tbl := range fa {
+		ft[g] = tbl
+	}
+	for g, tbl := range fb {
+		ft[g] = tbl
+	}
+	r := NewRoutes(m, ft)
+	if _, err := r.Path(4, 7); err == nil || !strings.Contains(err.Error(), "several fabrics (east, west)") {
+		t.Errorf("Path over a shared LID: %v, want an error naming both fabrics", err)
+	}
+	// By port, routes answer within each fabric, as in the fabric alone.
+	want1, _ := NewRoutes(a, fa).Path(4, 7)
+	src, _ := m.Endpoint("0x0000000000010104")
+	dst, _ := m.Endpoint("0x0000000000010107")
+	got1, err := r.PathBetween(src, dst)
+	if err != nil || len(got1.Hops) != len(want1.Hops) || got1.Hops[1].GUID != want1.Hops[1].GUID+0x10000 {
+		t.Errorf("west's route 4 -> 7 in the merged view: %+v (%v), want east's shifted %+v", got1, err, want1)
+	}
+	east4, _ := m.Endpoint("0x0000000000000104")
+	if _, err := r.PathBetween(east4, dst); err == nil || !strings.Contains(err.Error(), "no route joins fabrics") {
+		t.Errorf("route across fabrics: %v", err)
+	}
+	if _, err := m.Endpoint("4"); err == nil || !strings.Contains(err.Error(), "several fabrics") {
+		t.Errorf("endpoint LID 4 of both fabrics: %v", err)
+	}
+	// leaf1's uplink carries east's hosts 4 and 5 to 6 and 7, as in east alone.
+	want, _, err := NewRoutes(a, fa).PairsThrough(PortRef{0x201, 5}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, total, err := r.PairsThrough(PortRef{0x201, 5}, 0)
+	if err != nil || total != len(want) || !reflect.DeepEqual(got, want) {
+		t.Errorf("PairsThrough in the merged view: %v (%d, %v), want east's own %v", got, total, err, want)
+	}
+	got, _, _ = r.PairsThrough(PortRef{0x10104, 1}, 0)
+	if len(got) != 3 {
+		t.Errorf("PairsThrough a west host's port: %v, want its 3 west peers", got)
+	}
+	if _, err := Merge(map[string]*Topology{"east": a, "again": a}); err == nil || !strings.Contains(err.Error(), `fabric "again" and in fabric "east"`) {
+		t.Errorf("merging one fabric under two names: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 )
 
 // NoPort marks an unset forwarding-table entry (IBA: 255 drops the packet).
@@ -114,10 +115,27 @@ const maxHops = 64
 func (r *Routes) Path(src, dst LID) (*Route, error) {
 	from, ok := r.t.PortByLID(src)
 	if !ok {
-		return nil, fmt.Errorf("route %d -> %d: no port has source LID %d", src, dst, src)
+		return nil, fmt.Errorf("route %d -> %d: %s", src, dst, r.noLID("source", src))
 	}
-	if _, ok := r.t.PortByLID(dst); !ok {
-		return nil, fmt.Errorf("route %d -> %d: no port has destination LID %d", src, dst, dst)
+	to, ok := r.t.PortByLID(dst)
+	if !ok {
+		return nil, fmt.Errorf("route %d -> %d: %s", src, dst, r.noLID("destination", dst))
+	}
+	return r.PathBetween(from, to)
+}
+
+// PathBetween follows the forwarding tables from port from to port to
+// (port 0 of a switch). Unlike Path it needs no LID to name one port, so
+// it answers in a view of several fabrics whose LIDs overlap.
+func (r *Routes) PathBetween(from, to PortRef) (*Route, error) {
+	for _, p := range []PortRef{from, to} {
+		if _, ok := r.t.Node(p.GUID); !ok {
+			return nil, fmt.Errorf("route %s -> %s: node %s is not in the routes' fabric", from, to, p.GUID)
+		}
+	}
+	src, dst := r.lidOf(from), r.lidOf(to)
+	if a, b := r.fabricOf(from), r.fabricOf(to); a != b {
+		return nil, fmt.Errorf("route %d -> %d: the source is in fabric %q, the destination in fabric %q: no route joins fabrics", src, dst, a, b)
 	}
 	rt := &Route{Src: src, Dst: dst}
 	cur := from
@@ -155,6 +173,15 @@ func (r *Routes) Path(src, dst LID) (*Route, error) {
 	return nil, fmt.Errorf("route %d -> %d: loop (more than %d hops)", src, dst, maxHops)
 }
 
+// noLID says why no port has LID l: none has it, or ports of several
+// fabrics do.
+func (r *Routes) noLID(what string, l LID) string {
+	if fabs := r.t.SharedLID(l); len(fabs) > 0 {
+		return fmt.Sprintf("%s LID %d is in several fabrics (%s): LIDs name a port within one fabric only", what, l, strings.Join(fabs, ", "))
+	}
+	return fmt.Sprintf("no port has %s LID %d", what, l)
+}
+
 // PairsThrough lists the (source, destination) pairs of CA ports whose route
 // leaves by port from, i.e. crosses that link in the direction away from
 // from. It returns at most limit pairs (all when limit <= 0) and the total.
@@ -178,6 +205,9 @@ func (r *Routes) PairsThrough(from PortRef, limit int) ([]Pair, int, error) {
 		// Everything a CA port sends to another CA leaves by that port.
 		src := n.PortLID(from.Port)
 		for _, c := range r.caPorts {
+			if r.fabricOf(c) != n.Fabric {
+				continue // another subnet: no route leads there
+			}
 			if d := r.lidOf(c); d != src {
 				emit(src, d)
 			}
@@ -190,6 +220,9 @@ func (r *Routes) PairsThrough(from PortRef, limit int) ([]Pair, int, error) {
 	stack := make([]int, 0, 16)
 	tbl := r.lft[from.GUID]
 	for _, dport := range r.caPorts {
+		if r.fabricOf(dport) != n.Fabric {
+			continue
+		}
 		d := r.lidOf(dport)
 		if int(lftAt(tbl, int(d))) != from.Port {
 			continue
@@ -197,6 +230,9 @@ func (r *Routes) PairsThrough(from PortRef, limit int) ([]Pair, int, error) {
 		clear(state)
 		state[target] = 1
 		for _, sport := range r.caPorts {
+			if r.fabricOf(sport) != n.Fabric {
+				continue
+			}
 			s := r.lidOf(sport)
 			if s == d {
 				continue
@@ -245,6 +281,13 @@ func (r *Routes) crosses(sw int, d LID, state []uint8, stack []int) bool {
 		state[s] = v
 	}
 	return v == 1
+}
+
+func (r *Routes) fabricOf(p PortRef) string {
+	if n, ok := r.t.Node(p.GUID); ok {
+		return n.Fabric
+	}
+	return ""
 }
 
 func (r *Routes) lidOf(p PortRef) LID {

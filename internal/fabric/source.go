@@ -58,6 +58,9 @@ type Event struct {
 	Node   GUID      `json:"guid,omitempty"`
 	Port   int       `json:"port,omitempty"`
 	Detail string    `json:"detail"`
+	// Fabric is the fabric the event happened in, as the store read it
+	// back (the fabric name of the collector that recorded it).
+	Fabric string `json:"fabric,omitempty"`
 }
 
 // Event kinds.

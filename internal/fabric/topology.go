@@ -97,6 +97,9 @@ type Node struct {
 	PortLIDs []LID `json:"port_lids,omitempty"`
 	// PortGUIDs holds per-port GUIDs of a CA (index = port number); nil for switches.
 	PortGUIDs []GUID `json:"port_guids,omitempty"`
+	// Fabric names the fabric the node is in, in a view of several
+	// fabrics (Merge); empty in one fabric's own topology.
+	Fabric string `json:"fabric,omitempty"`
 }
 
 // Name is the host name a CA's description starts with ("n17" for
@@ -204,7 +207,10 @@ type Topology struct {
 
 	byGUID map[GUID]int
 	byLID  map[LID]PortRef
-	peer   map[PortRef]int // port -> index into Links
+	// sharedLIDs are LIDs that ports of several fabrics have (each
+	// subnet numbers its own): they address no one port of a merged view.
+	sharedLIDs map[LID][]string
+	peer       map[PortRef]int // port -> index into Links
 }
 
 // NewTopology sorts and indexes nodes and links. It reports duplicate GUIDs
@@ -234,6 +240,24 @@ func NewTopology(nodes []Node, links []Link) (*Topology, error) {
 func (t *Topology) index() error {
 	t.byGUID = make(map[GUID]int, len(t.Nodes))
 	t.byLID = make(map[LID]PortRef, len(t.Nodes))
+	t.sharedLIDs = nil
+	lidFabric := map[LID]string{}
+	addLID := func(l LID, p PortRef, fab string) {
+		if _, shared := t.sharedLIDs[l]; shared {
+			t.sharedLIDs[l] = append(t.sharedLIDs[l], fab)
+			return
+		}
+		if other, ok := lidFabric[l]; ok && other != fab {
+			if t.sharedLIDs == nil {
+				t.sharedLIDs = map[LID][]string{}
+			}
+			t.sharedLIDs[l] = []string{other, fab}
+			delete(t.byLID, l)
+			return
+		}
+		lidFabric[l] = fab
+		t.byLID[l] = p
+	}
 	for i := range t.Nodes {
 		n := &t.Nodes[i]
 		if _, dup := t.byGUID[n.GUID]; dup {
@@ -242,17 +266,17 @@ func (t *Topology) index() error {
 		t.byGUID[n.GUID] = i
 		if n.Type == Switch {
 			if n.LID != 0 {
-				t.byLID[n.LID] = PortRef{n.GUID, 0}
+				addLID(n.LID, PortRef{n.GUID, 0}, n.Fabric)
 			}
 			continue
 		}
 		for p := 1; p < len(n.PortLIDs); p++ {
 			if n.PortLIDs[p] != 0 {
-				t.byLID[n.PortLIDs[p]] = PortRef{n.GUID, p}
+				addLID(n.PortLIDs[p], PortRef{n.GUID, p}, n.Fabric)
 			}
 		}
 		if len(n.PortLIDs) == 0 && n.LID != 0 {
-			t.byLID[n.LID] = PortRef{n.GUID, 1}
+			addLID(n.LID, PortRef{n.GUID, 1}, n.Fabric)
 		}
 	}
 	t.peer = make(map[PortRef]int, 2*len(t.Links))
@@ -279,10 +303,62 @@ func (t *Topology) Node(g GUID) (*Node, bool) {
 	return &t.Nodes[i], true
 }
 
-// PortByLID returns the port a LID addresses (port 0 of a switch).
+// PortByLID returns the port a LID addresses (port 0 of a switch). In a
+// merged view a LID that several fabrics use addresses none (SharedLID).
 func (t *Topology) PortByLID(l LID) (PortRef, bool) {
 	p, ok := t.byLID[l]
 	return p, ok
+}
+
+// SharedLID returns the fabrics whose ports have LID l, when that is more
+// than one (a merged view of several subnets; see Merge).
+func (t *Topology) SharedLID(l LID) []string { return t.sharedLIDs[l] }
+
+// Fabrics lists the fabric names of a merged view, sorted; nil for one
+// fabric's own topology.
+func (t *Topology) Fabrics() []string {
+	seen := map[string]bool{}
+	var out []string
+	for i := range t.Nodes {
+		if f := t.Nodes[i].Fabric; f != "" && !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Merge joins the topologies of several fabrics into one view: every
+// node is a copy with its Fabric set to the name it is listed under.
+// Fabrics are separate subnets, so no link joins them; a GUID in two of
+// them is an error naming both (GUIDs are unique worldwide, so it means
+// one fabric was recorded under two names).
+func Merge(parts map[string]*Topology) (*Topology, error) {
+	names := make([]string, 0, len(parts))
+	n, l := 0, 0
+	for name, t := range parts {
+		names = append(names, name)
+		n += len(t.Nodes)
+		l += len(t.Links)
+	}
+	sort.Strings(names)
+	nodes := make([]Node, 0, n)
+	links := make([]Link, 0, l)
+	owner := make(map[GUID]string, n)
+	for _, name := range names {
+		t := parts[name]
+		for _, nd := range t.Nodes {
+			if other, dup := owner[nd.GUID]; dup {
+				return nil, fmt.Errorf("merge fabrics: node %s is in fabric %q and in fabric %q", nd.GUID, other, name)
+			}
+			owner[nd.GUID] = name
+			nd.Fabric = name
+			nodes = append(nodes, nd)
+		}
+		links = append(links, t.Links...)
+	}
+	return NewTopology(nodes, links)
 }
 
 // LinkAt returns the link attached to a port.
@@ -410,6 +486,33 @@ func (t *Topology) SwitchPorts(cas bool) []PortRef {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
 	return out
+}
+
+// Endpoint resolves a route endpoint to a port: a decimal LID names the
+// port it addresses (none where fabrics of a merged view share it); a name
+// or GUID names the node's port of its (first) LID, port 0 of a switch.
+func (t *Topology) Endpoint(key string) (PortRef, error) {
+	if v, err := strconv.ParseUint(key, 10, 16); err == nil {
+		if p, ok := t.PortByLID(LID(v)); ok {
+			return p, nil
+		}
+		if fabs := t.SharedLID(LID(v)); len(fabs) > 0 {
+			return PortRef{}, fmt.Errorf("LID %d is in several fabrics (%s): name the node instead", v, strings.Join(fabs, ", "))
+		}
+	}
+	n, err := t.FindNode(key)
+	if err != nil {
+		return PortRef{}, err
+	}
+	if n.Type == Switch {
+		return PortRef{n.GUID, 0}, nil
+	}
+	for p := 1; p < len(n.PortLIDs); p++ {
+		if n.PortLIDs[p] == n.LID {
+			return PortRef{n.GUID, p}, nil
+		}
+	}
+	return PortRef{n.GUID, 1}, nil
 }
 
 // EndpointLID resolves a route endpoint: a decimal LID names exactly that

@@ -38,6 +38,19 @@ type Config struct {
 	TopPeers     int           // else the top K peers (default 32)
 	Seed         uint64
 	FinishAtEnd  bool // send the final reports of running jobs at the end
+	// More are further systems of the site, each with the daemon its
+	// ranks report to (a collector per fabric on one database). The first
+	// job runs on the last host of one system and the first of the next
+	// (one such job per pair), so its ranks report to both daemons; the
+	// others fill each system's hosts as usual. Host names must differ
+	// between systems.
+	More []System
+}
+
+// System is one simulated system and the daemon its ranks report to.
+type System struct {
+	Spec   string // a sim spec
+	Target string // daemon agent address, host:port
 }
 
 func (c Config) withDefaults() Config {
@@ -107,19 +120,31 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (Report, error) {
 			return Report{}, fmt.Errorf("loadgen: pattern %q: want one of %s", p, strings.Join(Patterns, ", "))
 		}
 	}
-	hosts, err := hostNames(cfg.System)
-	if err != nil {
-		return Report{}, err
+	g := &generator{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6c)), connOf: map[string]net.Conn{}}
+	for _, sys := range append([]System{{cfg.System, cfg.Target}}, cfg.More...) {
+		hosts, err := hostNames(sys.Spec)
+		if err != nil {
+			return Report{}, err
+		}
+		conn, err := net.Dial("udp", sys.Target)
+		if err != nil {
+			return Report{}, fmt.Errorf("loadgen: target %q: %w", sys.Target, err)
+		}
+		defer conn.Close()
+		for _, h := range hosts {
+			if _, dup := g.connOf[h]; dup {
+				return Report{}, fmt.Errorf("loadgen: system %q: host %s is in an earlier system too (give the systems distinct host prefixes)", sys.Spec, h)
+			}
+			g.connOf[h] = conn
+		}
+		if len(g.hosts) > 0 {
+			g.bounds = append(g.bounds, len(g.hosts))
+		}
+		g.hosts = append(g.hosts, hosts...)
 	}
-	conn, err := net.Dial("udp", cfg.Target)
-	if err != nil {
-		return Report{}, fmt.Errorf("loadgen: target %q: %w", cfg.Target, err)
-	}
-	defer conn.Close()
+	hosts := g.hosts
 
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6e6c))
 	start := time.Now()
-	g := &generator{cfg: cfg, rng: rng, hosts: hosts, conn: conn}
 	g.fill(start)
 	rep := Report{System: cfg.System, Hosts: len(hosts), IntervalSeconds: cfg.Interval.Seconds()}
 	for _, j := range g.jobs {
@@ -192,7 +217,8 @@ type generator struct {
 	rng     *rand.Rand
 	hosts   []string
 	free    []string
-	conn    net.Conn
+	connOf  map[string]net.Conn // by host: its system's daemon
+	bounds  []int               // where each system after the first starts in hosts
 	jobs    []*job
 	started int
 	enc     encoder
@@ -203,21 +229,39 @@ type generator struct {
 func (g *generator) fill(now time.Time) {
 	if g.free == nil && g.started == 0 {
 		g.free = append([]string(nil), g.hosts...)
+		// A job across each pair of systems: the last host of one and
+		// the first of the next.
+		for i := len(g.bounds) - 1; i >= 0; i-- {
+			b := g.bounds[i]
+			g.start(now, []string{g.free[b-1], g.free[b]})
+			g.free = slices.Delete(g.free, b-1, b+1)
+		}
 	}
 	for len(g.free) > 0 {
 		size := 1 << g.rng.IntN(bitsLen(g.cfg.MaxJobNodes))
 		size = min(size, len(g.free))
-		j := &job{id: fmt.Sprintf("lg-%d-%d", g.cfg.Seed, g.started+1), pattern: g.cfg.Patterns[g.started%len(g.cfg.Patterns)],
-			nodes: g.free[:size], ppn: g.cfg.RanksPerNode, start: now}
-		g.free = g.free[size:]
-		if g.cfg.JobLifetime > 0 {
-			life := time.Duration(g.rng.ExpFloat64() * float64(g.cfg.JobLifetime))
-			j.end = now.Add(max(life, g.cfg.Interval))
+		for i := 1; i < size; i++ {
+			if g.connOf[g.free[i]] != g.connOf[g.free[0]] {
+				size = i // within one system
+				break
+			}
 		}
-		j.seq = make([]uint64, j.ranks())
-		g.jobs = append(g.jobs, j)
-		g.started++
+		g.start(now, g.free[:size])
+		g.free = g.free[size:]
 	}
+}
+
+// start starts a job on the given hosts.
+func (g *generator) start(now time.Time, nodes []string) {
+	j := &job{id: fmt.Sprintf("lg-%d-%d", g.cfg.Seed, g.started+1), pattern: g.cfg.Patterns[g.started%len(g.cfg.Patterns)],
+		nodes: slices.Clip(nodes), ppn: g.cfg.RanksPerNode, start: now}
+	if g.cfg.JobLifetime > 0 {
+		life := time.Duration(g.rng.ExpFloat64() * float64(g.cfg.JobLifetime))
+		j.end = now.Add(max(life, g.cfg.Interval))
+	}
+	j.seq = make([]uint64, j.ranks())
+	g.jobs = append(g.jobs, j)
+	g.started++
 }
 
 func bitsLen(n int) int {
@@ -287,7 +331,7 @@ func (g *generator) send(j *job, rank int, now time.Time, final bool, rep *Repor
 	j.seq[rank]++
 	for i := range chunks {
 		b := g.enc.datagram(i, chunks)
-		if _, err := g.conn.Write(b); err != nil {
+		if _, err := g.connOf[j.nodes[rank/j.ppn]].Write(b); err != nil {
 			rep.SendErrors++
 			continue
 		}

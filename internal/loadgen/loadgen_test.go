@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -295,5 +296,50 @@ func listen(t *testing.T) (addr string, received func(linger time.Duration) [][]
 		pc.Close()
 		<-done
 		return got
+	}
+}
+
+// TestSystemsReportToTheirDaemons runs a site of two fabrics: each rank
+// reports to its own node's daemon, and the job on the hosts where the
+// first fabric's list ends has ranks reporting to both.
+func TestSystemsReportToTheirDaemons(t *testing.T) {
+	addrA, gotA := listen(t)
+	addrB, gotB := listen(t)
+	_, err := Run(context.Background(), Config{System: "fat-tree:hosts=6,radix=4,prefix=a", Target: addrA,
+		More:     []System{{Spec: "fat-tree:hosts=6,radix=4,prefix=b", Target: addrB}},
+		Duration: 300 * time.Millisecond, Interval: 100 * time.Millisecond, RanksPerNode: 2, MaxJobNodes: 4, Seed: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobsAt := func(raw [][]byte, prefix byte) map[string]int {
+		ranks := map[string]int{}
+		for _, b := range raw {
+			var d agentpb.Datagram
+			if err := proto.Unmarshal(b, &d); err != nil {
+				t.Fatal(err)
+			}
+			if d.Process == nil {
+				continue
+			}
+			if d.Process.Node[0] != prefix {
+				t.Errorf("rank %d of %s on node %s reported to fabric %c's daemon", d.Rank, d.JobId, d.Process.Node, prefix)
+			}
+			ranks[d.JobId] = max(ranks[d.JobId], int(d.Rank)+1)
+		}
+		return ranks
+	}
+	a, b := jobsAt(gotA(100*time.Millisecond), 'a'), jobsAt(gotB(100*time.Millisecond), 'b')
+	spanning := 0
+	for id := range a {
+		if _, ok := b[id]; ok {
+			spanning++
+		}
+	}
+	if len(a) == 0 || len(b) == 0 || spanning != 1 {
+		t.Errorf("jobs heard by a: %v, by b: %v; want exactly one in both (the one across the boundary)", a, b)
+	}
+	if _, err := Run(context.Background(), Config{System: "fat-tree:hosts=2", Target: addrA,
+		More: []System{{Spec: "fat-tree:hosts=2", Target: addrB}}, Duration: time.Millisecond}, nil); err == nil || !strings.Contains(err.Error(), "host n1 is in an earlier system") {
+		t.Errorf("two systems with the same host names: %v", err)
 	}
 }

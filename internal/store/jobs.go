@@ -12,7 +12,21 @@ type JobStore interface {
 	// SaveJob inserts or replaces the job's summary and the processes in
 	// j.Processes; stored processes of the job that j does not carry are
 	// kept, so a caller may save only the ranks that changed.
+	//
+	// The summary is this store's fabric's collector's part of the job
+	// (the ranks that report to it). Where collectors of several fabrics
+	// saved parts of one job id, the job's summary as read (Jobs, Job,
+	// JobSummary) is their join (JoinJobParts); its processes are all of
+	// theirs.
 	SaveJob(ctx context.Context, j *Job) error
+	// JobPart returns the summary this store's collector last saved of
+	// the job (a job saved before collectors had fabric names counts as
+	// every collector's). ErrNotFound when it saved none.
+	JobPart(ctx context.Context, id string) (*JobSummary, error)
+	// SharedJobs lists the finished jobs that ended at or after since of
+	// which this store's collector and another saved parts: those whose
+	// stored summary is a join of several.
+	SharedJobs(ctx context.Context, since time.Time) ([]string, error)
 	// AddProcessSamples stores per-interval samples of ranks.
 	AddProcessSamples(ctx context.Context, s []ProcessSample) error
 	// Jobs lists job summaries matching q and the number that match in all.

@@ -14,23 +14,40 @@ import (
 // Store keeps the fabric's history: versioned topology, forwarding tables,
 // events and port samples. Implementations are safe for concurrent use;
 // writes are expected from one writer goroutine.
+//
+// One database may hold several fabrics, each written by its own
+// collector: a store is opened with the name of the fabric it writes
+// (DefaultFabric unless told), and topology versions, forwarding tables
+// and events carry it. Reads show every fabric of the database; a
+// database with one fabric reads exactly as that fabric's own.
 type Store interface {
-	// SaveTopology records t as the topology from time at on. When t equals
-	// the latest stored version nothing new is written and changed is false.
+	// SaveTopology records t as the store's fabric's topology from time
+	// at on. When t equals that fabric's latest stored version nothing new
+	// is written and changed is false.
 	SaveTopology(ctx context.Context, t *fabric.Topology, at time.Time) (version int64, changed bool, err error)
-	// TopologyAt returns the topology in force at time at (the latest
-	// version saved at or before it). ErrNotFound when there is none.
+	// TopologyAt returns the topology in force at time at: of each fabric
+	// the latest version saved at or before it, merged (fabric.Merge) when
+	// there are several (see MergeVersions for the version it reports).
+	// ErrNotFound when there is none.
 	TopologyAt(ctx context.Context, at time.Time) (*fabric.Topology, Version, error)
-	// Versions lists topology versions whose validity overlaps [from, to].
+	// FabricTopologyAt is TopologyAt of one fabric alone, as saved.
+	FabricTopologyAt(ctx context.Context, name string, at time.Time) (*fabric.Topology, Version, error)
+	// Versions lists topology versions of every fabric whose validity
+	// overlaps [from, to], by start time.
 	Versions(ctx context.Context, from, to time.Time) ([]Version, error)
 
-	// SaveForwardingTables records the routing in force from time at on.
+	// SaveForwardingTables records the store's fabric's routing in force
+	// from time at on.
 	SaveForwardingTables(ctx context.Context, ft fabric.ForwardingTables, at time.Time) error
-	// ForwardingTablesAt returns the routing in force at time at.
+	// ForwardingTablesAt returns the routing in force at time at: every
+	// fabric's tables (switch GUIDs are unique), and the newest start time
+	// among them.
 	ForwardingTablesAt(ctx context.Context, at time.Time) (fabric.ForwardingTables, time.Time, error)
 
+	// AddEvents records events of the store's fabric.
 	AddEvents(ctx context.Context, ev []fabric.Event) error
-	// Events returns events in [from, to], newest first, at most limit.
+	// Events returns events of every fabric in [from, to], newest first,
+	// at most limit, each with its Fabric set.
 	Events(ctx context.Context, q EventQuery) ([]fabric.Event, error)
 
 	// AddPortSamples stores one sweep's samples. All samples of one call
@@ -79,6 +96,9 @@ type Version struct {
 	Until time.Time `json:"until,omitempty"` // zero while current
 	Nodes int       `json:"nodes"`
 	Links int       `json:"links"`
+	// Fabric is the fabric the version belongs to; empty for a merged
+	// view of several (MergeVersions).
+	Fabric string `json:"fabric,omitempty"`
 }
 
 // EventQuery selects events.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os/exec"
@@ -39,7 +40,7 @@ func startPostgres(t *testing.T, ctx context.Context) *pgserver.Server {
 	return pg
 }
 
-// TestCollectorsOutage stops the database for 15 s while a collector
+// TestCollectorsOutage stops the database for 30 s while a collector
 // sweeps a simulated fabric twice a second and loadgen's MPI jobs report
 // to it, then starts it again: the daemon holds its writes meanwhile
 // (metrics say so, memory stays within the bound), writes them once the
@@ -59,7 +60,7 @@ func TestCollectorsOutage(t *testing.T) {
 		"--agent-listen", "127.0.0.1:0", "--agent-address-file", "-",
 		"--sweep-interval", "500ms", "--discover-interval", "2s", "--job-timeout", "60s", "--store-backlog", "64")
 	lg := exec.CommandContext(ctx, netloomBin, "loadgen", "--system", collectorsFabric, "--target", agent,
-		"--duration", "30s", "--interval", "500ms", "--ranks-per-node", "2", "--max-job-nodes", "4")
+		"--duration", "45s", "--interval", "500ms", "--ranks-per-node", "2", "--max-job-nodes", "4")
 	lgOut := &strings.Builder{}
 	lg.Stdout, lg.Stderr = lgOut, lgOut
 	if err := lg.Start(); err != nil {
@@ -74,7 +75,7 @@ func TestCollectorsOutage(t *testing.T) {
 	outage := time.Now()
 	pg.Halt()
 	var peak, rss float64
-	for time.Since(outage) < 15*time.Second {
+	for time.Since(outage) < 30*time.Second {
 		peak = max(peak, d.metric("netloom_store_backlog_bytes", ""))
 		rss = max(rss, d.metric("process_resident_memory_bytes", ""))
 		time.Sleep(250 * time.Millisecond)
@@ -148,8 +149,8 @@ func TestCollectorsOutage(t *testing.T) {
 			inOutage++
 		}
 	}
-	if inOutage < 20 {
-		t.Errorf("%d sweeps stored from the outage, want about 30", inOutage)
+	if inOutage < 45 {
+		t.Errorf("%d sweeps stored from the outage, want about 60", inOutage)
 	}
 
 	jobs, _, err := s.Jobs(ctx, store.JobQuery{Limit: 1000})
@@ -329,4 +330,247 @@ func measured(t *testing.T, util string) bool {
 		}
 	}
 	return false
+}
+
+// TestCollectorsFabrics runs two collectors, each owning one simulated
+// fabric (east and west, hosts a1..a8 and b1..b8), and a `netloom serve
+// --role api` daemon on one PostgreSQL database, with loadgen's jobs
+// reporting to the collector of their nodes' fabric and one job whose
+// ranks report to both. Every daemon shows both fabrics (map, nodes,
+// links, versions, events, port history), each fabric's jobs attributed
+// on its own links, and the spanning job joined by its id; the three
+// answer the pages' questions about the run alike.
+func TestCollectorsFabrics(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	pg := startPostgres(t, ctx)
+	dbURL, err := pg.CreateDB(ctx, "fabrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const east, west = "fat-tree:hosts=8,radix=4,prefix=a", "fat-tree:hosts=8,radix=4,prefix=b"
+	collector := func(spec, name string) (*daemon, string) {
+		return serve(t, t.TempDir(), nil, "--fabric", "sim:"+spec, "--fabric-name", name, "--db", dbURL,
+			"--agent-listen", "127.0.0.1:0", "--agent-address-file", "-", "--poll-interval", "500ms",
+			"--sweep-interval", "500ms", "--discover-interval", "2s", "--job-timeout", "2s")
+	}
+	colE, agentE := collector(east, "east")
+	colW, agentW := collector(west, "west")
+	apid, _ := serve(t, t.TempDir(), nil, "--role", "api", "--db", dbURL, "--agent-listen", "off",
+		"--sweep-interval", "500ms", "--poll-interval", "500ms")
+	lg := exec.CommandContext(ctx, netloomBin, "loadgen", "--system", east, "--target", agentE, "--system", west, "--target", agentW,
+		"--duration", "8s", "--interval", "300ms", "--ranks-per-node", "2", "--max-job-nodes", "4", "--job-lifetime", "3s")
+	lgOut := &strings.Builder{}
+	lg.Stdout, lg.Stderr = lgOut, lgOut
+	if err := lg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+
+	// The live views: every daemon's map and node list hold both fabrics,
+	// measured (each sweep's samples of both, one poll later at most).
+	type node struct {
+		GUID                      fabric.GUID
+		Type, Description, Fabric string
+	}
+	for _, d := range []*daemon{colE, colW, apid} {
+		var nodes struct{ Nodes []node }
+		d.waitFor(func() bool {
+			return d.get("/api/v1/fabric/nodes", &nodes) == 200 && len(nodes.Nodes) == 2*(8+6)
+		}, "both fabrics' nodes")
+		by := map[string]int{}
+		for _, n := range nodes.Nodes {
+			by[n.Fabric+" "+n.Type+" "+n.Description[:1]]++
+		}
+		if by["east ca a"] != 8 || by["west ca b"] != 8 || by["east switch a"] != 6 || by["west switch b"] != 6 {
+			t.Errorf("%s: nodes by fabric, type and first letter %v; want a* in east, b* in west", d.base, by)
+		}
+		var lay struct{ GUID []string }
+		if d.get("/api/v1/fabric/layout", &lay); len(lay.GUID) != len(nodes.Nodes) {
+			t.Errorf("%s: the map lays out %d nodes, want %d", d.base, len(lay.GUID), len(nodes.Nodes))
+		}
+		d.waitFor(func() bool {
+			var top struct {
+				Links []struct{ Link struct{ A fabric.PortRef } }
+			}
+			if d.get("/api/v1/links/top?n=100", &top) != 200 {
+				return false
+			}
+			seen := map[string]bool{}
+			for _, l := range top.Links {
+				for _, n := range nodes.Nodes {
+					if n.GUID == l.Link.A.GUID {
+						seen[n.Fabric] = true
+					}
+				}
+			}
+			return seen["east"] && seen["west"]
+		}, "measured links of both fabrics")
+	}
+	// The job across the fabrics runs on a8 (east) and b1 (west): its
+	// ranks report to both collectors, and the API daemon shows it joined.
+	var span json.RawMessage
+	apid.waitFor(func() bool {
+		var j struct{ Job struct{ Reporting int } }
+		ok := apid.get("/api/v1/jobs/lg-1-1", &span) == 200 && json.Unmarshal(span, &j) == nil && j.Job.Reporting == 4
+		if !ok && time.Since(start) > 25*time.Second {
+			t.Logf("the spanning job on the API daemon: %s\neast: %s\nwest: %s", clip(string(span)),
+				tailString(colE.log.String(), 20), tailString(colW.log.String(), 20))
+		}
+		return ok
+	}, "the spanning job's ranks from both collectors")
+
+	if err := lg.Wait(); err != nil {
+		t.Fatalf("loadgen: %v\n%s", err, lgOut)
+	}
+	for _, d := range []*daemon{colE, colW} {
+		d.waitFor(func() bool {
+			var l struct {
+				Total int
+				Jobs  []json.RawMessage
+			}
+			ok := d.get("/api/v1/jobs?state=running", &l) == 200 && l.Total == 0
+			if !ok && time.Since(start) > 35*time.Second {
+				t.Logf("%s: running: %d %s", d.base, l.Total, l.Jobs)
+			}
+			return ok
+		}, "every job to end")
+	}
+	time.Sleep(2 * time.Second) // the last jobs' final saves and attribution
+	end := time.Now()
+
+	var j struct {
+		Job struct {
+			Ranks, Reporting, Finalized, Nodes int
+			State                              string
+			Traffic                            struct{ P2P, Coll struct{ Bytes uint64 } }
+		}
+		Processes []struct {
+			Rank int
+			Node string
+		}
+	}
+	apid.get("/api/v1/jobs/lg-1-1", &j)
+	nodes := map[string]bool{}
+	for _, p := range j.Processes {
+		nodes[p.Node] = true
+	}
+	if js := j.Job; js.State != "finished" || js.Ranks != 4 || js.Reporting != 4 || js.Finalized != 4 || js.Nodes != 2 || len(j.Processes) != 4 || !nodes["a8"] || !nodes["b1"] {
+		t.Errorf("the spanning job: %+v; want 4 ranks on a8 and b1, all finalized", j)
+	}
+	// Once ended, the collectors read it from the database: joined too.
+	var parts [2]struct{ Job struct{ Reporting int } }
+	for i, d := range []*daemon{colE, colW} {
+		d.get("/api/v1/jobs/lg-1-1", &parts[i])
+	}
+	if parts[0].Job.Reporting != 4 || parts[1].Job.Reporting != 4 {
+		t.Errorf("the spanning job on the collectors: %+v, want it joined on both", parts)
+	}
+
+	// The pages' answers: the same on every daemon, and both fabrics in
+	// them; each single-fabric job's links are on its own fabric. (A
+	// collector shows its own jobs from memory for two minutes after they
+	// end, as TestCollectorsAPIRole checks; the joined job it leaves to the
+	// database.)
+	want := uiAnswers(t, apid, end)
+	compared := 0
+	for _, d := range []*daemon{colE, colW} {
+		got := uiAnswers(t, d, end)
+		for path, w := range want {
+			if strings.HasPrefix(path, "/api/v1/jobs") && !strings.HasPrefix(path, "/api/v1/jobs/lg-1-1/") && !strings.HasSuffix(path, "/lg-1-1") {
+				continue
+			}
+			compared++
+			if got[path] != w {
+				t.Errorf("GET %s differs:\n %s: %s\n api: %s", path, d.base, clip(got[path]), clip(w))
+			}
+		}
+	}
+	at := url.QueryEscape(end.Format(time.RFC3339Nano))
+	rng := "from=" + url.QueryEscape(end.Add(-10*time.Minute).Format(time.RFC3339Nano)) + "&to=" + at
+	var vs struct{ Versions []struct{ Fabric string } }
+	apid.get("/api/v1/fabric/versions?"+rng, &vs)
+	var ev struct {
+		Events []struct{ Kind, Fabric string }
+	}
+	apid.get("/api/v1/events?"+rng, &ev)
+	fabrics := map[string]int{}
+	for _, v := range vs.Versions {
+		fabrics["version "+v.Fabric]++
+	}
+	for _, e := range ev.Events {
+		if e.Kind == fabric.EventDiscovered {
+			fabrics["discovered "+e.Fabric]++
+		}
+	}
+	if fabrics["version east"] != 1 || fabrics["version west"] != 1 || fabrics["discovered east"] != 1 || fabrics["discovered west"] != 1 {
+		t.Errorf("versions and first-discovery events by fabric: %v; want one of each per fabric", fabrics)
+	}
+	var all struct{ Nodes []node }
+	apid.get("/api/v1/fabric/nodes?at="+at, &all)
+	fabricOf := map[fabric.GUID]string{}
+	for _, n := range all.Nodes {
+		fabricOf[n.GUID] = n.Fabric
+	}
+	var list struct {
+		Jobs []struct {
+			ID    string
+			Nodes int
+		}
+	}
+	apid.get("/api/v1/jobs?limit=1000", &list)
+	linked := map[string]int{}
+	for _, lj := range list.Jobs {
+		var jj struct {
+			Processes []struct{ Node string }
+		}
+		apid.get("/api/v1/jobs/"+lj.ID, &jj)
+		var links struct {
+			Links []struct{ From fabric.PortRef }
+		}
+		apid.get("/api/v1/jobs/"+lj.ID+"/links", &links)
+		if lj.ID == "lg-1-1" || len(jj.Processes) == 0 {
+			continue
+		}
+		want := map[byte]string{'a': "east", 'b': "west"}[jj.Processes[0].Node[0]]
+		for _, l := range links.Links {
+			if f := fabricOf[l.From.GUID]; f != want {
+				t.Errorf("job %s on %s's nodes has traffic on link %s of fabric %q", lj.ID, want, l.From, f)
+			}
+			linked[want]++
+		}
+	}
+	if linked["east"] == 0 || linked["west"] == 0 {
+		t.Errorf("links of single-fabric jobs by fabric: %v; want some on each", linked)
+	}
+	// Routes by node name answer within each fabric (both number their
+	// LIDs from 1), and none joins two fabrics.
+	var rt struct {
+		Hops []struct{ Description string }
+	}
+	if code := apid.get("/api/v1/routes?src=b1&dst=b8", &rt); code != 200 || len(rt.Hops) < 3 || !strings.HasPrefix(rt.Hops[1].Description, "b-") {
+		t.Errorf("route b1 -> b8 on the API daemon: %d %+v", code, rt)
+	}
+	var e struct{ Error string }
+	if code := apid.get("/api/v1/routes?src=a1&dst=b1", &e); code != 404 || !strings.Contains(e.Error, "no route joins fabrics") {
+		t.Errorf("route a1 -> b1: %d %+v", code, e)
+	}
+	// A switch port's history on each fabric (a host's leaf port), from
+	// the API daemon.
+	for _, name := range []string{"a1", "b1"} {
+		var n struct {
+			Node  struct{ Fabric string }
+			Ports []struct{ Peer *fabric.PortRef }
+		}
+		if code := apid.get("/api/v1/nodes/"+name, &n); code != 200 || len(n.Ports) == 0 || n.Ports[0].Peer == nil {
+			t.Fatalf("node %s: %d %+v", name, code, n)
+		}
+		var c struct {
+			Series struct{ Time []float64 }
+		}
+		if code := apid.get(fmt.Sprintf("/api/v1/ports/%s/counters?%s", n.Ports[0].Peer, rng), &c); code != 200 || len(c.Series.Time) < 5 {
+			t.Errorf("the history of %s's leaf port %s (fabric %s): %d, %d samples", name, n.Ports[0].Peer, n.Node.Fabric, code, len(c.Series.Time))
+		}
+	}
+	t.Logf("%d jobs, %d answers compared; spanning job %+v", len(list.Jobs), compared, j.Job)
 }

@@ -3,7 +3,9 @@ package sim
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"os"
+	"strings"
 
 	"github.com/netloom/netloom/internal/fabric"
 )
@@ -317,6 +319,50 @@ func Generate(ctx context.Context, sp Spec) (*fabric.Topology, fabric.Forwarding
 
 // Build builds the fabric a spec describes, without routes.
 func Build(sp Spec) (*fabric.Topology, error) {
+	t, err := build(sp)
+	if err != nil || sp.Prefix == "" {
+		return t, err
+	}
+	return withPrefix(t, sp.Prefix)
+}
+
+// withPrefix renames t's hosts nK to PK and switches to P-NAME, and moves
+// its GUIDs by (1 + a hash of P mod 255) << 24: bits generated GUIDs leave
+// clear, so that fabrics with different prefixes differ in GUIDs too (but
+// for one pair of prefixes in 255, which fabric.Merge reports).
+func withPrefix(t *fabric.Topology, prefix string) (*fabric.Topology, error) {
+	h := fnv.New32a()
+	h.Write([]byte(prefix))
+	off := fabric.GUID(1+h.Sum32()%255) << 24
+	nodes := make([]fabric.Node, len(t.Nodes))
+	for i, n := range t.Nodes {
+		n.GUID += off
+		if n.Type == fabric.Switch {
+			n.Description = prefix + "-" + n.Description
+		} else {
+			n.Description = prefix + strings.TrimPrefix(n.Description, "n")
+		}
+		if n.PortGUIDs != nil {
+			pg := make([]fabric.GUID, len(n.PortGUIDs))
+			for j, g := range n.PortGUIDs {
+				if g != 0 {
+					pg[j] = g + off
+				}
+			}
+			n.PortGUIDs = pg
+		}
+		nodes[i] = n
+	}
+	links := make([]fabric.Link, len(t.Links))
+	for i, l := range t.Links {
+		l.A.GUID += off
+		l.B.GUID += off
+		links[i] = l
+	}
+	return fabric.NewTopology(nodes, links)
+}
+
+func build(sp Spec) (*fabric.Topology, error) {
 	switch sp.Kind {
 	case KindFatTree:
 		return fatTree(sp)

@@ -20,6 +20,8 @@ func TestParseSpec(t *testing.T) {
 		"file:/tmp/x,y:z.net": {Kind: KindFile, Path: "/tmp/x,y:z.net"},
 		"sim:file:net":        {Kind: KindFile, Path: "net"},
 		"fat-tree:hosts=648,radix=36,levels=3,seed=-1": {Kind: KindFatTree, Hosts: 648, Radix: 36, Levels: 3, Seed: -1},
+		"fat-tree:hosts=4,prefix=east-":                {Kind: KindFatTree, Hosts: 4, Prefix: "east-"},
+		"stampede:prefix=s":                            {Kind: KindStampede, Prefix: "s"},
 	}
 	for in, want := range good {
 		got, err := ParseSpec(in)
@@ -49,6 +51,7 @@ func TestParseSpec(t *testing.T) {
 		"fat-tree:hosts=5,radix":      "key=value",
 		"stampede:hosts=5":            "only fat-tree",
 		"file:":                       "path",
+		"fat-tree:hosts=5,prefix=a/b": "prefix",
 	}
 	for in, want := range bad {
 		_, err := ParseSpec(in)
@@ -292,5 +295,42 @@ func checkBalance(t *testing.T, topo *fabric.Topology, ft fabric.ForwardingTable
 		if lo == 0 || float64(hi)/float64(lo) > ratio {
 			t.Fatalf("leaf %q spreads destinations unevenly over its uplinks: %v", n.Description, up)
 		}
+	}
+}
+
+// TestPrefix builds two fabrics of one site: their hosts, switches and
+// GUIDs differ, so one view shows both, and each routes as before.
+func TestPrefix(t *testing.T) {
+	ctx := context.Background()
+	plain, pft, err := Generate(ctx, Spec{Kind: KindFatTree, Hosts: 8, Radix: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := map[string]*fabric.Topology{}
+	for _, p := range []string{"a", "b"} {
+		topo, ft, err := Generate(ctx, Spec{Kind: KindFatTree, Hosts: 8, Radix: 4, Prefix: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(topo.Nodes) != len(plain.Nodes) || len(ft) != len(pft) {
+			t.Fatalf("prefix %s: %d nodes, %d tables; want %d, %d", p, len(topo.Nodes), len(ft), len(plain.Nodes), len(pft))
+		}
+		if _, err := topo.FindNode(p + "3"); err != nil {
+			t.Errorf("prefix %s: host %s3: %v", p, p, err)
+		}
+		if _, err := fabric.NewRoutes(topo, ft).Path(1, 8); err != nil {
+			t.Errorf("prefix %s: route from host 1 to 8: %v", p, err)
+		}
+		parts[p] = topo
+	}
+	m, err := fabric.Merge(parts)
+	if err != nil {
+		t.Fatalf("merging fabrics a and b: %v", err)
+	}
+	if len(m.Nodes) != 2*len(plain.Nodes) {
+		t.Errorf("merged: %d nodes", len(m.Nodes))
+	}
+	if parts["a"].Nodes[0].Description == parts["b"].Nodes[0].Description {
+		t.Errorf("switch named %q in both fabrics", parts["a"].Nodes[0].Description)
 	}
 }

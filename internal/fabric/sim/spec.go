@@ -33,6 +33,11 @@ const SpecHelp = `Simulated fabric specs (optionally prefixed with "sim:"):
       from the file are assigned; routes are up/down (fat tree) when the
       fabric is a tree, shortest-path (minhop) otherwise.
 
+Generated fabrics (all but file) also take prefix=P: hosts are named P1..PN
+instead of n1..nN, switches P-NAME, and every GUID is moved by a number
+derived from P, so that fabrics of one site (several collectors on one
+database) differ in both.
+
 Hosts are named n1..nN (node description "nK HCA-1"), one port each.
 width is 1X, 4X, 8X or 12X; speed is SDR, DDR, QDR, FDR10, FDR, EDR, HDR,
 NDR or XDR (default 4X EDR). seed sets the synthetic counters (default 1).`
@@ -56,6 +61,9 @@ type Spec struct {
 	Speed  string // default "EDR"
 	Seed   int64  // synthetic counters, default 1
 	Path   string // file
+	// Prefix renames hosts and switches and moves GUIDs (generated
+	// fabrics; see SpecHelp).
+	Prefix string
 }
 
 // ParseSpec parses a spec string; see SpecHelp.
@@ -131,6 +139,16 @@ func (sp *Spec) set(k, v string) error {
 			return fmt.Errorf("option speed: only fat-tree takes it")
 		}
 		sp.Speed = strings.ToUpper(v)
+	case "prefix":
+		if sp.Kind == KindFile {
+			return fmt.Errorf("option prefix: only generated fabrics take it")
+		}
+		for _, r := range v {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') || len(v) > 16 {
+				return fmt.Errorf("option prefix=%q: want up to 16 letters, digits or '-'", v)
+			}
+		}
+		sp.Prefix = v
 	case "seed":
 		var n int64
 		n, err = strconv.ParseInt(v, 10, 64)
@@ -208,6 +226,9 @@ func (sp Spec) String() string {
 	}
 	if sp.Seed != 0 {
 		opts = append(opts, "seed="+strconv.FormatInt(sp.Seed, 10))
+	}
+	if sp.Prefix != "" {
+		opts = append(opts, "prefix="+sp.Prefix)
 	}
 	if len(opts) == 0 {
 		return sp.Kind

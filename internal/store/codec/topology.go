@@ -146,3 +146,13 @@ func DecodeTables(b []byte) (fabric.ForwardingTables, error) {
 	}
 	return ft, nil
 }
+
+// DecodeStoredTables reads tables as the engines store them: what
+// EncodeTables wrote, deflated.
+func DecodeStoredTables(z []byte) (fabric.ForwardingTables, error) {
+	raw, err := Inflate(z)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeTables(raw)
+}

@@ -55,7 +55,7 @@ func (s *Store) AddLinkJobSamples(ctx context.Context, samples []store.LinkJobSa
 	need := []partNeed{{tableLinkJobSamples, times}}
 	return s.writeTx(ctx, fmt.Sprintf("add %d link attribution samples", len(samples)), need, func(tx pgx.Tx) error {
 		if err := copyUpsert(ctx, tx, tableLinkJobSamples, []string{"guid", "port", "time_ns", "job", "span_ns", "bytes"},
-			[]string{"guid", "port", "time_ns", "job"}, excluded("span_ns", "bytes"), rows); err != nil {
+			[]string{"guid", "port", "time_ns", "job"}, sqlstore.Excluded("span_ns", "bytes"), rows); err != nil {
 			return err
 		}
 		return copyUpsert(ctx, tx, "job_link_totals", []string{"job", "guid", "port", "bytes"},

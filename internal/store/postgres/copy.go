@@ -32,13 +32,3 @@ func copyUpsert(ctx context.Context, tx pgx.Tx, table string, cols, key []string
 	}
 	return nil
 }
-
-// excluded is the SET clause that takes every non-key column from the
-// new row.
-func excluded(cols ...string) string {
-	s := make([]string, len(cols))
-	for i, c := range cols {
-		s[i] = c + " = excluded." + c
-	}
-	return strings.Join(s, ", ")
-}

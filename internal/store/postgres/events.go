@@ -23,10 +23,10 @@ func (s *Store) AddEvents(ctx context.Context, ev []fabric.Event) error {
 	}
 	rows := make([][]any, len(ev))
 	for i, e := range ev {
-		rows[i] = []any{codec.NS(e.Time), e.Kind, guidInt(e.Node), int32(e.Port), e.Detail}
+		rows[i] = []any{codec.NS(e.Time), e.Kind, guidInt(e.Node), int32(e.Port), e.Detail, s.opt.Fabric}
 	}
 	return s.writeTx(ctx, fmt.Sprintf("add %d events", len(ev)), nil, func(tx pgx.Tx) error {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"time_ns", "kind", "node", "port", "detail"}, pgx.CopyFromRows(rows)); err != nil {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"time_ns", "kind", "node", "port", "detail", "fabric"}, pgx.CopyFromRows(rows)); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `UPDATE totals SET value = value + $1 WHERE name = 'events'`, len(ev))
@@ -47,7 +47,7 @@ func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]fabric.Event,
 		args = append(args, guidInt(q.Node))
 		where = append(where, fmt.Sprintf("node = $%d", len(args)))
 	}
-	query := `SELECT time_ns, kind, node, port, detail FROM events WHERE ` + strings.Join(where, " AND ") +
+	query := `SELECT time_ns, kind, node, port, detail, fabric FROM events WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY time_ns DESC, id DESC`
 	if q.Limit > 0 {
 		args = append(args, q.Limit)
@@ -63,7 +63,7 @@ func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]fabric.Event,
 		var e fabric.Event
 		var t, node int64
 		var port int32
-		if err := rows.Scan(&t, &e.Kind, &node, &port, &e.Detail); err != nil {
+		if err := rows.Scan(&t, &e.Kind, &node, &port, &e.Detail, &e.Fabric); err != nil {
 			return nil, fmt.Errorf("query events: %w", err)
 		}
 		e.Time, e.Node, e.Port = codec.FromNS(t), fabric.GUID(node), int(port)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strings"
 	"time"
@@ -26,22 +27,27 @@ func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
 		return fmt.Errorf("save job %s: %w", j.ID, err)
 	}
 	cols := append([]string{"id", "state", "owner", "start_ns", "end_ns", "updated_ns"}, sqlstore.JobMetricColumns...)
-	cols = append(cols, "summary")
-	var end *int64
-	if !j.End.IsZero() {
-		e := j.End.UnixNano()
-		end = &e
-	}
-	args := []any{j.ID, j.State, j.Owner(), codec.NSOrZero(j.Start), end, codec.NSOrZero(j.Updated)}
-	for _, c := range sqlstore.JobMetricColumns {
-		args = append(args, store.JobSortValue(&j.JobSummary, c))
-	}
-	args = append(args, summary)
+	cols = append(cols, "summary", "fabric")
 	ph := make([]string, len(cols))
 	for i := range ph {
 		ph[i] = fmt.Sprintf("$%d", i+1)
 	}
-	q := `INSERT INTO jobs(` + strings.Join(cols, ", ") + `) VALUES (` + strings.Join(ph, ", ") + `) ON CONFLICT (id) DO UPDATE SET ` + excluded(cols[1:]...)
+	// The job's own row, unless another collector saved it too; then the
+	// join of the parts (the lock held).
+	insert := `INSERT INTO jobs(` + strings.Join(cols, ", ") + `) VALUES (` + strings.Join(ph, ", ") + `) ON CONFLICT (id) DO UPDATE SET ` + sqlstore.Excluded(cols[1:]...)
+	upsert := insert + ` WHERE jobs.fabric = excluded.fabric`
+	row := func(js *store.JobSummary, data []byte, fabric string) []any {
+		var end *int64
+		if !js.End.IsZero() {
+			e := js.End.UnixNano()
+			end = &e
+		}
+		args := []any{js.ID, js.State, js.Owner(), codec.NSOrZero(js.Start), end, codec.NSOrZero(js.Updated)}
+		for _, c := range sqlstore.JobMetricColumns {
+			args = append(args, store.JobSortValue(js, c))
+		}
+		return append(args, data, fabric)
+	}
 	// Each rank once, the last one given winning.
 	byRank := map[int]int{}
 	for i := range j.Processes {
@@ -52,13 +58,28 @@ func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
 		rows = append(rows, []any{j.ID, int32(rank), codec.EncodeProcess(nil, &j.Processes[i])})
 	}
 	return s.writeTx(ctx, "save job "+j.ID, nil, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, q, args...); err != nil {
+		h := fnv.New32a()
+		h.Write([]byte(j.ID))
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, int32(jobLockSpace), int32(h.Sum32())); err != nil {
+			return fmt.Errorf("lock: %w", err)
+		}
+		tag, err := tx.Exec(ctx, upsert, row(&j.JobSummary, summary, s.opt.Fabric)...)
+		if err != nil {
 			return fmt.Errorf("summary: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			js, data, err := s.joinParts(ctx, tx, &j.JobSummary, summary)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, insert, row(js, data, "")...); err != nil {
+				return fmt.Errorf("joined summary: %w", err)
+			}
 		}
 		if len(rows) == 0 {
 			return nil
 		}
-		return copyUpsert(ctx, tx, "job_processes", []string{"job", "rank", "data"}, []string{"job", "rank"}, excluded("data"), rows)
+		return copyUpsert(ctx, tx, "job_processes", []string{"job", "rank", "data"}, []string{"job", "rank"}, sqlstore.Excluded("data"), rows)
 	})
 }
 
@@ -155,6 +176,53 @@ func (s *Store) JobSummary(ctx context.Context, id string) (*store.JobSummary, e
 	return &js, nil
 }
 
+// joinParts keeps own (encoded as data) as this store's collector's part
+// of a job that another collector saved too, and returns the join of all
+// parts: on the first such save, the other collector's summary, the row
+// until then, becomes its part. The caller holds the job's lock.
+func (s *Store) joinParts(ctx context.Context, tx pgx.Tx, own *store.JobSummary, data []byte) (*store.JobSummary, []byte, error) {
+	if _, err := tx.Exec(ctx, `INSERT INTO job_parts(job, fabric, summary) SELECT id, fabric, summary FROM jobs WHERE id = $1 AND fabric <> ''
+		ON CONFLICT (job, fabric) DO NOTHING`, own.ID); err != nil {
+		return nil, nil, fmt.Errorf("the other collector's part: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO job_parts(job, fabric, summary) VALUES ($1, $2, $3)
+		ON CONFLICT (job, fabric) DO UPDATE SET summary = excluded.summary`, own.ID, s.opt.Fabric, data); err != nil {
+		return nil, nil, fmt.Errorf("part: %w", err)
+	}
+	parts, err := tx.Query(ctx, `SELECT summary FROM job_parts WHERE job = $1 ORDER BY fabric`, own.ID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parts: %w", err)
+	}
+	raw, err := pgx.CollectRows(parts, pgx.RowTo[[]byte])
+	if err != nil {
+		return nil, nil, fmt.Errorf("parts: %w", err)
+	}
+	return sqlstore.JoinParts(own, data, raw)
+}
+
+// JobPart implements store.Store.
+func (s *Store) JobPart(ctx context.Context, id string) (*store.JobSummary, error) {
+	var b []byte
+	err := s.pool.QueryRow(ctx, `SELECT summary FROM jobs WHERE id = $1 AND fabric = $2
+		UNION ALL SELECT summary FROM job_parts WHERE job = $1 AND fabric = $2`,
+		id, s.opt.Fabric).Scan(&b)
+	return sqlstore.DecodePart(id, s.opt.Fabric, b, err, errors.Is(err, pgx.ErrNoRows))
+}
+
+// SharedJobs implements store.Store.
+func (s *Store) SharedJobs(ctx context.Context, since time.Time) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT p.job FROM jobs j JOIN job_parts p ON p.job = j.id
+		WHERE j.end_ns >= $1 AND j.fabric = '' AND p.fabric = $2 ORDER BY p.job`, codec.LowerBound(since), s.opt.Fabric)
+	if err != nil {
+		return nil, fmt.Errorf("jobs shared with other collectors: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("jobs shared with other collectors: %w", err)
+	}
+	return out, nil
+}
+
 // Job implements store.Store.
 func (s *Store) Job(ctx context.Context, id string) (*store.Job, error) {
 	var j *store.Job
@@ -223,7 +291,7 @@ func (s *Store) AddProcessSamples(ctx context.Context, samples []store.ProcessSa
 	}
 	need := []partNeed{{tableJobSamples, times}}
 	return s.writeTx(ctx, fmt.Sprintf("add %d process samples", len(samples)), need, func(tx pgx.Tx) error {
-		return copyUpsert(ctx, tx, tableJobSamples, []string{"job", "rank", "time_ns", "data"}, []string{"job", "rank", "time_ns"}, excluded("data"), rows)
+		return copyUpsert(ctx, tx, tableJobSamples, []string{"job", "rank", "time_ns", "data"}, []string{"job", "rank", "time_ns"}, sqlstore.Excluded("data"), rows)
 	})
 }
 
@@ -335,6 +403,9 @@ func (s *Store) pruneJobsStep(ctx context.Context, tx pgx.Tx, before time.Time) 
 			if budget -= tag.RowsAffected(); budget <= 0 {
 				return true, nil // the job's rows go on in the next step
 			}
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM job_parts WHERE job = $1`, id); err != nil {
+			return false, fmt.Errorf("job %s: %w", id, err)
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM jobs WHERE id = $1`, id); err != nil {
 			return false, fmt.Errorf("job %s: %w", id, err)

@@ -40,9 +40,16 @@ type Options struct {
 	PruneChunk        int
 	RollupPortRows    int
 	RollupProcessRows int
+	// Fabric names the fabric this store writes topology, routes and
+	// events of (store.Store); default store.DefaultFabric. Each collector
+	// on one database names its own.
+	Fabric string
 }
 
 func (o Options) withDefaults() Options {
+	if o.Fabric == "" {
+		o.Fabric = store.DefaultFabric
+	}
 	if o.PartitionWidth <= 0 {
 		o.PartitionWidth = 24 * time.Hour
 	}
@@ -90,6 +97,9 @@ var _ store.Store = (*Store)(nil)
 // migrates its schema.
 func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	opt = opt.withDefaults()
+	if err := store.CheckFabricName("fabric name", opt.Fabric); err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
 	if opt.PartitionWidth%(5*time.Minute) != 0 {
 		return nil, fmt.Errorf("open postgres store: partition width %s is not a multiple of 5 minutes", opt.PartitionWidth)
 	}

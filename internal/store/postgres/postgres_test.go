@@ -198,3 +198,83 @@ func TestRetentionDropsPartitions(t *testing.T) {
 		t.Fatalf("series after retention: %+v %v, want one hourly point of 2 samples, then 2 raw", pts[port], err)
 	}
 }
+
+func TestFabrics(t *testing.T) {
+	storetest.RunFabrics(t, func(t *testing.T, fabrics ...string) []store.Store {
+		url := pgserver.Shared(t).NewDB(t)
+		var out []store.Store
+		for _, f := range fabrics {
+			opt := testOptions
+			opt.Fabric = f
+			s, err := Open(context.Background(), url, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		return out
+	})
+}
+
+// TestMigrateFabricNames opens a database of schema 1 (before fabrics had
+// names) from two stores at once: one migrates under the lock, and what
+// was stored is the default fabric's.
+func TestMigrateFabricNames(t *testing.T) {
+	url := pgserver.Shared(t).NewDB(t)
+	ctx := context.Background()
+	s, err := Open(ctx, url, testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo := storetest.Topo(2, 2, "EDR")
+	v1, _, err := s.SaveTopology(ctx, topo, storetest.T0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddEvents(ctx, []fabric.Event{{Time: storetest.T0, Kind: fabric.EventLinkDown, Node: 0x1000, Port: 8, Detail: "old"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Schema 1 had no fabric columns.
+	for _, stmt := range []string{
+		`ALTER TABLE topology_versions DROP COLUMN fabric`, `ALTER TABLE forwarding_tables DROP COLUMN fabric`,
+		`ALTER TABLE events DROP COLUMN fabric`, `DROP TABLE job_parts`, `ALTER TABLE jobs DROP COLUMN fabric`, `UPDATE schema_version SET version = 1`,
+	} {
+		if _, err := s.pool.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	s.Close()
+	stores := make([]*Store, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, f := range []string{store.DefaultFabric, "west"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			opt := testOptions
+			opt.Fabric = f
+			stores[i], errs[i] = Open(ctx, url, opt)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	var v int
+	if err := stores[1].pool.QueryRow(ctx, `SELECT version FROM schema_version`).Scan(&v); err != nil || v != SchemaVersion() {
+		t.Fatalf("schema version after open = %d (%v), want %d", v, err, SchemaVersion())
+	}
+	if _, ver, err := stores[1].FabricTopologyAt(ctx, store.DefaultFabric, storetest.T0); err != nil || ver.ID != v1 {
+		t.Errorf("the old topology in fabric %q: %+v %v", store.DefaultFabric, ver, err)
+	}
+	if v, changed, err := stores[0].SaveTopology(ctx, storetest.Topo(2, 2, "EDR"), storetest.T0.Add(time.Minute)); err != nil || changed || v != v1 {
+		t.Errorf("the default fabric's collector saved its unchanged topology as version %d (changed %v, %v), want %d", v, changed, err, v1)
+	}
+	ev, err := stores[1].Events(ctx, store.EventQuery{})
+	if err != nil || len(ev) != 1 || ev[0].Fabric != store.DefaultFabric {
+		t.Errorf("old events: %+v %v, want one in fabric %q", ev, err, store.DefaultFabric)
+	}
+}

@@ -168,8 +168,8 @@ func (s *Store) pruneTopologyStep(ctx context.Context, tx pgx.Tx, before time.Ti
 	if err != nil {
 		return false, fmt.Errorf("versions: %w", err)
 	}
-	b, err := tx.Exec(ctx, `DELETE FROM forwarding_tables WHERE from_ns <
-		(SELECT max(from_ns) FROM forwarding_tables WHERE from_ns <= $1)`, at)
+	b, err := tx.Exec(ctx, `DELETE FROM forwarding_tables f WHERE from_ns <
+		(SELECT max(g.from_ns) FROM forwarding_tables g WHERE g.fabric = f.fabric AND g.from_ns <= $1)`, at)
 	if err != nil {
 		return false, fmt.Errorf("forwarding tables: %w", err)
 	}

@@ -15,6 +15,10 @@ const (
 	migrationLock = 0x4E4C4F4D0001 // "NLOM" 1
 	partitionLock = 0x4E4C4F4D0002
 	pruneLock     = 0x4E4C4F4D0003
+	// jobLockSpace is the first key of the two-key advisory locks that
+	// serialize saves of one job id (the second key is a hash of it):
+	// collectors saving parts of one job join them in turn.
+	jobLockSpace = 0x4E4C4F4D
 )
 
 // migration is one schema step; steps are never edited once released: add
@@ -169,6 +173,25 @@ var migrations = []migration{
 			hi     bigint NOT NULL,
 			name   text NOT NULL UNIQUE,
 			PRIMARY KEY (parent, lo)
+		)`,
+	}},
+	{2, "fabric names: several collectors' fabrics in one database", []string{
+		// Rows written before are the one fabric a daemon then had. A
+		// constant default adds the column without rewriting the table.
+		`ALTER TABLE topology_versions ADD COLUMN fabric text NOT NULL DEFAULT 'default'`,
+		`CREATE INDEX topology_versions_fabric_from ON topology_versions(fabric, from_ns)`,
+		`ALTER TABLE forwarding_tables ADD COLUMN fabric text NOT NULL DEFAULT 'default'`,
+		`CREATE INDEX forwarding_tables_fabric_from ON forwarding_tables(fabric, from_ns)`,
+		`ALTER TABLE events ADD COLUMN fabric text NOT NULL DEFAULT 'default'`,
+		// jobs.fabric: the collector whose summary the row is, or '' when
+		// several saved parts of the job: then job_parts holds each one's
+		// (JSON of store.JobSummary) and jobs their join.
+		`ALTER TABLE jobs ADD COLUMN fabric text NOT NULL DEFAULT 'default'`,
+		`CREATE TABLE job_parts (
+			job     text NOT NULL,
+			fabric  text NOT NULL,
+			summary bytea NOT NULL,
+			PRIMARY KEY (job, fabric)
 		)`,
 	}},
 }

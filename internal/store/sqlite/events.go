@@ -21,13 +21,13 @@ func (s *Store) AddEvents(ctx context.Context, ev []fabric.Event) error {
 		return nil
 	}
 	return s.writeTx(ctx, fmt.Sprintf("add %d events", len(ev)), func(tx *sql.Tx) error {
-		st, err := tx.PrepareContext(ctx, `INSERT INTO events(time_ns, kind, node, port, detail) VALUES (?, ?, ?, ?, ?)`)
+		st, err := tx.PrepareContext(ctx, `INSERT INTO events(time_ns, kind, node, port, detail, fabric) VALUES (?, ?, ?, ?, ?, ?)`)
 		if err != nil {
 			return err
 		}
 		defer st.Close()
 		for i, e := range ev {
-			if _, err := st.ExecContext(ctx, codec.NS(e.Time), e.Kind, guidInt(e.Node), e.Port, e.Detail); err != nil {
+			if _, err := st.ExecContext(ctx, codec.NS(e.Time), e.Kind, guidInt(e.Node), e.Port, e.Detail, s.opt.Fabric); err != nil {
 				return fmt.Errorf("event %d (%s): %w", i, e.Kind, err)
 			}
 		}
@@ -50,7 +50,7 @@ func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]fabric.Event,
 		where = append(where, "node = ?")
 		args = append(args, guidInt(q.Node))
 	}
-	query := `SELECT time_ns, kind, node, port, detail FROM events WHERE ` + strings.Join(where, " AND ") +
+	query := `SELECT time_ns, kind, node, port, detail, fabric FROM events WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY time_ns DESC, id DESC`
 	if q.Limit > 0 {
 		query += ` LIMIT ?`
@@ -65,7 +65,7 @@ func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]fabric.Event,
 	for rows.Next() {
 		var e fabric.Event
 		var t, node int64
-		if err := rows.Scan(&t, &e.Kind, &node, &e.Port, &e.Detail); err != nil {
+		if err := rows.Scan(&t, &e.Kind, &node, &e.Port, &e.Detail, &e.Fabric); err != nil {
 			return nil, fmt.Errorf("query events: %w", err)
 		}
 		e.Time, e.Node = codec.FromNS(t), fabric.GUID(node)

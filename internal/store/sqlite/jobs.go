@@ -32,16 +32,34 @@ func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
 		ends[i] = len(buf)
 	}
 	cols := append([]string{"id", "state", "start_ns", "end_ns", "updated_ns"}, sqlstore.JobMetricColumns...)
-	cols = append(cols, "summary")
-	args := []any{j.ID, j.State, codec.NSOrZero(j.Start), nullNS(j.End), codec.NSOrZero(j.Updated)}
-	for _, c := range sqlstore.JobMetricColumns {
-		args = append(args, store.JobSortValue(&j.JobSummary, c))
+	cols = append(cols, "summary", "fabric")
+	values := `(?` + strings.Repeat(", ?", len(cols)-1) + `)`
+	// The job's own row, unless another collector saved it too.
+	upsert := `INSERT INTO jobs(` + strings.Join(cols, ", ") + `) VALUES ` + values +
+		` ON CONFLICT (id) DO UPDATE SET ` + sqlstore.Excluded(cols[1:]...) + ` WHERE jobs.fabric = excluded.fabric`
+	replace := `INSERT OR REPLACE INTO jobs(` + strings.Join(cols, ", ") + `) VALUES ` + values
+	row := func(js *store.JobSummary, data []byte, fabric string) []any {
+		args := []any{js.ID, js.State, codec.NSOrZero(js.Start), nullNS(js.End), codec.NSOrZero(js.Updated)}
+		for _, c := range sqlstore.JobMetricColumns {
+			args = append(args, store.JobSortValue(js, c))
+		}
+		return append(args, data, fabric)
 	}
-	args = append(args, summary)
-	q := `INSERT OR REPLACE INTO jobs(` + strings.Join(cols, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(cols)-1) + `)`
 	return s.writeTx(ctx, "save job "+j.ID, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+		res, err := tx.ExecContext(ctx, upsert, row(&j.JobSummary, summary, s.opt.Fabric)...)
+		if err != nil {
 			return fmt.Errorf("summary: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("summary: %w", err)
+		} else if n == 0 {
+			js, data, err := s.joinParts(ctx, tx, &j.JobSummary, summary)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, replace, row(js, data, "")...); err != nil {
+				return fmt.Errorf("joined summary: %w", err)
+			}
 		}
 		if len(ends) == 0 {
 			return nil
@@ -61,6 +79,64 @@ func (s *Store) SaveJob(ctx context.Context, j *store.Job) error {
 		}
 		return nil
 	})
+}
+
+// joinParts keeps own (encoded as data) as this store's collector's part
+// of a job that another collector saved too, and returns the join of all
+// parts: on the first such save, the other collector's summary, the row
+// until then, becomes its part.
+func (s *Store) joinParts(ctx context.Context, tx *sql.Tx, own *store.JobSummary, data []byte) (*store.JobSummary, []byte, error) {
+	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO job_parts(job, fabric, summary) SELECT id, fabric, summary FROM jobs WHERE id = ? AND fabric <> ''`, own.ID); err != nil {
+		return nil, nil, fmt.Errorf("the other collector's part: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO job_parts(job, fabric, summary) VALUES (?, ?, ?)`, own.ID, s.opt.Fabric, data); err != nil {
+		return nil, nil, fmt.Errorf("part: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT summary FROM job_parts WHERE job = ? ORDER BY fabric`, own.ID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parts: %w", err)
+	}
+	defer rows.Close()
+	var raw [][]byte
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, nil, fmt.Errorf("parts: %w", err)
+		}
+		raw = append(raw, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("parts: %w", err)
+	}
+	return sqlstore.JoinParts(own, data, raw)
+}
+
+// JobPart implements store.Store.
+func (s *Store) JobPart(ctx context.Context, id string) (*store.JobSummary, error) {
+	var b []byte
+	err := s.r.QueryRowContext(ctx, `SELECT summary FROM jobs WHERE id = ? AND fabric = ?
+		UNION ALL SELECT summary FROM job_parts WHERE job = ? AND fabric = ?`,
+		id, s.opt.Fabric, id, s.opt.Fabric).Scan(&b)
+	return sqlstore.DecodePart(id, s.opt.Fabric, b, err, errors.Is(err, sql.ErrNoRows))
+}
+
+// SharedJobs implements store.Store.
+func (s *Store) SharedJobs(ctx context.Context, since time.Time) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT p.job FROM jobs j JOIN job_parts p ON p.job = j.id
+		WHERE j.end_ns >= ? AND j.fabric = '' AND p.fabric = ? ORDER BY p.job`, codec.LowerBound(since), s.opt.Fabric)
+	if err != nil {
+		return nil, fmt.Errorf("jobs shared with other collectors: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("jobs shared with other collectors: %w", err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }
 
 func nullNS(t time.Time) any {
@@ -337,6 +413,9 @@ func (s *Store) pruneJobsStep(ctx context.Context, before time.Time) (bool, erro
 				if budget -= n; budget <= 0 {
 					return done, nil // the job's rows go on in the next step
 				}
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM job_parts WHERE job = ?`, id); err != nil {
+				return 0, fmt.Errorf("job %s: %w", id, err)
 			}
 			if _, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ?`, id); err != nil {
 				return 0, fmt.Errorf("job %s: %w", id, err)

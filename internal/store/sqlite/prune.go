@@ -131,7 +131,7 @@ func (s *Store) pruneTopologyStep(ctx context.Context, before time.Time) (bool, 
 			return 0, err
 		}
 		res, err = tx.ExecContext(ctx, `DELETE FROM forwarding_tables WHERE from_ns <
-			(SELECT MAX(from_ns) FROM forwarding_tables WHERE from_ns <= ?)`, at)
+			(SELECT MAX(g.from_ns) FROM forwarding_tables g WHERE g.fabric = forwarding_tables.fabric AND g.from_ns <= ?)`, at)
 		if err != nil {
 			return 0, fmt.Errorf("forwarding tables: %w", err)
 		}

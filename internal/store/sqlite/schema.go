@@ -172,6 +172,24 @@ var migrations = []migration{
 		) WITHOUT ROWID`,
 		`CREATE INDEX job_rollups_bucket ON job_rollups(width_s, bucket_ns)`,
 	}},
+	{7, "fabric names: several collectors' fabrics in one database", []string{
+		// Rows written before are the one fabric a daemon then had.
+		`ALTER TABLE topology_versions ADD COLUMN fabric TEXT NOT NULL DEFAULT 'default'`,
+		`CREATE INDEX topology_versions_fabric_from ON topology_versions(fabric, from_ns)`,
+		`ALTER TABLE forwarding_tables ADD COLUMN fabric TEXT NOT NULL DEFAULT 'default'`,
+		`CREATE INDEX forwarding_tables_fabric_from ON forwarding_tables(fabric, from_ns)`,
+		`ALTER TABLE events ADD COLUMN fabric TEXT NOT NULL DEFAULT 'default'`,
+		// jobs.fabric: the collector whose summary the row is, or '' when
+		// several saved parts of the job: then job_parts holds each one's
+		// (JSON of store.JobSummary) and jobs their join.
+		`ALTER TABLE jobs ADD COLUMN fabric TEXT NOT NULL DEFAULT 'default'`,
+		`CREATE TABLE job_parts (
+			job     TEXT NOT NULL,
+			fabric  TEXT NOT NULL,
+			summary BLOB NOT NULL,
+			PRIMARY KEY (job, fabric)
+		) WITHOUT ROWID`,
+	}},
 }
 
 // SchemaVersion is the version this code writes.

@@ -44,9 +44,15 @@ type Options struct {
 	// 4096.
 	RollupPortRows    int
 	RollupProcessRows int
+	// Fabric names the fabric this store writes topology, routes and
+	// events of (store.Store); default store.DefaultFabric.
+	Fabric string
 }
 
 func (o Options) withDefaults() Options {
+	if o.Fabric == "" {
+		o.Fabric = store.DefaultFabric
+	}
 	if o.BusyTimeout <= 0 {
 		o.BusyTimeout = 5 * time.Second
 	}
@@ -103,6 +109,9 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	opt = opt.withDefaults()
 	if path == "" {
 		return nil, errors.New("open sqlite store: empty path")
+	}
+	if err := store.CheckFabricName("fabric name", opt.Fabric); err != nil {
+		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("open sqlite store %s: is a directory", path)

@@ -137,8 +137,8 @@ func TestMigrateFromV1(t *testing.T) {
 		t.Fatalf("stats after migration = %+v (%v), want totals backfilled: 4 samples, 1 event", st, err)
 	}
 	ev, err := s.Events(ctx, store.EventQuery{Kind: "link_down", Node: 4096})
-	if err != nil || len(ev) != 1 || ev[0].Detail != "old" {
-		t.Errorf("old event after migration: %+v %v", ev, err)
+	if err != nil || len(ev) != 1 || ev[0].Detail != "old" || ev[0].Fabric != store.DefaultFabric {
+		t.Errorf("old event after migration: %+v %v, want it in fabric %q", ev, err, store.DefaultFabric)
 	}
 	got, err := s.PortSamples(ctx, []fabric.PortRef{{GUID: 4096, Port: 2}}, time.Time{}, time.Time{})
 	if err != nil || len(got[fabric.PortRef{GUID: 4096, Port: 2}]) != 1 {
@@ -243,4 +243,21 @@ func TestReadersDoNotBlock(t *testing.T) {
 	if err != nil || len(got) != 6 {
 		t.Fatalf("read during an open write: %d samples, %v", len(got), err)
 	}
+}
+
+func TestFabrics(t *testing.T) {
+	storetest.RunFabrics(t, func(t *testing.T, fabrics ...string) []store.Store {
+		path := filepath.Join(t.TempDir(), "netloom.db")
+		var out []store.Store
+		for _, f := range fabrics {
+			opt := testOptions
+			opt.Fabric = f
+			s, err := Open(context.Background(), path, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		return out
+	})
 }

@@ -33,7 +33,7 @@ func (s *Store) SaveTopology(ctx context.Context, t *fabric.Topology, at time.Ti
 	err = s.writeTx(ctx, "save topology at "+at.Format(time.RFC3339), func(tx *sql.Tx) error {
 		var lastID, lastFrom int64
 		var lastHash []byte
-		err := tx.QueryRowContext(ctx, `SELECT id, from_ns, hash FROM topology_versions ORDER BY from_ns DESC, id DESC LIMIT 1`).Scan(&lastID, &lastFrom, &lastHash)
+		err := tx.QueryRowContext(ctx, `SELECT id, from_ns, hash FROM topology_versions WHERE fabric = ? ORDER BY from_ns DESC, id DESC LIMIT 1`, s.opt.Fabric).Scan(&lastID, &lastFrom, &lastHash)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
@@ -52,8 +52,8 @@ func (s *Store) SaveTopology(ctx context.Context, t *fabric.Topology, at time.Ti
 		if err != nil {
 			return fmt.Errorf("compress: %w", err)
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO topology_versions(from_ns, nodes, links, hash, data) VALUES (?, ?, ?, ?, ?)`,
-			codec.NS(at), len(c.Nodes), len(c.Links), sum[:], z)
+		res, err := tx.ExecContext(ctx, `INSERT INTO topology_versions(from_ns, nodes, links, hash, data, fabric) VALUES (?, ?, ?, ?, ?, ?)`,
+			codec.NS(at), len(c.Nodes), len(c.Links), sum[:], z, s.opt.Fabric)
 		if err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
@@ -71,7 +71,7 @@ func scanVersion(sc interface{ Scan(...any) error }, extra ...any) (store.Versio
 	var v store.Version
 	var from int64
 	var until sql.NullInt64
-	dst := append([]any{&v.ID, &from, &until, &v.Nodes, &v.Links}, extra...)
+	dst := append([]any{&v.ID, &from, &until, &v.Nodes, &v.Links, &v.Fabric}, extra...)
 	if err := sc.Scan(dst...); err != nil {
 		return v, err
 	}
@@ -84,26 +84,58 @@ func scanVersion(sc interface{ Scan(...any) error }, extra ...any) (store.Versio
 
 // TopologyAt implements store.Store.
 func (s *Store) TopologyAt(ctx context.Context, at time.Time) (*fabric.Topology, store.Version, error) {
-	var data []byte
-	row := s.r.QueryRowContext(ctx, `SELECT id, from_ns, until_ns, nodes, links, data FROM topology_versions
-		WHERE from_ns <= ? ORDER BY from_ns DESC, id DESC LIMIT 1`, codec.UpperBound(at))
-	v, err := scanVersion(row, &data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, store.Version{}, fmt.Errorf("topology at %s: %w", at.Format(time.RFC3339), store.ErrNotFound)
-	}
+	t, v, err := s.topologyAt(ctx, "", at)
 	if err != nil {
 		return nil, store.Version{}, fmt.Errorf("topology at %s: %w", at.Format(time.RFC3339), err)
-	}
-	t, err := codec.DecodeTopology(data)
-	if err != nil {
-		return nil, store.Version{}, fmt.Errorf("topology version %d: %w", v.ID, err)
 	}
 	return t, v, nil
 }
 
+// FabricTopologyAt implements store.Store.
+func (s *Store) FabricTopologyAt(ctx context.Context, name string, at time.Time) (*fabric.Topology, store.Version, error) {
+	if name == "" {
+		return nil, store.Version{}, errors.New("topology of a fabric: no fabric name given")
+	}
+	t, v, err := s.topologyAt(ctx, name, at)
+	if err != nil {
+		return nil, store.Version{}, fmt.Errorf("topology of fabric %q at %s: %w", name, at.Format(time.RFC3339), err)
+	}
+	return t, v, nil
+}
+
+// topologyAt reads the version of each fabric (or of fabric name) in
+// force at at, and merges them.
+func (s *Store) topologyAt(ctx context.Context, name string, at time.Time) (*fabric.Topology, store.Version, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, from_ns, until_ns, nodes, links, fabric, data FROM topology_versions
+		WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY fabric ORDER BY from_ns DESC, id DESC) AS n
+			FROM topology_versions WHERE from_ns <= ? AND (? = '' OR fabric = ?)) WHERE n = 1)
+		ORDER BY fabric`, codec.UpperBound(at), name, name)
+	if err != nil {
+		return nil, store.Version{}, err
+	}
+	defer rows.Close()
+	var parts []store.FabricVersion
+	for rows.Next() {
+		var data []byte
+		v, err := scanVersion(rows, &data)
+		if err != nil {
+			return nil, store.Version{}, err
+		}
+		t, err := codec.DecodeTopology(data)
+		if err != nil {
+			return nil, store.Version{}, fmt.Errorf("topology version %d: %w", v.ID, err)
+		}
+		parts = append(parts, store.FabricVersion{Version: v, Topology: t})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, store.Version{}, err
+	}
+	return store.MergeVersions(parts)
+}
+
 // Versions implements store.Store. Zero from or to leave that end open.
 func (s *Store) Versions(ctx context.Context, from, to time.Time) ([]store.Version, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, from_ns, until_ns, nodes, links FROM topology_versions
+	rows, err := s.r.QueryContext(ctx, `SELECT id, from_ns, until_ns, nodes, links, fabric FROM topology_versions
 		WHERE from_ns <= ? AND (until_ns IS NULL OR until_ns > ?) ORDER BY from_ns, id`, codec.UpperBound(to), codec.LowerBound(from))
 	if err != nil {
 		return nil, fmt.Errorf("topology versions: %w", err)
@@ -133,7 +165,7 @@ func (s *Store) SaveForwardingTables(ctx context.Context, ft fabric.ForwardingTa
 	return s.writeTx(ctx, "save forwarding tables at "+at.Format(time.RFC3339), func(tx *sql.Tx) error {
 		var lastFrom int64
 		var lastHash []byte
-		err := tx.QueryRowContext(ctx, `SELECT from_ns, hash FROM forwarding_tables ORDER BY from_ns DESC, id DESC LIMIT 1`).Scan(&lastFrom, &lastHash)
+		err := tx.QueryRowContext(ctx, `SELECT from_ns, hash FROM forwarding_tables WHERE fabric = ? ORDER BY from_ns DESC, id DESC LIMIT 1`, s.opt.Fabric).Scan(&lastFrom, &lastHash)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
@@ -147,7 +179,7 @@ func (s *Store) SaveForwardingTables(ctx context.Context, ft fabric.ForwardingTa
 		if err != nil {
 			return fmt.Errorf("compress: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO forwarding_tables(from_ns, hash, data) VALUES (?, ?, ?)`, codec.NS(at), hash, z); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO forwarding_tables(from_ns, hash, data, fabric) VALUES (?, ?, ?, ?)`, codec.NS(at), hash, z, s.opt.Fabric); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
 		return nil
@@ -156,23 +188,34 @@ func (s *Store) SaveForwardingTables(ctx context.Context, ft fabric.ForwardingTa
 
 // ForwardingTablesAt implements store.Store.
 func (s *Store) ForwardingTablesAt(ctx context.Context, at time.Time) (fabric.ForwardingTables, time.Time, error) {
-	var from int64
-	var data []byte
-	err := s.r.QueryRowContext(ctx, `SELECT from_ns, data FROM forwarding_tables WHERE from_ns <= ?
-		ORDER BY from_ns DESC, id DESC LIMIT 1`, codec.UpperBound(at)).Scan(&from, &data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, time.Time{}, fmt.Errorf("forwarding tables at %s: %w", at.Format(time.RFC3339), store.ErrNotFound)
-	}
+	rows, err := s.r.QueryContext(ctx, `SELECT from_ns, data FROM forwarding_tables
+		WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY fabric ORDER BY from_ns DESC, id DESC) AS n
+			FROM forwarding_tables WHERE from_ns <= ?) WHERE n = 1)
+		ORDER BY fabric`, codec.UpperBound(at))
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("forwarding tables at %s: %w", at.Format(time.RFC3339), err)
 	}
-	raw, err := codec.Inflate(data)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("forwarding tables from %s: %w", codec.FromNS(from).Format(time.RFC3339), err)
+	defer rows.Close()
+	var parts []fabric.ForwardingTables
+	var froms []time.Time
+	for rows.Next() {
+		var from int64
+		var data []byte
+		if err := rows.Scan(&from, &data); err != nil {
+			return nil, time.Time{}, fmt.Errorf("forwarding tables at %s: %w", at.Format(time.RFC3339), err)
+		}
+		ft, err := codec.DecodeStoredTables(data)
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("forwarding tables from %s: %w", codec.FromNS(from).Format(time.RFC3339), err)
+		}
+		parts, froms = append(parts, ft), append(froms, codec.FromNS(from))
 	}
-	ft, err := codec.DecodeTables(raw)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("forwarding tables from %s: %w", codec.FromNS(from).Format(time.RFC3339), err)
+	if err := rows.Err(); err != nil {
+		return nil, time.Time{}, fmt.Errorf("forwarding tables at %s: %w", at.Format(time.RFC3339), err)
 	}
-	return ft, codec.FromNS(from), nil
+	if len(parts) == 0 {
+		return nil, time.Time{}, fmt.Errorf("forwarding tables at %s: %w", at.Format(time.RFC3339), store.ErrNotFound)
+	}
+	ft, from := store.MergeTables(parts, froms)
+	return ft, from, nil
 }
