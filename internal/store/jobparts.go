@@ -60,6 +60,9 @@ func JoinJobParts(parts []JobSummary) JobSummary {
 		if j.MPILibrary == "" {
 			j.MPILibrary = p.MPILibrary
 		}
+		if j.TraceDir == "" { // every part's ranks write beside one profile folder
+			j.TraceDir = p.TraceDir
+		}
 		j.CPUSeconds += p.CPUSeconds
 		j.MPISeconds += p.MPISeconds
 		cpuPct += p.CPUPercent * float64(p.Reporting)
