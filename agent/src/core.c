@@ -31,17 +31,19 @@ static uint64_t time_span = 1; /* 2N-1 for NETLOOM_TIME_SAMPLE=N: gaps uniform i
  * and picks the next call to time. A function that can wait for another
  * process (nl_fn_blocks) is timed at every call: its durations are heavy-tailed
  * (a late peer, a descheduled rank), and a sample scaled up by N multiplies
- * one long wait by N. The others: the first call is always timed and kept
- * apart (it often pays for lazy set-up), the second too, then one call in N on
- * average, at gaps drawn uniformly from [1, 2N-1] (from the measured duration's low bits, so the
- * samples do not lock onto a periodic pattern of the application). N = 1: every
- * call. Out of line: it runs for the timed calls only. */
+ * one long wait by N. The others: the first NL_EXACT_CALLS calls are all timed
+ * and summed apart, exactly (the first often pays for lazy set-up, and a short
+ * job's few calls make a poor sample: a 0.3 s job's scaled estimate once
+ * passed its wall time), then one call in N on average, at gaps drawn
+ * uniformly from [1, 2N-1] (from the measured duration's low bits, so the
+ * samples do not lock onto a periodic pattern of the application). N = 1:
+ * every call. Out of line: it runs for the timed calls only. */
 void nl_fn_timed(int f, uint64_t call, uint64_t ticks)
 {
 	struct nl_fn *p = &nl_fns[f];
 	uint64_t gap = 1;
-	if (call == 0) {
-		__atomic_store_n(&p->first, ticks, __ATOMIC_RELAXED);
+	if (call < NL_EXACT_CALLS) {
+		nl_add(&p->first, ticks);
 	} else {
 		nl_add(&p->ticks, ticks);
 		nl_add(&p->timed, 1);
@@ -53,9 +55,6 @@ void nl_fn_timed(int f, uint64_t call, uint64_t ticks)
 	__atomic_store_n(&p->next, call + gap, __ATOMIC_RELAXED);
 }
 
-/* nl_fn_ticks is the time in f: the first call's, plus the timed calls' after
- * it scaled up to all the calls after it (the mean of a random sample times
- * the count: an unbiased estimate; exact with NETLOOM_TIME_SAMPLE=1). */
 /* nl_wait_before times a barrier on comm before collective f: the time the
  * rank waits there for the last rank to arrive (load imbalance) is counted
  * apart from the collective's own time, as MPInside does (NETLOOM_WAITS=1;
@@ -71,17 +70,21 @@ void nl_wait_before(int f, MPI_Comm comm)
 	nl_add(&nl_fns[f].wait, nl_ticks() - t0);
 }
 
+/* nl_fn_ticks is the time in f: the first NL_EXACT_CALLS calls' exactly,
+ * plus the timed calls' after them scaled up to all the calls after them
+ * (the mean of a random sample times the count: an unbiased estimate;
+ * exact with NETLOOM_TIME_SAMPLE=1). */
 uint64_t nl_fn_ticks(int f)
 {
 	uint64_t calls = __atomic_load_n(&nl_fns[f].calls, __ATOMIC_RELAXED);
 	uint64_t timed = __atomic_load_n(&nl_fns[f].timed, __ATOMIC_RELAXED);
 	uint64_t ticks = __atomic_load_n(&nl_fns[f].ticks, __ATOMIC_RELAXED);
 	uint64_t first = __atomic_load_n(&nl_fns[f].first, __ATOMIC_RELAXED);
-	if (!timed || calls <= 1)
+	if (!timed || calls <= NL_EXACT_CALLS)
 		return first;
-	if (timed >= calls - 1)
+	if (timed >= calls - NL_EXACT_CALLS)
 		return first + ticks;
-	return first + (uint64_t)((double)ticks * (double)(calls - 1) / (double)timed);
+	return first + (uint64_t)((double)ticks * (double)(calls - NL_EXACT_CALLS) / (double)timed);
 }
 
 /* ------------------------------------------------------- datatype sizes */

@@ -34,11 +34,14 @@ struct nl_peer {
 
 /* One MPI function: 64 bytes, one cache line, so that a call touches one line
  * for its counters (calls, sampling, bytes). */
+/* The first NL_EXACT_CALLS calls of every function are timed, their sum kept
+ * exact in first; the later ones are sampled (core.c, nl_fn_timed). */
+#define NL_EXACT_CALLS 256
 struct nl_fn {
 	uint64_t calls, ticks, sent, recvd;
-	uint64_t timed; /* timed calls after the first, whose time is in ticks */
+	uint64_t timed; /* timed calls after the first NL_EXACT_CALLS, whose time is in ticks */
 	uint64_t next;  /* the call (0-based, by count) to time next */
-	uint64_t first; /* ticks of the first call, always timed */
+	uint64_t first; /* ticks of the first NL_EXACT_CALLS calls, all timed */
 	uint64_t wait;  /* NETLOOM_WAITS: ticks in the barrier before each call (collectives) */
 } __attribute__((aligned(64)));
 
