@@ -14,6 +14,7 @@ import (
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
 	"github.com/netloom/netloom/internal/store/codec"
+	"github.com/netloom/netloom/internal/store/sqlstore"
 )
 
 // SaveTopology implements store.Store.
@@ -198,26 +199,5 @@ func (s *Store) ForwardingTablesAt(ctx context.Context, at time.Time) (fabric.Fo
 		return nil, time.Time{}, fmt.Errorf("forwarding tables at %s: %w", at.Format(time.RFC3339), err)
 	}
 	defer rows.Close()
-	var parts []fabric.ForwardingTables
-	var froms []time.Time
-	for rows.Next() {
-		var from int64
-		var data []byte
-		if err := rows.Scan(&from, &data); err != nil {
-			return nil, time.Time{}, fmt.Errorf("forwarding tables at %s: %w", at.Format(time.RFC3339), err)
-		}
-		ft, err := codec.DecodeStoredTables(data)
-		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("forwarding tables from %s: %w", codec.FromNS(from).Format(time.RFC3339), err)
-		}
-		parts, froms = append(parts, ft), append(froms, codec.FromNS(from))
-	}
-	if err := rows.Err(); err != nil {
-		return nil, time.Time{}, fmt.Errorf("forwarding tables at %s: %w", at.Format(time.RFC3339), err)
-	}
-	if len(parts) == 0 {
-		return nil, time.Time{}, fmt.Errorf("forwarding tables at %s: %w", at.Format(time.RFC3339), store.ErrNotFound)
-	}
-	ft, from := store.MergeTables(parts, froms)
-	return ft, from, nil
+	return sqlstore.MergeFabricTables(rows, at)
 }
