@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -115,10 +114,7 @@ func TestCollectorsOutage(t *testing.T) {
 		t.Fatalf("loadgen: %v\n%s", err, lgOut)
 	}
 	// A clean stop writes what is queued; the log then counts every sweep.
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	if err := d.cmd.Wait(); err != nil {
-		t.Fatalf("daemon: %v\n%s", err, tailString(d.log.String(), 30))
-	}
+	d.stop()
 	log := d.log.String()
 	sweeps := strings.Count(log, "msg=sweep ")
 	if n := strings.Count(log, "database unreachable: holding writes"); n != 1 {

@@ -164,6 +164,16 @@ func (d *daemon) in(t *testing.T) *daemon {
 	return &c
 }
 
+// stop stops the daemon as a service manager does (SIGTERM): it writes
+// what it holds before it exits.
+func (d *daemon) stop() {
+	d.t.Helper()
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := d.cmd.Wait(); err != nil {
+		d.t.Fatalf("daemon: %v\n%s", err, tailString(d.log.String(), 30))
+	}
+}
+
 func (d *daemon) kill() {
 	if d.cmd.Process != nil {
 		_ = d.cmd.Process.Signal(syscall.SIGKILL)
