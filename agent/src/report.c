@@ -107,6 +107,11 @@ struct snapshot {
 	int truncated;
 };
 
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
 static uint64_t ld(const uint64_t *p)
 {
 	return __atomic_load_n(p, __ATOMIC_RELAXED);
@@ -289,6 +294,12 @@ static int take(struct snapshot *s, int final, int all_peers)
 	 * never goes below what an earlier snapshot said (snapshots are taken by
 	 * one thread at a time: the helper, then MPI_Finalize after joining it). */
 	static uint64_t reported_ticks[NL_NFUNCS];
+	/* and in ns: the TSC rate is measured anew at each snapshot (npt), and
+	 * at the first one, right after MPI_Init, over a few milliseconds under
+	 * load it can be off enough that MPI_Init's ticks came out longer then
+	 * than later (the daemon rejected a snapshot as counter_backwards) */
+	static uint64_t reported_ns[NL_NFUNCS], reported_wait_ns[NL_NFUNCS];
+	static double reported_mpi;
 	uint64_t mpi_ticks = 0;
 	for (int f = 0; f < NL_NFUNCS; f++) {
 		uint64_t calls = ld(&nl_fns[f].calls);
@@ -304,13 +315,16 @@ static int take(struct snapshot *s, int final, int all_peers)
 		netloom__agent__v1__function_stat__init(fs);
 		fs->name = (char *)nl_fn_names[f];
 		fs->calls = calls;
-		fs->time_ns = (uint64_t)((double)ticks * npt);
-		fs->wait_ns = (uint64_t)((double)wait * npt);
+		fs->time_ns = reported_ns[f] = max_u64((uint64_t)((double)ticks * npt), reported_ns[f]);
+		fs->wait_ns = reported_wait_ns[f] = max_u64((uint64_t)((double)wait * npt), reported_wait_ns[f]);
 		fs->bytes_sent = ld(&nl_fns[f].sent);
 		fs->bytes_received = ld(&nl_fns[f].recvd);
 		s->fnp[s->nfns++] = fs;
 	}
 	p->mpi_seconds = (double)mpi_ticks * npt / 1e9;
+	if (p->mpi_seconds < reported_mpi)
+		p->mpi_seconds = reported_mpi;
+	reported_mpi = p->mpi_seconds;
 	d->n_functions = s->nfns;
 	d->functions = s->fnp;
 

@@ -233,15 +233,23 @@ func (d *Daemon) attributeOnce(a *attributor, now time.Time) {
 	// with its last interval's numbers: one write for all (at 8x Stampede
 	// every sweep moved 3,200 jobs, and one queued write each overflowed
 	// the store's queue).
+	//
+	// Only finished jobs are saved here. A running job's attribution reaches
+	// the store with the aggregator's saves of it (mergeSummary); saved here
+	// from this interval's view, which can be older than the aggregator's,
+	// it could follow the job's final save and put it back "running" (two
+	// one-node jobs stayed running in TestStoreCopy's store so).
 	var save []*store.Job
 	for id := range changed {
+		j, ok := jobs[id]
+		if !ok || j.State != store.JobFinished {
+			continue
+		}
 		ja := a.jobs[id]
 		ja.saved, ja.stored = ja.sum, true
 		ja.saved.UnmappedNodes = slices.Clone(ja.sum.UnmappedNodes)
 		ja.saved.Errors = slices.Clone(ja.sum.Errors)
-		if j, ok := jobs[id]; ok {
-			save = append(save, &store.Job{JobSummary: d.mergeSummary(j.JobSummary)})
-		}
+		save = append(save, &store.Job{JobSummary: d.mergeSummary(j.JobSummary)})
 	}
 	if len(save) > 0 {
 		d.enqueue(saveJobs(save))
