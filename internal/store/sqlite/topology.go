@@ -68,21 +68,6 @@ func (s *Store) SaveTopology(ctx context.Context, t *fabric.Topology, at time.Ti
 	return id, changed, nil
 }
 
-func scanVersion(sc interface{ Scan(...any) error }, extra ...any) (store.Version, error) {
-	var v store.Version
-	var from int64
-	var until sql.NullInt64
-	dst := append([]any{&v.ID, &from, &until, &v.Nodes, &v.Links, &v.Fabric}, extra...)
-	if err := sc.Scan(dst...); err != nil {
-		return v, err
-	}
-	v.From = codec.FromNS(from)
-	if until.Valid {
-		v.Until = codec.FromNS(until.Int64)
-	}
-	return v, nil
-}
-
 // TopologyAt implements store.Store.
 func (s *Store) TopologyAt(ctx context.Context, at time.Time) (*fabric.Topology, store.Version, error) {
 	t, v, err := s.topologyAt(ctx, "", at)
@@ -115,23 +100,7 @@ func (s *Store) topologyAt(ctx context.Context, name string, at time.Time) (*fab
 		return nil, store.Version{}, err
 	}
 	defer rows.Close()
-	var parts []store.FabricVersion
-	for rows.Next() {
-		var data []byte
-		v, err := scanVersion(rows, &data)
-		if err != nil {
-			return nil, store.Version{}, err
-		}
-		t, err := codec.DecodeTopology(data)
-		if err != nil {
-			return nil, store.Version{}, fmt.Errorf("topology version %d: %w", v.ID, err)
-		}
-		parts = append(parts, store.FabricVersion{Version: v, Topology: t})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, store.Version{}, err
-	}
-	return store.MergeVersions(parts)
+	return sqlstore.MergeFabricVersions(rows)
 }
 
 // Versions implements store.Store. Zero from or to leave that end open.
@@ -144,7 +113,7 @@ func (s *Store) Versions(ctx context.Context, from, to time.Time) ([]store.Versi
 	defer rows.Close()
 	var out []store.Version
 	for rows.Next() {
-		v, err := scanVersion(rows)
+		v, err := sqlstore.ScanVersion(rows)
 		if err != nil {
 			return nil, fmt.Errorf("topology versions: %w", err)
 		}

@@ -42,3 +42,43 @@ func MergeFabricTables(rows Rows, at time.Time) (fabric.ForwardingTables, time.T
 	ft, from := store.MergeTables(parts, froms)
 	return ft, from, nil
 }
+
+// ScanVersion scans a topology version's id, from_ns, until_ns (NULL: in
+// force), nodes, links and fabric, then extra, from a row of either engine.
+func ScanVersion(sc interface{ Scan(...any) error }, extra ...any) (store.Version, error) {
+	var v store.Version
+	var from int64
+	var until *int64
+	dst := append([]any{&v.ID, &from, &until, &v.Nodes, &v.Links, &v.Fabric}, extra...)
+	if err := sc.Scan(dst...); err != nil {
+		return v, err
+	}
+	v.From = codec.FromNS(from)
+	if until != nil {
+		v.Until = codec.FromNS(*until)
+	}
+	return v, nil
+}
+
+// MergeFabricVersions reads each fabric's topology version in force (rows
+// of ScanVersion's columns then data: one per fabric) and merges them
+// (store.MergeVersions).
+func MergeFabricVersions(rows Rows) (*fabric.Topology, store.Version, error) {
+	var parts []store.FabricVersion
+	for rows.Next() {
+		var data []byte
+		v, err := ScanVersion(rows, &data)
+		if err != nil {
+			return nil, store.Version{}, err
+		}
+		t, err := codec.DecodeTopology(data)
+		if err != nil {
+			return nil, store.Version{}, fmt.Errorf("topology version %d: %w", v.ID, err)
+		}
+		parts = append(parts, store.FabricVersion{Version: v, Topology: t})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, store.Version{}, err
+	}
+	return store.MergeVersions(parts)
+}
