@@ -32,7 +32,6 @@ func JoinJobParts(parts []JobSummary) JobSummary {
 	var cpuPct, mpiPct float64
 	var attrib []*Attribution
 	var hosts []*HostLinkTraffic
-	physical := false
 	for i := range parts {
 		p := &parts[i]
 		if p.State == JobRunning {
@@ -78,8 +77,7 @@ func JoinJobParts(parts []JobSummary) JobSummary {
 		j.InterNode = j.InterNode.Add(p.InterNode)
 		j.AgentDrops += p.AgentDrops
 		j.PeersCapped = j.PeersCapped || p.PeersCapped
-		physical = physical || p.TrafficModel == TrafficPhysical
-		if j.TrafficModel == "" || p.TrafficModel == TrafficPhysical {
+		if j.TrafficModel == "" || p.TrafficModel == TrafficPhysical { // physical if any part is
 			j.TrafficModel = p.TrafficModel
 		}
 		if j.Scheduler == nil {
@@ -95,9 +93,6 @@ func JoinJobParts(parts []JobSummary) JobSummary {
 		if p.HostLinks != nil {
 			hosts = append(hosts, p.HostLinks)
 		}
-	}
-	if physical {
-		j.TrafficModel = TrafficPhysical
 	}
 	if j.State == JobRunning {
 		j.End, j.EndReason = time.Time{}, ""
