@@ -131,7 +131,7 @@ func main() {
 		j.Traces = append(j.Traces, path)
 		j.Nodes = append(j.Nodes, hosts[r])
 	}
-	plat := model.Flat("flat", model.Hosts(hosts), model.Cores(hosts), 1e-6, 12.5e9, model.Link{ID: "lo", Bandwidth: 10e9, Latency: 3e-7})
+	plat := model.Flat("flat", model.Hosts(hosts), model.Cores(hosts), 1e-6, 12.5e9, model.DefaultLoopback)
 	fmt.Printf("\nreplay of %d ranks x %d halo iterations (%d events per rank, one minute at the measured rate):\n", *ranks, iters, iters*10)
 	for _, perFunction := range []bool{false, true} {
 		start := time.Now()

@@ -69,9 +69,9 @@ bandwidth. See docs/model.md.`,
 	f.StringVar(&calib, "calibration", "", "the latency and bandwidth `file` netloom model calibrate wrote")
 	f.StringVar(&bandwidth, "bandwidth", "12.5GB/s", "flat platform: bandwidth between nodes, a `rate`")
 	f.DurationVar(&latency, "latency", time.Microsecond, "flat platform: latency between nodes")
-	f.DurationVar(&hopLatency, "hop-latency", 100*time.Nanosecond, "fabric platform: latency of each link on a route")
-	f.StringVar(&loBW, "loopback-bandwidth", "10GB/s", "bandwidth between ranks on one node, a `rate`")
-	f.DurationVar(&loLat, "loopback-latency", 300*time.Nanosecond, "latency between ranks on one node")
+	f.DurationVar(&hopLatency, "hop-latency", seconds(model.DefaultHopLatency), "fabric platform: latency of each link on a route")
+	f.StringVar(&loBW, "loopback-bandwidth", fmt.Sprintf("%gGB/s", model.DefaultLoopback.Bandwidth/1e9), "bandwidth between ranks on one node, a `rate`")
+	f.DurationVar(&loLat, "loopback-latency", seconds(model.DefaultLoopback.Latency), "latency between ranks on one node")
 	f.StringVar(&nodeMap, "node-map", "", "node names to host adapters, as netloom serve's --node-map `file`")
 	f.StringVar(&workDir, "work-dir", "", "`folder` for the replay's temporary files (default: the system's)")
 	elapsedOnly := f.Bool("elapsed-only", false, "predict the elapsed time alone, not the MPI time per function: about twice as fast for large traces")
@@ -212,6 +212,9 @@ JSON, for netloom model --platform calibrated --calibration FILE.`,
 	}
 	return c
 }
+
+// seconds is a duration of s seconds.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // writePrediction prints the predictions beside the measurement.
 func writePrediction(w io.Writer, r *model.Result) error {

@@ -170,8 +170,7 @@ func placePrediction(ctx context.Context, arg string, routes *fabric.Routes, nm 
 		return nil, nil
 	}
 	hosts := model.Hosts(job.Nodes, advised)
-	plat, err := model.FromRoutes("fabric", routes, hosts, model.Cores(job.Nodes, advised), nm.LID, 100e-9,
-		model.Link{ID: "loopback", Bandwidth: 10e9, Latency: 3e-7})
+	plat, err := model.FromRoutes("fabric", routes, hosts, model.Cores(job.Nodes, advised), nm.LID, model.DefaultHopLatency, model.DefaultLoopback)
 	if err != nil {
 		return nil, fmt.Errorf("predicting the advice's time: %w", err)
 	}

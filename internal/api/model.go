@@ -84,8 +84,7 @@ func (a *attribAPI) modelAnswer(r *http.Request) (any, error) {
 		return nil, err
 	}
 	hosts := model.Hosts(job.Nodes)
-	loop := model.Link{ID: "loopback", Bandwidth: 10e9, Latency: 3e-7}
-	plat, err := model.FromRoutes("fabric", routes, hosts, model.Cores(job.Nodes), nodes.LID, 100e-9, loop)
+	plat, err := model.FromRoutes("fabric", routes, hosts, model.Cores(job.Nodes), nodes.LID, model.DefaultHopLatency, model.DefaultLoopback)
 	if err != nil {
 		return nil, &httpError{http.StatusBadRequest, "not_on_fabric", "job " + j.ID + ": " + err.Error()}
 	}

@@ -18,6 +18,14 @@ import (
 // gaps as flops at this rate (rank-N.ti.json's host_flops).
 const HostFlops = 1e9
 
+// The fabric platform's defaults: every link's latency on a route, and the
+// loopback between ranks on one node (netloom model's --hop-latency and
+// --loopback-*; the daemon's /model and netloom place use them as they are).
+var (
+	DefaultHopLatency = 100e-9
+	DefaultLoopback   = Link{ID: "loopback", Bandwidth: 10e9, Latency: 300e-9}
+)
+
 // Link is one network resource: a fabric link (both directions apart) or
 // a host's own link on a flat platform.
 type Link struct {
