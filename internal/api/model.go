@@ -29,6 +29,9 @@ type modelRunner struct {
 	slot  chan struct{}
 }
 
+// modelCacheSize bounds the answers kept (each holds a time per rank).
+const modelCacheSize = 64
+
 // modelTimeout bounds one request's replays.
 const modelTimeout = 2 * time.Minute
 
@@ -96,6 +99,9 @@ func (a *attribAPI) modelAnswer(r *http.Request) (any, error) {
 	}
 	res.Warnings = slices.Concat(warnings, res.Warnings)
 	a.model.mu.Lock()
+	if len(a.model.cache) >= modelCacheSize { // bounded: a day's questions, not the daemon's life
+		clear(a.model.cache)
+	}
 	a.model.cache[key] = res
 	a.model.mu.Unlock()
 	return res, nil
