@@ -133,7 +133,6 @@ void nl_tr_gather(int op, int scount, MPI_Datatype st, int rcount, MPI_Datatype 
 void nl_tr_gatherv(int all, int scount, MPI_Datatype st, const int *rcounts, MPI_Datatype rt, int root, MPI_Comm comm);
 void nl_tr_scatterv(const int *scounts, MPI_Datatype st, int rcount, MPI_Datatype rt, int root, MPI_Comm comm);
 void nl_tr_reduce_scatter(const int *rcounts, MPI_Datatype t, MPI_Comm comm);
-void nl_tr_untraced(void);
 void nl_fn_timed(int f, uint64_t call, uint64_t ticks);
 uint64_t nl_type_size_slow(MPI_Datatype t);
 void nl_type_forget(MPI_Datatype t);

@@ -365,11 +365,6 @@ void nl_tr_reduce_scatter(const int *rcounts, MPI_Datatype t, MPI_Comm comm)
 	vcounts(ev(TR_REDUCESCATTER), rcounts, t);
 }
 
-void nl_tr_untraced(void)
-{
-	untraced_calls++;
-}
-
 /* ------------------------------------------------- writing */
 
 static void put_counts(gzFile f, size_t at, int n)
