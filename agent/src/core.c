@@ -70,6 +70,23 @@ void nl_wait_before(int f, MPI_Comm comm)
 	nl_add(&nl_fns[f].wait, nl_ticks() - t0);
 }
 
+/* nl_wait_recv times a probe for the message a blocking receive f is about
+ * to match: the time until the sender's message (its envelope, eager data or
+ * rendezvous request) shows up is the late sender's cost, counted apart from
+ * the receive's own time (the copy or transfer after it). Local time only.
+ * The probe leaves the message where it is: the receive then matches the
+ * same one, the first matching message (MPI's ordering), so the program
+ * gets what it got without it. */
+void nl_wait_recv(int f, int source, int tag, MPI_Comm comm)
+{
+	if (comm == MPI_COMM_NULL || source == MPI_PROC_NULL)
+		return;
+	MPI_Status st;
+	uint64_t t0 = nl_ticks();
+	PMPI_Probe(source, tag, comm, &st);
+	nl_add(&nl_fns[f].wait, nl_ticks() - t0);
+}
+
 /* nl_fn_ticks is the time in f: the first NL_EXACT_CALLS calls' exactly,
  * plus the timed calls' after them scaled up to all the calls after them
  * (the mean of a random sample times the count: an unbiased estimate;

@@ -42,7 +42,7 @@ struct nl_fn {
 	uint64_t timed; /* timed calls after the first NL_EXACT_CALLS, whose time is in ticks */
 	uint64_t next;  /* the call (0-based, by count) to time next */
 	uint64_t first; /* ticks of the first NL_EXACT_CALLS calls, all timed */
-	uint64_t wait;  /* NETLOOM_WAITS: ticks in the barrier before each call (collectives) */
+	uint64_t wait;  /* NETLOOM_WAITS: ticks in the barrier before each call (collectives), in the probe before it (MPI_Recv) */
 } __attribute__((aligned(64)));
 
 /* The datatype size cache: direct-mapped, keyed by the handle. Predefined
@@ -63,7 +63,7 @@ extern struct nl_fn nl_fns[NL_NFUNCS];
 extern struct nl_tcache nl_tcache[NL_TCACHE];
 extern struct nl_peer *nl_peers; /* world_size entries, NULL before MPI_Init */
 extern int nl_world_size, nl_world_rank_self;
-extern int nl_waits;              /* NETLOOM_WAITS: a barrier before each blocking collective (set once at init) */
+extern int nl_waits;              /* NETLOOM_WAITS: a barrier before each blocking collective, a probe before MPI_Recv (set once at init) */
 extern int nl_tracing;            /* NETLOOM_TRACE: record the replay trace (trace.c) */
 extern int nl_mt;                 /* MPI_THREAD_MULTIPLE: use atomic read-modify-write (set once at init) */
 /* nl_slow: nonzero sends every wrapper down its full path (the fast path
@@ -109,6 +109,7 @@ NL_INLINE void nl_add(uint64_t *p, uint64_t v)
 }
 
 void nl_wait_before(int f, MPI_Comm comm);
+void nl_wait_recv(int f, int source, int tag, MPI_Comm comm);
 
 /* The replay trace (trace.c; NETLOOM_TRACE=1): the wrappers of the functions
  * with an @trace clause call nl_trace_enter before the call and their

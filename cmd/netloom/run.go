@@ -70,7 +70,7 @@ links (traffic_model physical). --logical leaves it off.`,
 	f.StringVar(&o.Daemon, "daemon", "", "daemon agent `address` HOST:PORT (default: the agent reads $NETLOOM_DAEMON_FILE, /run/netloom/agent-address)")
 	f.StringVar(&o.Output, "output", "", "write an offline profile per rank to `DIR`/JOB/rank-N.pb at MPI_Finalize")
 	f.DurationVar(&o.Interval, "interval", 0, "snapshot `interval` of the agent (default 5s)")
-	f.BoolVar(&o.Waits, "waits", false, "time the wait for the last rank before each blocking collective apart (a barrier before it: agent/README.md, \"Wait states\")")
+	f.BoolVar(&o.Waits, "waits", false, "time apart the wait for the last rank before each blocking collective (a barrier before it) and the wait for a late sender in each MPI_Recv (a probe before it): agent/README.md, \"Wait states\"")
 	f.BoolVar(&o.Trace, "trace", false, "record the replay trace netloom model needs (with --output: DIR/JOB/rank-N.ti.gz; agent/README.md, \"Replay trace\")")
 	f.BoolVar(&o.Logical, "logical", false, "under Open MPI, leave its monitoring off: the agent then counts the application's calls only, not the messages the library sends for them (agent/README.md, \"Physical traffic\")")
 	enumFlag(c, &o.MPI, "mpi", "auto", "MPI `flavour`: ompi, mpich or auto", "ompi", "mpich", "auto")

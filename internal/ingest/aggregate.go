@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/netloom/netloom/internal/store"
@@ -408,6 +409,21 @@ type Profile struct {
 }
 
 // waited tells, per function column, whether any rank waited before it.
+// LateSender tells whether fn's wait (NETLOOM_WAITS) is the time a blocking
+// receive waited for its message to be sent (a probe before it; agent/gen's
+// waitsBefore), not the wait for the last rank before a collective.
+func LateSender(fn string) bool { return fn == "MPI_Recv" }
+
+// WaitColumn names fn's wait as MPInside does: w_recv for a receive's wait
+// for a late sender, b_allreduce for the wait before a collective.
+func WaitColumn(fn string) string {
+	prefix := "b_"
+	if LateSender(fn) {
+		prefix = "w_"
+	}
+	return prefix + strings.ToLower(strings.TrimPrefix(fn, "MPI_"))
+}
+
 func (p *Profile) waited() []bool {
 	w := make([]bool, len(p.Functions))
 	for _, row := range p.WaitNS {

@@ -264,8 +264,8 @@ func WriteText(w io.Writer, r *Report) error {
 	fmt.Fprint(tw, "rank\tnode\twall\tmpi\t")
 	waited := p.waited()
 	for k, f := range p.Functions {
-		if waited[k] { // MPInside's columns: the wait before a collective, then the collective
-			fmt.Fprintf(tw, "b_%s\t", strings.ToLower(strings.TrimPrefix(f, "MPI_")))
+		if waited[k] { // MPInside's columns: the wait before a function, then the function
+			fmt.Fprintf(tw, "%s\t", WaitColumn(f))
 		}
 		fmt.Fprintf(tw, "%s\t", f)
 	}
@@ -282,7 +282,7 @@ func WriteText(w io.Writer, r *Report) error {
 	}
 	tw.Flush()
 	if len(p.WaitNS) > 0 {
-		fmt.Fprintf(bw, "(b_X: waiting for the last rank before collective X, in a barrier the agent put there: NETLOOM_WAITS=1)\n")
+		fmt.Fprintf(bw, "(b_X: waiting for the last rank before collective X, in a barrier the agent put there; w_recv: waiting in MPI_Recv for a late sender, in a probe the agent put there: NETLOOM_WAITS=1)\n")
 	}
 
 	fmt.Fprintf(bw, "\nMPI functions, all ranks (bytes and requests sent and received)\n")

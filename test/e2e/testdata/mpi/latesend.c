@@ -1,0 +1,74 @@
+/* Injected late senders for the wait-state test: the first half of the
+ * ranks send to the second half (rank r to r + n/2), ITERS rounds of
+ *   sender r:   sleep (r+1) x D ms, MPI_Send(SIZE bytes), MPI_Recv(ack)
+ *   receiver:   MPI_Recv(data), MPI_Send(ack)
+ * so each receiver waits about (r+1) x D ms per round for its late sender,
+ * and each sender's MPI_Recv of the ack waits only for the reply's latency.
+ *   latesend D_MS ITERS SIZE
+ * Prints per rank a checksum of what it received (the same with and without
+ * the agent) and, per receiver, the time it waited for its sender in all
+ * rounds: the sender's post time minus the receiver's entry into MPI_Recv,
+ * on CLOCK_MONOTONIC (one clock: the ranks share a host), sent to the
+ * receiver after the measured rounds. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+	MPI_Init(&argc, &argv);
+	int rank, n;
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &n);
+	long d = argc > 1 ? atol(argv[1]) : 20, iters = argc > 2 ? atol(argv[2]) : 10;
+	int size = argc > 3 ? atoi(argv[3]) : 1024;
+	int half = n / 2, sender = rank < half, peer = sender ? rank + half : rank - half;
+	unsigned char *buf = malloc((size_t)size);
+	double *t = calloc((size_t)iters, sizeof(double)), *post = calloc((size_t)iters, sizeof(double));
+	unsigned long sum = 0;
+	int ack = 0;
+	MPI_Barrier(MPI_COMM_WORLD);
+	for (long i = 0; i < iters; i++) {
+		if (sender) {
+			long ms = (rank + 1) * d;
+			struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+			nanosleep(&ts, NULL);
+			for (int k = 0; k < size; k++)
+				buf[k] = (unsigned char)(rank + i + k);
+			t[i] = now();
+			MPI_Send(buf, size, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
+			MPI_Recv(&ack, 1, MPI_INT, peer, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			sum += (unsigned long)ack;
+		} else {
+			t[i] = now();
+			MPI_Recv(buf, size, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			for (int k = 0; k < size; k++)
+				sum = sum * 31 + buf[k];
+			ack = (int)(i + 1);
+			MPI_Send(&ack, 1, MPI_INT, peer, 8, MPI_COMM_WORLD);
+		}
+	}
+	double late = 0;
+	if (sender) {
+		MPI_Send(t, (int)iters, MPI_DOUBLE, peer, 9, MPI_COMM_WORLD);
+	} else {
+		MPI_Recv(post, (int)iters, MPI_DOUBLE, peer, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		for (long i = 0; i < iters; i++)
+			late += post[i] > t[i] ? post[i] - t[i] : 0;
+	}
+	printf("latesend rank %d of %d: sum %lu\n", rank, n, sum);
+	printf("latesend rank %d waited %.6f\n", rank, late);
+	free(buf);
+	free(t);
+	free(post);
+	MPI_Finalize();
+	return 0;
+}
