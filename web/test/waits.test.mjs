@@ -5,7 +5,10 @@
 // (ranks 0-1 on node n1, 2-3 on n2: test/mpi/nodewrap.sh), and once more
 // without --waits. The panel's numbers are checked against the daemon's
 // profile (GET /jobs/{job}/profile, wait_ns), rank 3 is the one the others
-// wait for, and the job without waits shows only the hint.
+// wait for, and the job without waits shows only the hint. latesend.c (rank r
+// of 0-1 sleeps (r+1) x D ms before each of ITERS sends to rank r+2) run
+// with --waits: the rank that waits longest for its late sender is named
+// with the API's numbers.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -19,6 +22,7 @@ const ITERS = 5;
 const W = `web-waits-${process.pid}`;
 const N = `web-nowaits-${process.pid}`;
 const imbalanceSrc = resolve(webDir, "../test/e2e/testdata/mpi/imbalance.c");
+const latesendSrc = resolve(webDir, "../test/e2e/testdata/mpi/latesend.c");
 const nodewrap = join(webDir, "test", "mpi", "nodewrap.sh");
 const skip = mpiSkip();
 
@@ -30,10 +34,10 @@ let agentPort;
 const errors = [];
 const runs = [];
 
-/** Runs imbalance.c on 4 ranks under `netloom run` (with --waits when
- * asked); resolves with its output when the launcher exits 0. */
-function runJob(id, waits, d, iters, extra = []) {
-  const args = [netloomBin, "run", "--daemon", `127.0.0.1:${agentPort}`, "--interval", "1s", "--job-id", id, ...(waits ? ["--waits"] : []), ...extra, "--", "mpirun", "--oversubscribe", "-np", "4", nodewrap, join(dir, "imbalance"), String(d), String(iters)];
+/** Runs imbalance.c (or prog) on 4 ranks under `netloom run` (with --waits
+ * when asked); resolves with its output when the launcher exits 0. */
+function runJob(id, waits, d, iters, extra = [], prog = "imbalance", progArgs = []) {
+  const args = [netloomBin, "run", "--daemon", `127.0.0.1:${agentPort}`, "--interval", "1s", "--job-id", id, ...(waits ? ["--waits"] : []), ...extra, "--", "mpirun", "--oversubscribe", "-np", "4", nodewrap, join(dir, prog), String(d), String(iters), ...progArgs];
   const run = startJob(id, args, { NL_NODE_BASE: "1", NL_PPN: "2" });
   runs.push(run);
   return run.done;
@@ -55,6 +59,7 @@ describe("wait states on the job page", { skip }, () => {
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "netloom-web-waits-"));
     execFileSync("mpicc", ["-O1", "-o", join(dir, "imbalance"), imbalanceSrc]);
+    execFileSync("mpicc", ["-O1", "-o", join(dir, "latesend"), latesendSrc]);
     agentPort = await freeUdpPort();
     daemon = await startDaemon({ args: ["--agent-listen", `127.0.0.1:${agentPort}`, "--agent-address-file", "-", "--job-timeout", "10s"] });
     browser = await startBrowser();
@@ -175,6 +180,36 @@ describe("wait states on the job page", { skip }, () => {
     await page.waitForSelector(".page[data-ready]", { timeout: 20_000 });
     await page.locator(".model-box .state.empty").waitFor();
     assert.match(await page.locator(".model-box").innerText(), /netloom run --trace --output DIR/);
+  });
+
+  it("names the rank that waits longest for a late sender, with the API's numbers", async () => {
+    const L = `web-latesend-${process.pid}`;
+    await runJob(L, true, D_MS, 4, [], "latesend", ["1024"]);
+    await jobDone(L);
+    const { profile: p } = await daemon.api(`/jobs/${L}/profile`);
+    const k = p.functions.indexOf("MPI_Recv");
+    assert.ok(p.wait_ns && k >= 0, `MPI_Recv's wait in ${p.functions}`);
+    const late = (r) => p.wait_ns[p.ranks.indexOf(r)][k] / 1e9;
+    // Rank 3's sender (rank 1) is the latest: 2 x D per round.
+    assert.ok(late(3) > 0.9 * 2 * D_MS * 4 * 1e-3 && late(3) > late(2) && late(2) > late(0), `late-sender waits ${[0, 1, 2, 3].map(late)}`);
+    const all = [0, 1, 2, 3].reduce((a, r) => a + late(r), 0);
+
+    await page.goto(`${daemon.base}/jobs/${L}`);
+    await page.waitForSelector(".page[data-ready]", { timeout: 20_000 });
+    const panel = page.locator(".waits[data-waits='1']");
+    await panel.waitFor();
+    const head = panel.locator(".waits-late-sender");
+    assert.equal(await head.getAttribute("data-rank"), "3");
+    assert.match(await head.innerText(), new RegExp(`^Rank 3 \\(n2\\) waited longest for late senders: ${esc(seconds(late(3)))} in MPI_Recv until the message was sent; all ranks ${esc(seconds(all))}\\.`));
+    const table = panel.locator('table[aria-label="Wait per rank"]');
+    const heads = await table.locator("thead th").allInnerTexts();
+    const col = heads.findIndex((x) => x.startsWith("Late senders"));
+    assert.ok(col > 0, `columns ${heads}`);
+    const rows = Object.fromEntries((await cells(table.locator("tbody tr"))).map((r) => [r[0], r]));
+    for (const r of [0, 1, 2, 3]) assert.equal(rows[String(r)][col], seconds(late(r)));
+    assert.equal(await panel.locator(".waits-chart").getAttribute("data-segments"), "wait before collectives,waiting for late senders,collectives' own time,other MPI");
+    assert.ok((await page.locator(".profile:not(.waits-chart)").getAttribute("data-segments")).startsWith("wait before collectives,waiting for late senders,"));
+    await page.locator("section.panel", { has: panel }).screenshot({ path: join(resultsDir, "job-latesend-panel.png") });
   });
 
   it("raised no page errors", () => {

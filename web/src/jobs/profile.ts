@@ -39,6 +39,18 @@ export interface Segment {
 /** The wait before blocking collectives (NETLOOM_WAITS), wherever drawn. */
 export const WAIT_SEGMENT = "wait before collectives";
 export const WAIT_COLOR = "#7f1d1d"; // not in PALETTE
+/** The wait in blocking receives for a late sender (NETLOOM_WAITS: a probe
+ * before each; agent/gen's waitsBefore), wherever drawn. */
+export const LATE_SEGMENT = "waiting for late senders";
+export const LATE_COLOR = "#c2410c"; // not in PALETTE
+/** The functions whose wait_ns is the wait for a late sender; every other
+ * function's is the wait before a collective. */
+export const LATE_SENDER: ReadonlySet<string> = new Set(["MPI_Recv"]);
+
+/** Seconds per rank of wait_ns summed over the columns ks. */
+export function waitSeconds(p: Profile, ks: number[]): Float64Array {
+  return Float64Array.from(p.wait_ns ?? [], (row) => ks.reduce((a, k) => a + (row[k] ?? 0), 0) / 1e9);
+}
 
 export function profileChart(p: Profile, opt: ProfileOptions): HTMLElement {
   const n = p.ranks.length;
@@ -48,12 +60,14 @@ export function profileChart(p: Profile, opt: ProfileOptions): HTMLElement {
   const top = keep.slice(0, TOP);
   const rest = keep.slice(TOP);
   const segs: Segment[] = [];
-  // With --waits, the wait before collectives is MPI time too: one segment
-  // at the bottom, so a bar's height stays the rank's time in MPI (the
+  // With --waits, the waits are MPI time too: a segment at the bottom for
+  // the wait before collectives, one for late senders when a rank received
+  // with MPI_Recv, so a bar's height stays the rank's time in MPI (the
   // "Where the ranks wait" panel splits it further).
   if (p.wait_ns) {
-    const w = p.wait_ns;
-    segs.push({ name: WAIT_SEGMENT, color: WAIT_COLOR, values: Float64Array.from(w, (row) => keep.reduce((a, { k }) => a + (row[k] ?? 0), 0) / 1e9) });
+    const late = keep.filter(({ f }) => LATE_SENDER.has(f)).map(({ k }) => k);
+    segs.push({ name: WAIT_SEGMENT, color: WAIT_COLOR, values: waitSeconds(p, keep.filter(({ f }) => !LATE_SENDER.has(f)).map(({ k }) => k)) });
+    if (late.length) segs.push({ name: LATE_SEGMENT, color: LATE_COLOR, values: waitSeconds(p, late) });
   }
   segs.push(...top.map(({ f, k }, i) => ({ name: f, color: PALETTE[i % PALETTE.length]!, values: Float64Array.from(p.time_ns, (row) => (row[k] ?? 0) / 1e9) })));
   if (rest.length) segs.push({ name: `other MPI (${rest.length})`, color: OTHER_COLOR, values: Float64Array.from(p.time_ns, (row) => rest.reduce((a, { k }) => a + (row[k] ?? 0), 0) / 1e9) });

@@ -1,16 +1,17 @@
 // Where the ranks wait (NETLOOM_WAITS, `netloom run --waits`): the agent
-// times a barrier before every blocking collective, so each rank's MPI time
-// splits into waiting for the last rank to arrive, the collectives' own
-// time and the other MPI calls. Per rank as stacked bars, per function as
-// MPInside's b_X columns beside X, and the ranks the others wait for named:
-// the rank that waits least before collectives is the one that arrives
-// last, the one everybody else waits for.
+// times a barrier before every blocking collective and a probe before every
+// MPI_Recv, so each rank's MPI time splits into waiting for the last rank to
+// arrive, waiting for late senders, the collectives' own time and the other
+// MPI calls. Per rank as stacked bars, per function as MPInside's b_X
+// columns beside X, and the ranks the others wait for named: the rank that
+// waits least before collectives is the one that arrives last, the one
+// everybody else waits for.
 import { PALETTE } from "../chart";
 import { h } from "../dom";
 import * as fmt from "../format";
 import { table } from "../table";
 import type { Profile } from "./api";
-import { OTHER_COLOR, seconds, SETUP_FUNCTIONS, stackedRanks, WAIT_COLOR, WAIT_SEGMENT } from "./profile";
+import { LATE_COLOR, LATE_SEGMENT, LATE_SENDER, OTHER_COLOR, seconds, SETUP_FUNCTIONS, stackedRanks, WAIT_COLOR, WAIT_SEGMENT } from "./profile";
 
 /** Blocking collectives the agent puts its barrier before (agent/gen's
  * waitsBefore; agent/README.md, "Wait states"). */
@@ -46,6 +47,8 @@ export interface RankWait {
   node: string;
   /** Seconds waiting for the last rank before collectives. */
   wait: number;
+  /** Seconds waiting in MPI_Recv for late senders. */
+  lateSender: number;
   /** Seconds in the waited-for collectives themselves. */
   own: number;
   /** Seconds in the other MPI calls. */
@@ -65,12 +68,15 @@ export interface WaitAnalysis {
   othersWaited: number;
   /** Largest minus smallest wait over ranks (s). */
   spread: number;
+  /** Whether a rank received with a function whose wait is for late senders. */
+  hasLate: boolean;
 }
 
 /** The function columns that are waited-for collectives: a covered
- * collective that was called, or any function a rank waited before. */
+ * collective that was called, or any function but the late-sender ones a
+ * rank waited before. */
 function collectiveColumns(p: Profile): boolean[] {
-  return p.functions.map((f, k) => WAITED.has(f) || (p.totals[k]?.wait_ns ?? 0) > 0);
+  return p.functions.map((f, k) => !LATE_SENDER.has(f) && (WAITED.has(f) || (p.totals[k]?.wait_ns ?? 0) > 0));
 }
 
 /** Per-rank waits and who the others wait for; null without wait data. */
@@ -81,16 +87,19 @@ export function analyzeWaits(p: Profile, nodeOf: (rank: number) => string, inclu
   const counted = p.functions.map((f) => includeSetup || !SETUP_FUNCTIONS.includes(f));
   const ranks: RankWait[] = p.ranks.map((rank, i) => {
     let wait = 0;
+    let lateSender = 0;
     let own = 0;
     let other = 0;
-    p.functions.forEach((_, k) => {
-      wait += w[i]?.[k] ?? 0;
+    p.functions.forEach((f, k) => {
+      if (LATE_SENDER.has(f)) lateSender += w[i]?.[k] ?? 0;
+      else wait += w[i]?.[k] ?? 0;
       const t = p.time_ns[i]?.[k] ?? 0;
       if (coll[k]) own += t;
       else if (counted[k]) other += t;
     });
-    return { rank, node: nodeOf(rank), wait: wait / 1e9, own: own / 1e9, other: other / 1e9, beyond: 0 };
+    return { rank, node: nodeOf(rank), wait: wait / 1e9, lateSender: lateSender / 1e9, own: own / 1e9, other: other / 1e9, beyond: 0 };
   });
+  const hasLate = p.functions.some((f) => LATE_SENDER.has(f));
   // beyond_k = Σ_{W_j > W_k} (W_j − W_k): suffix sums over the waits sorted
   // ascending, so 100k ranks stay O(n log n).
   const order = ranks.map((_, i) => i).sort((a, b) => ranks[a]!.wait - ranks[b]!.wait || ranks[a]!.rank - ranks[b]!.rank);
@@ -112,12 +121,12 @@ export function analyzeWaits(p: Profile, nodeOf: (rank: number) => string, inclu
   // Waits that differ by under a millisecond or a tenth of the largest wait
   // name nobody: the last to arrive changes from call to call (or there is
   // one rank).
-  if (ranks.length < 2 || spread < Math.max(1e-3, 0.1 * max)) return { ranks, late: [], othersWaited: 0, spread };
+  if (ranks.length < 2 || spread < Math.max(1e-3, 0.1 * max)) return { ranks, late: [], othersWaited: 0, spread, hasLate };
   const late = order.filter((i) => ranks[i]!.wait - min <= 0.1 * spread).map((i) => ranks[i]!);
   const lateSet = new Set(late);
   const lateMean = late.reduce((a, r) => a + r.wait, 0) / late.length;
   const othersWaited = ranks.reduce((a, r) => (lateSet.has(r) ? a : a + Math.max(0, r.wait - lateMean)), 0);
-  return { ranks, late, othersWaited, spread };
+  return { ranks, late, othersWaited, spread, hasLate };
 }
 
 const who = (r: RankWait) => `${r.rank} (${r.node || "?"})`;
@@ -134,14 +143,14 @@ export function waitsView(p: Profile, nodeOf: (rank: number) => string, includeS
       h("code", {}, "netloom run --waits"),
       " (",
       h("code", {}, "NETLOOM_WAITS=1"),
-      ") or made no blocking collective call. Run it with waits to split each collective's time into waiting for the last rank and the collective itself.",
+      ") or made no blocking collective call and no MPI_Recv. Run it with waits to split each collective's time into waiting for the last rank and the collective itself, and each receive's into waiting for a late sender and the receive itself.",
     );
     el.dataset.waits = "0";
     return el;
   }
   const total = (f: (r: RankWait) => number) => a.ranks.reduce((s, r) => s + f(r), 0);
-  const [tw, to, tx] = [total((r) => r.wait), total((r) => r.own), total((r) => r.other)];
-  const mpi = tw + to + tx;
+  const [tw, tl, to, tx] = [total((r) => r.wait), total((r) => r.lateSender), total((r) => r.own), total((r) => r.other)];
+  const mpi = tw + tl + to + tx;
 
   let headline: HTMLElement;
   if (a.late.length === 0) {
@@ -166,11 +175,23 @@ export function waitsView(p: Profile, nodeOf: (rank: number) => string, includeS
     headline.dataset.late = a.late.map((r) => r.rank).join(",");
     headline.dataset.othersWaited = String(a.othersWaited);
   }
+  // The late senders: the rank that waited longest for its messages.
+  let lateHead: HTMLElement | null = null;
+  if (a.hasLate) {
+    const most = a.ranks.reduce((m, r) => (r.lateSender > m.lateSender ? r : m), a.ranks[0]!);
+    lateHead =
+      most.lateSender >= 1e-3
+        ? h("p", { class: "panel-note waits-late-sender" }, h("strong", {}, `Rank ${who(most)} waited longest for late senders`), `: ${seconds(most.lateSender)} in MPI_Recv until the message was sent; all ranks ${seconds(tl)}.`)
+        : h("p", { class: "panel-note waits-late-sender" }, `No rank waited for late senders: ${seconds(tl)} in all ranks' MPI_Recv before the message came.`);
+    lateHead.dataset.rank = String(most.rank);
+    lateHead.dataset.lateSender = String(tl);
+  }
   const explain = h(
     "p",
     { class: "panel-note hint" },
     "A rank's wait is its time in the barrier the agent puts before each blocking collective, until the last rank arrives: the rank that waits least arrives last, and the others wait for it. ",
-    `Over all ranks ${seconds(tw)} waiting, ${seconds(to)} in the collectives themselves, ${seconds(tx)} in other MPI calls (${fmt.pct(mpi > 0 ? (100 * tw) / mpi : 0)} of MPI time waiting).`,
+    a.hasLate ? "Its wait for late senders is its time in the probe the agent puts before each MPI_Recv, until the message it receives was sent. " : "",
+    `Over all ranks ${seconds(tw)} waiting before collectives, ${a.hasLate ? `${seconds(tl)} for late senders, ` : ""}${seconds(to)} in the collectives themselves, ${seconds(tx)} in other MPI calls (${fmt.pct(mpi > 0 ? (100 * (tw + tl)) / mpi : 0)} of MPI time waiting).`,
   );
 
   const col = (f: (r: RankWait) => number) => Float64Array.from(a.ranks, f);
@@ -178,10 +199,11 @@ export function waitsView(p: Profile, nodeOf: (rank: number) => string, includeS
     p.ranks,
     [
       { name: WAIT_SEGMENT, color: WAIT_COLOR, values: col((r) => r.wait) },
+      ...(a.hasLate ? [{ name: LATE_SEGMENT, color: LATE_COLOR, values: col((r) => r.lateSender) }] : []),
       { name: OWN_SEGMENT, color: PALETTE[0]!, values: col((r) => r.own) },
       { name: OTHER_SEGMENT, color: OTHER_COLOR, values: col((r) => r.other) },
     ],
-    "MPI time per rank: waiting before collectives, the collectives, other MPI",
+    `MPI time per rank: waiting before collectives, ${a.hasLate ? "waiting for late senders, " : ""}the collectives, other MPI`,
   );
   chart.classList.add("waits-chart");
 
@@ -199,9 +221,10 @@ export function waitsView(p: Profile, nodeOf: (rank: number) => string, includeS
       { key: "rank", label: "Rank", value: (r) => r.rank, numeric: true },
       { key: "node", label: "Node", value: (r) => r.node },
       { key: "wait", label: "Wait before collectives", value: (r) => r.wait, cell: (r) => seconds(r.wait), numeric: true, title: "Waiting for the last rank to arrive, all collectives" },
+      ...(a.hasLate ? [{ key: "late", label: "Late senders", value: (r: RankWait) => r.lateSender, cell: (r: RankWait) => seconds(r.lateSender), numeric: true, title: "Waiting in MPI_Recv for the message to be sent (w_recv)" }] : []),
       { key: "own", label: "Collectives (own)", value: (r) => r.own, cell: (r) => seconds(r.own), numeric: true, title: "The collectives' own time, every rank present" },
       { key: "other", label: "Other MPI", value: (r) => r.other, cell: (r) => seconds(r.other), numeric: true },
-      { key: "pct", label: "Waiting", value: (r) => share(r.wait, r.wait + r.own + r.other), cell: (r) => fmt.pct(share(r.wait, r.wait + r.own + r.other)), numeric: true, title: "Of the rank's MPI time" },
+      { key: "pct", label: "Waiting", value: (r) => waitShare(r), cell: (r) => fmt.pct(waitShare(r)), numeric: true, title: "Of the rank's MPI time, waiting before collectives or for late senders" },
       { key: "beyond", label: "Others waited longer", value: (r) => r.beyond, cell: (r) => seconds(r.beyond), numeric: true, title: "How much longer the other ranks waited than this one, summed: large for the ranks that arrive last" },
     ],
   });
@@ -248,6 +271,7 @@ export function waitsView(p: Profile, nodeOf: (rank: number) => string, includeS
     "div",
     { class: "waits" },
     headline,
+    ...(lateHead ? [lateHead] : []),
     explain,
     h("div", { class: "profile-box" }, chart),
     h("h3", { class: "sub-head" }, "Per rank, least wait first"),
@@ -262,6 +286,10 @@ export function waitsView(p: Profile, nodeOf: (rank: number) => string, includeS
 /** MPInside's column for the wait before a function: MPI_Allreduce → b_allreduce. */
 export function bName(f: string): string {
   return `b_${f.replace(/^MPI_/, "").toLowerCase()}`;
+}
+
+function waitShare(r: RankWait): number {
+  return share(r.wait + r.lateSender, r.wait + r.lateSender + r.own + r.other);
 }
 
 function share(part: number, whole: number): number {
