@@ -4,7 +4,9 @@
 package fabric
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -148,6 +150,14 @@ func ParsePortRef(s string) (PortRef, error) {
 }
 
 // Less orders ports by GUID, then port number.
+// comparePorts orders ports as Less does, for slices.SortFunc.
+func comparePorts(p, q PortRef) int {
+	if c := cmp.Compare(p.GUID, q.GUID); c != 0 {
+		return c
+	}
+	return cmp.Compare(p.Port, q.Port)
+}
+
 func (p PortRef) Less(q PortRef) bool {
 	if p.GUID != q.GUID {
 		return p.GUID < q.GUID
@@ -217,19 +227,18 @@ type Topology struct {
 // and links that name unknown nodes or a port twice.
 func NewTopology(nodes []Node, links []Link) (*Topology, error) {
 	t := &Topology{Nodes: nodes, Links: links}
-	sort.Slice(t.Nodes, func(i, j int) bool { return t.Nodes[i].GUID < t.Nodes[j].GUID })
+	slices.SortFunc(t.Nodes, func(a, b Node) int { return cmp.Compare(a.GUID, b.GUID) })
 	for i := range t.Links {
 		l := &t.Links[i]
 		if l.B.Less(l.A) {
 			l.A, l.B = l.B, l.A
 		}
 	}
-	sort.Slice(t.Links, func(i, j int) bool {
-		a, b := t.Links[i], t.Links[j]
-		if a.A != b.A {
-			return a.A.Less(b.A)
+	slices.SortFunc(t.Links, func(a, b Link) int {
+		if c := comparePorts(a.A, b.A); c != 0 {
+			return c
 		}
-		return a.B.Less(b.B)
+		return comparePorts(a.B, b.B)
 	})
 	if err := t.index(); err != nil {
 		return nil, err

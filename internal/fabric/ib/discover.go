@@ -198,7 +198,7 @@ func build(raw []rawNode) (*fabric.Topology, error) {
 		// a switch's port 0 or of the CA port itself.
 		var swCap uint32
 		if node.Type == fabric.Switch && len(n.ports) > 0 && n.ports[0] != nil {
-			swCap = field(n.ports[0].info, C.IB_PORT_CAPMASK_F)
+			swCap = uint32(portFieldsOf(n.ports[0]).capmask)
 		}
 		for i := 1; i <= node.Ports && i < len(n.ports); i++ {
 			p := n.ports[i]
@@ -215,15 +215,16 @@ func build(raw []rawNode) (*fabric.Topology, error) {
 			if !p.linked {
 				continue
 			}
+			f := portFieldsOf(p)
 			capMask := swCap
 			if node.Type != fabric.Switch {
-				capMask = field(p.info, C.IB_PORT_CAPMASK_F)
+				capMask = uint32(f.capmask)
 			}
 			l := fabric.NewLink(
 				fabric.PortRef{GUID: node.GUID, Port: i},
 				fabric.PortRef{GUID: fabric.GUID(p.remoteNode), Port: p.remotePort},
-				width(p), speed(p, capMask), state(p))
-			w, s := capable(p, capMask)
+				width(&f), speed(&f, capMask), state(&f))
+			w, s := capable(&f, capMask)
 			k := [2]fabric.PortRef{l.A, l.B}
 			if at, ok := seen[k]; ok {
 				// the other end: the link can do what both ends can
@@ -260,9 +261,24 @@ func field(info []byte, f C.enum_MAD_FIELDS) uint32 {
 	return uint32(C.mad_get_field(unsafe.Pointer(&info[0]), 0, f))
 }
 
+// portFieldsOf decodes what the topology needs of p's PortInfo (and
+// Mellanox ExtendedPortInfo) in one cgo call.
+func portFieldsOf(p *rawPort) C.struct_nl_port_fields {
+	var f C.struct_nl_port_fields
+	if len(p.info) < smpDataSize {
+		return f
+	}
+	var ext unsafe.Pointer
+	if len(p.extInfo) >= smpDataSize {
+		ext = unsafe.Pointer(&p.extInfo[0])
+	}
+	C.nl_port_fields(unsafe.Pointer(&p.info[0]), ext, &f)
+	return f
+}
+
 // width names PortInfo.LinkWidthActive the way ibnetdiscover prints it.
-func width(p *rawPort) string {
-	switch field(p.info, C.IB_PORT_LINK_WIDTH_ACTIVE_F) {
+func width(f *C.struct_nl_port_fields) string {
+	switch f.width_active {
 	case 1:
 		return "1X"
 	case 2:
@@ -283,9 +299,9 @@ const capHasExtSpeeds = 1 << 14
 // speed names the active link speed: an extended speed (FDR and later)
 // when the port supports and uses one, else FDR10 (Mellanox extended
 // PortInfo), else the base speed.
-func speed(p *rawPort, capMask uint32) string {
+func speed(f *C.struct_nl_port_fields, capMask uint32) string {
 	if capMask&capHasExtSpeeds != 0 {
-		switch field(p.info, C.IB_PORT_LINK_SPEED_EXT_ACTIVE_F) {
+		switch f.speed_ext_active {
 		case 1:
 			return "FDR"
 		case 2:
@@ -296,10 +312,10 @@ func speed(p *rawPort, capMask uint32) string {
 			return "NDR"
 		}
 	}
-	if field(p.extInfo, C.IB_MLNX_EXT_PORT_LINK_SPEED_ACTIVE_F) == 1 {
+	if f.mlnx_speed_active == 1 {
 		return "FDR10"
 	}
-	switch field(p.info, C.IB_PORT_LINK_SPEED_ACTIVE_F) {
+	switch f.speed_active {
 	case 1:
 		return "SDR"
 	case 2:
@@ -313,23 +329,29 @@ func speed(p *rawPort, capMask uint32) string {
 // Link widths and speeds, slowest first, by their PortInfo bit (IBA
 // 14.2.5.6: LinkWidthSupported/Enabled, LinkSpeedSupported/Enabled,
 // LinkSpeedExtSupported/Enabled).
+type bitName struct {
+	bit  C.uint32_t
+	name string
+}
+
 var (
 	widthOrder = []string{"1X", "2X", "4X", "8X", "12X"}
-	widthBits  = map[uint32]string{1: "1X", 2: "4X", 4: "8X", 8: "12X", 16: "2X"}
 	speedOrder = []string{"SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR"}
-	speedBits  = map[uint32]string{1: "SDR", 2: "DDR", 4: "QDR"}
-	extBits    = map[uint32]string{1: "FDR", 2: "EDR", 4: "HDR", 8: "NDR"}
+	// fastest first
+	widthBits = []bitName{{8, "12X"}, {4, "8X"}, {2, "4X"}, {16, "2X"}, {1, "1X"}}
+	speedBits = []bitName{{4, "QDR"}, {2, "DDR"}, {1, "SDR"}}
+	extBits   = []bitName{{8, "NDR"}, {4, "HDR"}, {2, "EDR"}, {1, "FDR"}}
 )
 
-// best is the fastest of the names whose bits are set in mask.
-func best(mask uint32, bits map[uint32]string, order []string) string {
-	top := ""
-	for b, name := range bits {
-		if mask&b != 0 && slices.Index(order, name) > slices.Index(order, top) {
-			top = name
+// best is the fastest of the names whose bits are set in mask (bits:
+// fastest first).
+func best(mask C.uint32_t, bits []bitName) string {
+	for _, b := range bits {
+		if mask&b.bit != 0 {
+			return b.name
 		}
 	}
-	return top
+	return ""
 }
 
 // lower is the slower of two names ("" when either is unknown).
@@ -347,14 +369,14 @@ func lower(a, b string, order []string) string {
 // and has enabled: extended speeds when its capability mask says so, else
 // FDR10 (Mellanox ExtendedPortInfo), else the base speeds. "" when the
 // port's PortInfo does not say.
-func capable(p *rawPort, capMask uint32) (string, string) {
-	w := best(field(p.info, C.IB_PORT_LINK_WIDTH_SUPPORTED_F)&field(p.info, C.IB_PORT_LINK_WIDTH_ENABLED_F), widthBits, widthOrder)
-	s := best(field(p.info, C.IB_PORT_LINK_SPEED_SUPPORTED_F)&field(p.info, C.IB_PORT_LINK_SPEED_ENABLED_F), speedBits, speedOrder)
-	if field(p.extInfo, C.IB_MLNX_EXT_PORT_LINK_SPEED_SUPPORTED_F)&field(p.extInfo, C.IB_MLNX_EXT_PORT_LINK_SPEED_ENABLED_F)&1 != 0 {
+func capable(f *C.struct_nl_port_fields, capMask uint32) (string, string) {
+	w := best(f.width_supported&f.width_enabled, widthBits)
+	s := best(f.speed_supported&f.speed_enabled, speedBits)
+	if f.mlnx_speed_supported&f.mlnx_speed_enabled&1 != 0 {
 		s = "FDR10"
 	}
 	if capMask&capHasExtSpeeds != 0 {
-		if ext := best(field(p.info, C.IB_PORT_LINK_SPEED_EXT_SUPPORTED_F)&field(p.info, C.IB_PORT_LINK_SPEED_EXT_ENABLED_F), extBits, speedOrder); ext != "" {
+		if ext := best(f.speed_ext_supported&f.speed_ext_enabled, extBits); ext != "" {
 			s = ext
 		}
 	}
@@ -364,8 +386,8 @@ func capable(p *rawPort, capMask uint32) (string, string) {
 	return w, s
 }
 
-func state(p *rawPort) string {
-	switch field(p.info, C.IB_PORT_STATE_F) {
+func state(f *C.struct_nl_port_fields) string {
+	switch f.state {
 	case 1:
 		return "Down"
 	case 2:

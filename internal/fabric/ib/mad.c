@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <infiniband/mad.h>
 #include <infiniband/umad.h>
 
 #define MAD_SIZE 256
@@ -304,4 +305,24 @@ void nl_unregister_others(struct nl_port *p)
 	for (id = 0; id < 64; id++)
 		if (id != p->agent_smi && id != p->agent_dr && id != p->agent_perf)
 			umad_unregister(p->fd, id);
+}
+
+void nl_port_fields(const void *info, const void *ext, struct nl_port_fields *f)
+{
+	void *i = (void *)info, *e = (void *)ext;
+
+	f->capmask = mad_get_field(i, 0, IB_PORT_CAPMASK_F);
+	f->state = mad_get_field(i, 0, IB_PORT_STATE_F);
+	f->width_active = mad_get_field(i, 0, IB_PORT_LINK_WIDTH_ACTIVE_F);
+	f->width_supported = mad_get_field(i, 0, IB_PORT_LINK_WIDTH_SUPPORTED_F);
+	f->width_enabled = mad_get_field(i, 0, IB_PORT_LINK_WIDTH_ENABLED_F);
+	f->speed_active = mad_get_field(i, 0, IB_PORT_LINK_SPEED_ACTIVE_F);
+	f->speed_supported = mad_get_field(i, 0, IB_PORT_LINK_SPEED_SUPPORTED_F);
+	f->speed_enabled = mad_get_field(i, 0, IB_PORT_LINK_SPEED_ENABLED_F);
+	f->speed_ext_active = mad_get_field(i, 0, IB_PORT_LINK_SPEED_EXT_ACTIVE_F);
+	f->speed_ext_supported = mad_get_field(i, 0, IB_PORT_LINK_SPEED_EXT_SUPPORTED_F);
+	f->speed_ext_enabled = mad_get_field(i, 0, IB_PORT_LINK_SPEED_EXT_ENABLED_F);
+	f->mlnx_speed_active = e ? mad_get_field(e, 0, IB_MLNX_EXT_PORT_LINK_SPEED_ACTIVE_F) : 0;
+	f->mlnx_speed_supported = e ? mad_get_field(e, 0, IB_MLNX_EXT_PORT_LINK_SPEED_SUPPORTED_F) : 0;
+	f->mlnx_speed_enabled = e ? mad_get_field(e, 0, IB_MLNX_EXT_PORT_LINK_SPEED_ENABLED_F) : 0;
 }

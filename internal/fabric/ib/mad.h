@@ -76,4 +76,19 @@ int nl_batch(struct nl_port *p, struct nl_query *q, int n, int window,
  * another thread. Set 0 before starting a batch. */
 void nl_set_cancel(struct nl_port *p, int v);
 
+/* The PortInfo (and Mellanox ExtendedPortInfo) fields the topology needs,
+ * decoded by libibmad in one call per port: a cgo call per field was a
+ * third of loading a 6,400-host cache. */
+struct nl_port_fields {
+	uint32_t capmask, state;
+	uint32_t width_active, width_supported, width_enabled;
+	uint32_t speed_active, speed_supported, speed_enabled;
+	uint32_t speed_ext_active, speed_ext_supported, speed_ext_enabled;
+	uint32_t mlnx_speed_active, mlnx_speed_supported, mlnx_speed_enabled; /* 0 without ext */
+};
+
+/* nl_port_fields decodes info (a PortInfo, 64 bytes) and ext (a Mellanox
+ * ExtendedPortInfo, or NULL) into f. */
+void nl_port_fields(const void *info, const void *ext, struct nl_port_fields *f);
+
 #endif
