@@ -21,6 +21,13 @@
 //
 // Each time is the best of --runs. It prints one row per fabric and the
 // per-node and per-port costs, so growth with the fabric's size shows.
+//
+// --pin CPU runs every timed command on both sides under `taskset -c CPU`.
+// Under umad2sim each client process has a helper thread that reads ibsim's
+// replies and wakes the thread that asked; when the scheduler puts the two
+// on different CPUs every reply costs a cross-CPU wake-up, and a 6,400-host
+// sweep takes 0.19 or 0.38 s depending on where the threads landed. Pinned,
+// both sides run the way they would on one core, and the noise goes.
 // Usage:
 //
 //	go run ./bench/fabric --hosts 800,3200,6400 --netloom bin/netloom
@@ -54,6 +61,7 @@ func main() {
 	bin := flag.String("netloom", "bin/netloom", "netloom binary")
 	runs := flag.Int("runs", 3, "runs of each command (best is reported)")
 	parallel := flag.Int("parallel", 0, "netloom sweep --parallel (0: its default)")
+	flag.StringVar(&pin, "pin", "", "run every timed command, netloom's and the diags', under taskset -c `CPU` (see the package comment)")
 	flag.Parse()
 	abs, err := filepath.Abs(*bin)
 	if err != nil {
@@ -61,6 +69,9 @@ func main() {
 	}
 	if b, err := os.ReadFile("/proc/sys/net/unix/max_dgram_qlen"); err == nil {
 		fmt.Printf("# net.unix.max_dgram_qlen = %s", b)
+	}
+	if pin != "" {
+		fmt.Printf("# every timed command under taskset -c %s\n", pin)
 	}
 	fmt.Printf("%-24s %7s %7s | %9s %9s %6s %9s %6s %9s %6s | %9s %9s %6s | %9s %9s %6s %7s %7s %7s | %7s %8s | %7s %7s\n",
 		"fabric", "nodes", "ports",
@@ -96,14 +107,21 @@ func fail(err error) {
 	os.Exit(1)
 }
 
+// pin is --pin: the CPU list every timed command is pinned to, or "".
+var pin string
+
 // timed runs a whole command on the fabric runs times and returns the
 // best wall time and the last standard output.
 func timed(ctx context.Context, f *ibsim.Fabric, runs int, name string, args ...string) (time.Duration, []byte, error) {
 	best := time.Duration(1 << 62)
 	var out []byte
+	cmd, cmdArgs := name, args
+	if pin != "" {
+		cmd, cmdArgs = "taskset", append([]string{"-c", pin, name}, args...)
+	}
 	for i := 0; i < runs; i++ {
 		start := time.Now()
-		o, err := f.Run(ctx, name, args...)
+		o, err := f.Run(ctx, cmd, cmdArgs...)
 		took := time.Since(start)
 		var exit *exec.ExitError
 		// ibqueryerrors exits 1 when it finds errors; the time still counts.
