@@ -34,6 +34,9 @@ type Options struct {
 	// Behind, when set, says whether and why the daemon is falling behind
 	// (nil: it keeps up); /api/v1/status shows it to everyone.
 	Behind func() *Behind
+	// Role is the daemon's role ("collector" or "api"), in /api/v1/status
+	// for everyone: the UI leaves out what an API daemon does not serve.
+	Role string
 }
 
 // Behind is the daemon falling behind its input: since when, and why.
@@ -289,6 +292,9 @@ func (s *Server) latest(ctx context.Context, v *view) (map[fabric.PortRef]*fabri
 
 func (s *Server) status(r *http.Request) (any, error) {
 	out := map[string]any{"time": time.Now()}
+	if s.opt.Role != "" {
+		out["role"] = s.opt.Role
+	}
 	if s.opt.Behind != nil {
 		if b := s.opt.Behind(); b != nil {
 			out["behind"] = b

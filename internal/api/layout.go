@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,6 +40,10 @@ type Layout struct {
 	Edges    []int32   `json:"edges"`
 	Ports    []uint8   `json:"ports"`
 	Capacity []float32 `json:"capacity"` // bytes/s one direction, per link
+	// Fabrics names the fabrics of a view of several (docs/postgres.md)
+	// and Fabric[i] is node i's index in it; both absent with one fabric.
+	Fabrics []string `json:"fabrics,omitempty"`
+	Fabric  []uint16 `json:"fabric,omitempty"`
 	// Millis is how long the layout took to compute.
 	Millis float64 `json:"compute_ms"`
 }
@@ -150,6 +155,12 @@ func ComputeLayout(t *fabric.Topology) *Layout {
 		l.Type[i] = uint8(nd.Type)
 		l.LID[i] = uint16(nd.LID)
 		l.Group[i] = -1
+	}
+	if names := t.Fabrics(); len(names) > 0 {
+		l.Fabrics, l.Fabric = names, make([]uint16, n)
+		for i := range t.Nodes {
+			l.Fabric[i] = uint16(slices.Index(names, t.Nodes[i].Fabric))
+		}
 	}
 	adj := make([][]int32, n)
 	for j, lk := range t.Links {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -381,9 +382,20 @@ func TestCollectorsFabrics(t *testing.T) {
 		if by["east ca a"] != 8 || by["west ca b"] != 8 || by["east switch a"] != 6 || by["west switch b"] != 6 {
 			t.Errorf("%s: nodes by fabric, type and first letter %v; want a* in east, b* in west", d.base, by)
 		}
-		var lay struct{ GUID []string }
+		var lay struct {
+			GUID, Name, Fabrics []string
+			Fabric              []int
+		}
 		if d.get("/api/v1/fabric/layout", &lay); len(lay.GUID) != len(nodes.Nodes) {
 			t.Errorf("%s: the map lays out %d nodes, want %d", d.base, len(lay.GUID), len(nodes.Nodes))
+		} else if !slices.Equal(lay.Fabrics, []string{"east", "west"}) || len(lay.Fabric) != len(lay.GUID) {
+			t.Errorf("%s: the map's fabrics %v, %d node indexes; want [east west] and one per node", d.base, lay.Fabrics, len(lay.Fabric))
+		} else {
+			for i, name := range lay.Name {
+				if want := map[byte]string{'a': "east", 'b': "west"}[name[0]]; lay.Fabrics[lay.Fabric[i]] != want {
+					t.Errorf("%s: the map puts %s in fabric %s, want %s", d.base, name, lay.Fabrics[lay.Fabric[i]], want)
+				}
+			}
 		}
 		d.waitFor(func() bool {
 			var top struct {

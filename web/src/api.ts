@@ -131,6 +131,8 @@ export interface FabricNode {
   description: string;
   lid: number;
   ports: number;
+  /** The node's fabric, in a view of several (docs/postgres.md). */
+  fabric?: string;
 }
 
 export interface Direction {
@@ -245,6 +247,9 @@ export interface Layout {
   ports: number[];
   capacity: number[];
   compute_ms: number;
+  /** A view of several fabrics: their names, and each node's index in them. */
+  fabrics?: string[];
+  fabric?: number[];
 }
 
 export interface SweepMessage {

@@ -19,6 +19,8 @@ export interface Behind {
 export interface StatusBrief {
   time: string;
   behind?: Behind;
+  /** "collector" or "api" (`netloom serve --role api`: no alerts there). */
+  role?: string;
 }
 
 export function behindBanner(): { el: HTMLElement; setActive: (on: boolean) => void; refresh: () => void } {

@@ -5,6 +5,7 @@ import { currentSession, get, isAdmin, loginHref, onSession } from "./api";
 import type { Session } from "./api";
 import { canSignOut, logout } from "./auth";
 import { behindBanner } from "./banner";
+import type { StatusBrief } from "./banner";
 import { h } from "./dom";
 import { lastSweep, onStreamStatus, onSweep } from "./live";
 import { redirect } from "./router";
@@ -53,7 +54,12 @@ export function header(): { el: HTMLElement; setNav: (nav: string) => void } {
     } else if (!alertBadge.isConnected) alertsLink.append(badgeGap, alertBadge);
   };
   let alertTimer: ReturnType<typeof setInterval> | null = null;
+  // An API daemon (`netloom serve --role api`) keeps no alerts (the
+  // collectors evaluate them): its header has no Alerts link to poll.
+  // null until /status has said which the daemon is.
+  let noAlerts: boolean | null = null;
   const pollAlerts = () =>
+    noAlerts !== false ||
     get<{ firing: number }>("/alerts", { state: "firing", limit: 1 })
       .then((r) => showBadge(r.firing))
       .catch(() => {
@@ -113,8 +119,20 @@ export function header(): { el: HTMLElement; setNav: (nav: string) => void } {
     alertTimer = null;
     showBadge(0);
     if (s) {
-      pollAlerts();
-      alertTimer = setInterval(pollAlerts, ALERT_POLL_MS);
+      void get<StatusBrief>("/status")
+        .then((st) => {
+          noAlerts = st.role === "api";
+          alertsLink.hidden = noAlerts;
+        })
+        .catch(() => {
+          noAlerts = false; // polled as on a collector; the alerts page says what failed
+        })
+        .finally(() => {
+          if (currentSession() !== s) return;
+          if (alertTimer) clearInterval(alertTimer);
+          pollAlerts();
+          alertTimer = setInterval(pollAlerts, ALERT_POLL_MS);
+        });
     }
     paint();
   };

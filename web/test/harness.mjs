@@ -191,12 +191,13 @@ async function startIbsim(bin, dir, hosts, radix) {
  * (`--users`); the harness itself signs in as the first admin, so api()
  * keeps working, and `login(name, password)` gives a cookie for others. */
 export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", sweep = "500ms", sweeps = 3, args = [], accounts = null } = {}) {
+  // fabric null: no --fabric (an API daemon, `--role api`); sweeps 0: ready once it answers.
   const bin = netloomBin;
   if (!existsSync(bin)) throw new Error(`${bin} not found: run make build (or set NETLOOM_BIN)`);
   const dir = mkdtempSync(join(tmpdir(), "netloom-web-"));
   let ibsim = null;
   let env = process.env;
-  if (fabric.startsWith("ibsim:")) {
+  if (fabric?.startsWith("ibsim:")) {
     const [hosts, radix] = fabric.slice("ibsim:".length).split(",").map(Number);
     ibsim = await startIbsim(bin, dir, hosts, radix);
     env = { ...process.env, ...ibsim.env };
@@ -219,7 +220,7 @@ export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", s
   const login = (name, password) => signIn(base, name, password);
   // No agent socket unless asked: tests never touch the default port or address file.
   if (!args.includes("--agent-listen")) args = [...args, "--agent-listen", "off", "--agent-address-file", "-"];
-  const proc = spawn(bin, ["serve", "--fabric", fabric, "--db", join(dir, "netloom.db"), "--listen", `127.0.0.1:${port}`, "--sweep-interval", sweep, ...authArgs, ...args], {
+  const proc = spawn(bin, ["serve", ...(fabric ? ["--fabric", fabric] : []), "--db", join(dir, "netloom.db"), "--listen", `127.0.0.1:${port}`, "--sweep-interval", sweep, ...authArgs, ...args], {
     cwd: dir,
     env,
     stdio: ["ignore", "pipe", "pipe"],
@@ -241,7 +242,7 @@ export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", s
     try {
       if (admin && !cookie) cookie = (await login(admin.name, admin.password)).cookie;
       const st = await (await fetch(`${base}/api/v1/status`, { headers: cookie ? { Cookie: cookie } : {} })).json();
-      if ((st.sweep?.count ?? 0) >= sweeps) break;
+      if ((st.sweep?.count ?? 0) >= sweeps || (sweeps === 0 && st)) break;
     } catch {
       /* not listening yet */
     }
@@ -324,4 +325,34 @@ export async function newPage(browser, errors, context = null) {
 export function shot(page, name) {
   mkdirSync(resultsDir, { recursive: true });
   return page.screenshot({ path: join(resultsDir, `${name}.png`), fullPage: name !== "network" });
+}
+
+/** Starts a private PostgreSQL server with test/postgres/cmd/pg-up (built
+ * here; Debian's postgresql, as the Go tests use) and resolves with
+ * { url, stop } once its empty database is ready. */
+export async function startPostgres() {
+  const dir = mkdtempSync(join(tmpdir(), "netloom-pg-"));
+  const up = join(dir, "pg-up");
+  execFileSync("go", ["build", "-o", up, "./test/postgres/cmd/pg-up"], { cwd: resolve(webDir, ".."), stdio: "ignore" });
+  const proc = spawn(up, [], { stdio: ["pipe", "pipe", "pipe"] });
+  let out = "";
+  proc.stderr.on("data", (d) => (out += d));
+  const exited = new Promise((r) => proc.once("exit", r));
+  const url = await new Promise((res, rej) => {
+    let line = "";
+    proc.stdout.on("data", (d) => {
+      line += d;
+      if (line.includes("\n")) res(line.trim());
+    });
+    proc.once("exit", (code) => rej(new Error(`pg-up exited ${code}:\n${out}`)));
+  });
+  return {
+    url,
+    async stop() {
+      proc.stdin.end(); // pg-up stops the server when its input closes
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 15_000))]);
+      if (proc.exitCode === null) proc.kill("SIGKILL");
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

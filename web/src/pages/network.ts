@@ -108,6 +108,8 @@ export async function networkPage(ctx: PageContext): Promise<void> {
   }
 
   const layout = normalizeLayout(await get<Layout>("/fabric/layout", atParams(t), signal));
+  /** " · fabric NAME" for node i in a view of several fabrics, else "". */
+  const fabricOf = (i: number): string => (layout.fabrics && layout.fabric ? ` · fabric ${layout.fabrics[layout.fabric[i] ?? 0] ?? "?"}` : "");
   if (signal.aborted) return;
   const n = layout.x.length;
   const m = layout.edges.length / 2;
@@ -316,7 +318,7 @@ export async function networkPage(ctx: PageContext): Promise<void> {
       return;
     }
     const i = d.i as number;
-    info.textContent = `${layout.name[i]} · ${layout.type[i] === 1 ? "switch, level " + layout.level[i] : "host"} · GUID ${layout.guid[i]} · LID ${layout.lid[i]}${hasError(i) ? " · errors in the last sweep" : ""}`;
+    info.textContent = `${layout.name[i]} · ${layout.type[i] === 1 ? "switch, level " + layout.level[i] : "host"}${fabricOf(i)} · GUID ${layout.guid[i]} · LID ${layout.lid[i]}${hasError(i) ? " · errors in the last sweep" : ""}`;
   });
   renderer.on("enterEdge", ({ edge }) => {
     hoveredEdge = edge;
@@ -391,7 +393,7 @@ export async function networkPage(ctx: PageContext): Promise<void> {
       const p = renderer.getNodeDisplayData(String(i));
       if (p) void camera.animate({ x: p.x, y: p.y, ratio: layout.level[i] === 0 ? EXPAND_RATIO / 3 : Math.min(camera.ratio, 0.3) }, { duration: 400 });
       info.replaceChildren(
-        `${layout.name[i]} · GUID ${layout.guid[i]} · LID ${layout.lid[i]} · `,
+        `${layout.name[i]}${fabricOf(i)} · GUID ${layout.guid[i]} · LID ${layout.lid[i]} · `,
         link(`/nodes/${layout.guid[i]}${timeQuery(t)}`, "open node page"),
       );
     }
@@ -407,7 +409,7 @@ export async function networkPage(ctx: PageContext): Promise<void> {
             "button",
             { type: "button", role: "option", onclick: () => select(i) },
             h("strong", {}, layout.name[i]!),
-            ` ${layout.type[i] === 1 ? "switch" : "host"} · LID ${layout.lid[i]} · ${layout.guid[i]}`,
+            ` ${layout.type[i] === 1 ? "switch" : "host"}${fabricOf(i)} · LID ${layout.lid[i]} · ${layout.guid[i]}`,
           ),
         ),
       ),

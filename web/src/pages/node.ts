@@ -31,7 +31,7 @@ export async function nodePage(ctx: PageContext): Promise<void> {
     const r = await get<NodeResponse>(`/nodes/${encodeURIComponent(key)}`, atParams(t), signal);
     const n = r.node;
     title.textContent = n.description;
-    sub.replaceChildren(`${n.type === "switch" ? "Switch" : n.type === "ca" ? "Host channel adapter" : "Router"} · GUID `, h("code", {}, n.guid), ` · LID ${n.lid} · ${n.ports} ports`);
+    sub.replaceChildren(`${n.type === "switch" ? "Switch" : n.type === "ca" ? "Host channel adapter" : "Router"}${n.fabric ? ` · fabric ${n.fabric}` : ""} · GUID `, h("code", {}, n.guid), ` · LID ${n.lid} · ${n.ports} ports`);
     const linked = r.ports.filter((p) => p.link);
     const rate = (p: NodePort, c: string) => p.rates?.[c] ?? NaN;
     const errs = (p: NodePort) => (p.rates ? ERROR_COUNTERS.reduce((s, c) => s + (p.rates![c] ?? 0), 0) : NaN);
