@@ -217,3 +217,27 @@ func TestCheckTracesRefuses(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCheckActions feeds trace text that the agent did not write to the
+// checker `netloom model` runs before SMPI: it must accept or refuse every
+// input without a panic, refusals naming the line, and count only sizes
+// it could read.
+func FuzzCheckActions(f *testing.F) {
+	f.Add("0 init\n0 send 1 0 1024\n0 irecv 1 0 8\n0 wait 1 0 0\n0 compute 1e6\n0 allreduce 8 1e3\n0 finalize\n")
+	f.Add("0 recv -1 0 10\n")
+	f.Add("0 send 9 0 10\n")
+	f.Add("0 send 1 0 lots\n")
+	f.Add("1 send 0 0 1\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		sent := map[int]uint64{}
+		err := checkActions(strings.NewReader(text), "rank-0.ti", 0, 2, sent)
+		if err != nil && !strings.HasPrefix(err.Error(), "rank-0.ti") {
+			t.Errorf("the error does not name the trace: %v", err)
+		}
+		for peer := range sent {
+			if peer < 0 || peer >= 2 {
+				t.Errorf("bytes counted for rank %d of 2", peer)
+			}
+		}
+	})
+}

@@ -334,7 +334,13 @@ func checkTrace(path string, rank, ranks int, sent map[int]uint64) error {
 		return err
 	}
 	defer done()
-	sc := bufio.NewScanner(z)
+	return checkActions(z, path, rank, ranks, sent)
+}
+
+// checkActions reads rank's trace actions from r (named path in errors),
+// adding the bytes each send carries to sent by destination.
+func checkActions(r io.Reader, path string, rank, ranks int, sent map[int]uint64) error {
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	n := 0
 	for sc.Scan() {

@@ -24,14 +24,16 @@ const childVar = "NETLOOM_IBSIM_FABRIC"
 //	func TestMain(m *testing.M) { os.Exit(ibsim.TestMain(m, "testdata/fattree.net", ibsim.Options{})) }
 //
 // When ibsim or OpenSM are missing the tests run without a fabric and
-// Attached skips them with the reason.
+// Attached skips them with the reason. Fuzzing (-test.fuzz, and the
+// fuzzer's workers) runs without one too: fuzz targets decode bytes, and
+// each worker preloaded with umad2sim would be one of ibsim's 10 clients.
 func TestMain(m *testing.M, netfile string, opt Options) int {
 	if os.Getenv(childVar) != "" {
 		code := m.Run()
 		RemoveSysTree()
 		return code
 	}
-	if Missing() != "" {
+	if Missing() != "" || fuzzing() {
 		return m.Run()
 	}
 	f, err := Start(context.Background(), netfile, opt)
@@ -94,4 +96,15 @@ func Attached(t testing.TB) *Fabric {
 		t.Fatalf("ibsim: %v (call ibsim.TestMain from the package's TestMain)", err)
 	}
 	return f
+}
+
+// fuzzing tells whether this test binary runs a fuzz target or is one of
+// the fuzzer's workers.
+func fuzzing() bool {
+	for _, a := range os.Args[1:] {
+		if strings.HasPrefix(a, "-test.fuzz=") || strings.HasPrefix(a, "-test.fuzzworker") {
+			return true
+		}
+	}
+	return false
 }
