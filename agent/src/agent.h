@@ -14,10 +14,10 @@ struct nl_region {
 	char name[NL_NAME_MAX];
 	int depth;             /* nesting of begin/end with this name */
 	uint64_t entries;
-	uint64_t time_ns, mpi_ticks;
+	uint64_t time_ns, mpi_ticks, wait_ticks; /* wait_ticks: NETLOOM_WAITS, of mpi_ticks */
 	uint64_t bytes[NL_NCLASS], msgs[NL_NCLASS];
 	/* values when the outermost begin happened */
-	uint64_t t0_ns, mpi_t0;
+	uint64_t t0_ns, mpi_t0, wait_t0;
 	uint64_t bytes0[NL_NCLASS], msgs0[NL_NCLASS];
 };
 
@@ -88,7 +88,7 @@ void nl_trace_write(const char *dir); /* after the final report, beside the prof
 uint64_t nl_fn_ticks(int f);
 int64_t nl_unix_ns(void);
 double nl_ns_per_tick(void);
-void nl_totals(uint64_t bytes[NL_NCLASS], uint64_t msgs[NL_NCLASS], uint64_t *mpi_ticks);
+void nl_totals(uint64_t bytes[NL_NCLASS], uint64_t msgs[NL_NCLASS], uint64_t *mpi_ticks, uint64_t *wait_ticks);
 
 /* report.c */
 void nl_report_start(void);  /* starts the helper thread */

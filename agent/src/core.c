@@ -1019,7 +1019,7 @@ void mca_common_monitoring_record_osc(int world_rank, size_t data_size, int dire
 
 /* ------------------------------------------------- regions */
 
-void nl_totals(uint64_t bytes[NL_NCLASS], uint64_t msgs[NL_NCLASS], uint64_t *mpi_ticks)
+void nl_totals(uint64_t bytes[NL_NCLASS], uint64_t msgs[NL_NCLASS], uint64_t *mpi_ticks, uint64_t *wait_ticks)
 {
 	for (int c = 0; c < NL_NCLASS; c++)
 		bytes[c] = msgs[c] = 0;
@@ -1028,10 +1028,14 @@ void nl_totals(uint64_t bytes[NL_NCLASS], uint64_t msgs[NL_NCLASS], uint64_t *mp
 			bytes[c] += __atomic_load_n(&nl_peers[i].bytes[c], __ATOMIC_RELAXED);
 			msgs[c] += __atomic_load_n(&nl_peers[i].msgs[c], __ATOMIC_RELAXED);
 		}
-	uint64_t t = 0;
-	for (int f = 0; f < NL_NFUNCS; f++)
-		t += nl_fn_ticks(f) + __atomic_load_n(&nl_fns[f].wait, __ATOMIC_RELAXED);
+	uint64_t t = 0, w = 0;
+	for (int f = 0; f < NL_NFUNCS; f++) {
+		uint64_t wf = __atomic_load_n(&nl_fns[f].wait, __ATOMIC_RELAXED);
+		t += nl_fn_ticks(f) + wf;
+		w += wf;
+	}
 	*mpi_ticks = t;
+	*wait_ticks = w;
 }
 
 static int region_index(const char *name)
@@ -1054,7 +1058,7 @@ static void region_begin(int i)
 		return;
 	r->entries++;
 	r->t0_ns = nl_mono_ns();
-	nl_totals(r->bytes0, r->msgs0, &r->mpi_t0);
+	nl_totals(r->bytes0, r->msgs0, &r->mpi_t0, &r->wait_t0);
 }
 
 static void region_end(int i)
@@ -1062,10 +1066,11 @@ static void region_end(int i)
 	struct nl_region *r = &nl_agent.regions[i];
 	if (r->depth == 0 || --r->depth > 0)
 		return;
-	uint64_t b[NL_NCLASS], m[NL_NCLASS], t;
-	nl_totals(b, m, &t);
+	uint64_t b[NL_NCLASS], m[NL_NCLASS], t, w;
+	nl_totals(b, m, &t, &w);
 	r->time_ns += nl_mono_ns() - r->t0_ns;
 	r->mpi_ticks += t > r->mpi_t0 ? t - r->mpi_t0 : 0; /* sampled estimates may step back */
+	r->wait_ticks += w - r->wait_t0;                     /* exact: every wait is timed */
 	for (int c = 0; c < NL_NCLASS; c++) {
 		r->bytes[c] += b[c] - r->bytes0[c];
 		r->msgs[c] += m[c] - r->msgs0[c];

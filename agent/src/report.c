@@ -341,6 +341,9 @@ static int take(struct snapshot *s, int final, int all_peers)
 		/* sampled times are estimates: one thread cannot be in MPI longer than the region */
 		if (!nl_mt && r->mpi_time_ns > r->time_ns)
 			r->mpi_time_ns = r->time_ns;
+		r->wait_ns = (uint64_t)((double)regs[i].wait_ticks * npt);
+		if (r->wait_ns > r->mpi_time_ns)
+			r->wait_ns = r->mpi_time_ns;
 		r->p2p = traffic(&s->rtraffic[3 * i], regs[i].bytes[NL_P2P], regs[i].msgs[NL_P2P]);
 		r->coll = traffic(&s->rtraffic[3 * i + 1], regs[i].bytes[NL_COLL], regs[i].msgs[NL_COLL]);
 		r->rma = traffic(&s->rtraffic[3 * i + 2], regs[i].bytes[NL_RMA], regs[i].msgs[NL_RMA]);

@@ -591,6 +591,7 @@ func BuildRegions(j *store.Job) []RegionTotal {
 			t.Entries += r.Entries
 			t.TimeNS += r.TimeNS
 			t.MPITimeNS += r.MPITimeNS
+			t.WaitNS += r.WaitNS
 			t.Classes = t.Classes.Add(r.Classes)
 			t.Ranks = append(t.Ranks, p.Rank)
 			t.PerRank = append(t.PerRank, r)

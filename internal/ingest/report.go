@@ -319,9 +319,18 @@ func WriteText(w io.Writer, r *Report) error {
 	if len(r.Regions) > 0 {
 		fmt.Fprintf(bw, "\nRegions\n")
 		tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "region\tranks\tentries\ttime (s)\tMPI time (s)\tbytes sent\t")
+		waits := len(r.Profile.WaitNS) > 0
+		fmt.Fprint(tw, "region\tranks\tentries\ttime (s)\tMPI time (s)\t")
+		if waits {
+			fmt.Fprint(tw, "wait (s)\t")
+		}
+		fmt.Fprintln(tw, "bytes sent\t")
 		for _, g := range r.Regions {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%.4f\t%.4f\t%d\t\n", g.Name, len(g.Ranks), g.Entries, float64(g.TimeNS)/1e9, float64(g.MPITimeNS)/1e9, g.Classes.Total().Bytes)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.4f\t%.4f\t", g.Name, len(g.Ranks), g.Entries, float64(g.TimeNS)/1e9, float64(g.MPITimeNS)/1e9)
+			if waits {
+				fmt.Fprintf(tw, "%.4f\t", float64(g.WaitNS)/1e9)
+			}
+			fmt.Fprintf(tw, "%d\t\n", g.Classes.Total().Bytes)
 		}
 		tw.Flush()
 	}

@@ -555,7 +555,7 @@ func (t *Tracker) mergeChunk(j *jobState, pend *pending, d *Datagram, prev *stor
 			name = prev.Regions[i].Name
 		}
 		p.Regions = append(p.Regions, store.Region{Name: t.like(r.Name, name), Entries: r.Entries, TimeNS: r.TimeNs, MPITimeNS: r.MpiTimeNs,
-			Classes: store.Classes{P2P: traffic(r.P2P), Coll: traffic(r.Coll), RMA: traffic(r.Rma)}})
+			WaitNS: r.WaitNs, Classes: store.Classes{P2P: traffic(r.P2P), Coll: traffic(r.Coll), RMA: traffic(r.Rma)}})
 	}
 	// The decoder made the rows; a one-chunk snapshot keeps them.
 	if pend.rows.n == 0 {

@@ -227,6 +227,9 @@ type Region struct {
 	Entries   uint64 `json:"entries"`
 	TimeNS    uint64 `json:"time_ns"`
 	MPITimeNS uint64 `json:"mpi_time_ns"`
+	// WaitNS is, of the MPI time, the waits NETLOOM_WAITS times (before
+	// collectives, for late senders) inside the region.
+	WaitNS uint64 `json:"wait_ns,omitempty"`
 	Classes
 }
 

@@ -704,9 +704,10 @@ type FunctionStat struct {
 	TimeNs        uint64                 `protobuf:"varint,3,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"` // total time inside the call
 	BytesSent     uint64                 `protobuf:"varint,4,opt,name=bytes_sent,json=bytesSent,proto3" json:"bytes_sent,omitempty"`
 	BytesReceived uint64                 `protobuf:"varint,5,opt,name=bytes_received,json=bytesReceived,proto3" json:"bytes_received,omitempty"`
-	// With NETLOOM_WAITS=1, blocking collectives only: time in a barrier the
+	// With NETLOOM_WAITS=1, blocking collectives: time in a barrier the
 	// agent put before each call, waiting for the last rank to arrive (load
-	// imbalance); time_ns is then the collective's own time, without it.
+	// imbalance); MPI_Recv: time in a probe before it, waiting for a late
+	// sender. time_ns is then the call's own time, without it.
 	WaitNs        uint64 `protobuf:"varint,6,opt,name=wait_ns,json=waitNs,proto3" json:"wait_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -791,10 +792,11 @@ type Region struct {
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Entries       uint64                 `protobuf:"varint,2,opt,name=entries,proto3" json:"entries,omitempty"`
 	TimeNs        uint64                 `protobuf:"varint,3,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"`            // wall time inside
-	MpiTimeNs     uint64                 `protobuf:"varint,4,opt,name=mpi_time_ns,json=mpiTimeNs,proto3" json:"mpi_time_ns,omitempty"` // MPI time inside
+	MpiTimeNs     uint64                 `protobuf:"varint,4,opt,name=mpi_time_ns,json=mpiTimeNs,proto3" json:"mpi_time_ns,omitempty"` // MPI time inside, waits included
 	P2P           *Traffic               `protobuf:"bytes,5,opt,name=p2p,proto3" json:"p2p,omitempty"`
 	Coll          *Traffic               `protobuf:"bytes,6,opt,name=coll,proto3" json:"coll,omitempty"`
 	Rma           *Traffic               `protobuf:"bytes,7,opt,name=rma,proto3" json:"rma,omitempty"`
+	WaitNs        uint64                 `protobuf:"varint,8,opt,name=wait_ns,json=waitNs,proto3" json:"wait_ns,omitempty"` // NETLOOM_WAITS: of the MPI time, the waits (Function.wait_ns) inside
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -876,6 +878,13 @@ func (x *Region) GetRma() *Traffic {
 		return x.Rma
 	}
 	return nil
+}
+
+func (x *Region) GetWaitNs() uint64 {
+	if x != nil {
+		return x.WaitNs
+	}
+	return 0
 }
 
 var File_netloom_agent_v1_agent_proto protoreflect.FileDescriptor
@@ -963,7 +972,7 @@ const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"bytes_sent\x18\x04 \x01(\x04R\tbytesSent\x12%\n" +
 	"\x0ebytes_received\x18\x05 \x01(\x04R\rbytesReceived\x12\x17\n" +
-	"\await_ns\x18\x06 \x01(\x04R\x06waitNs\"\xf8\x01\n" +
+	"\await_ns\x18\x06 \x01(\x04R\x06waitNs\"\x91\x02\n" +
 	"\x06Region\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aentries\x18\x02 \x01(\x04R\aentries\x12\x17\n" +
@@ -971,7 +980,8 @@ const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"\vmpi_time_ns\x18\x04 \x01(\x04R\tmpiTimeNs\x12+\n" +
 	"\x03p2p\x18\x05 \x01(\v2\x19.netloom.agent.v1.TrafficR\x03p2p\x12-\n" +
 	"\x04coll\x18\x06 \x01(\v2\x19.netloom.agent.v1.TrafficR\x04coll\x12+\n" +
-	"\x03rma\x18\a \x01(\v2\x19.netloom.agent.v1.TrafficR\x03rmaB4Z2github.com/netloom/netloom/internal/ingest/agentpbb\x06proto3"
+	"\x03rma\x18\a \x01(\v2\x19.netloom.agent.v1.TrafficR\x03rma\x12\x17\n" +
+	"\await_ns\x18\b \x01(\x04R\x06waitNsB4Z2github.com/netloom/netloom/internal/ingest/agentpbb\x06proto3"
 
 var (
 	file_netloom_agent_v1_agent_proto_rawDescOnce sync.Once

@@ -17,12 +17,13 @@ import (
 // bytes, strings as a length and bytes):
 //
 //	rank, node, host, pid, cpu, mpi_library, program, user, start_ns, time_ns,
-//	seq, flags (1 final, 2 peers truncated, 4 wait times), cpu_user, cpu_system, wall, mpi,
+//	seq, flags (1 final, 2 peers truncated, 4 wait times, 8 region wait times), cpu_user, cpu_system, wall, mpi,
 //	vm_size, vm_peak, vm_rss, vm_hwm, io_read, io_write, mpiio_read,
 //	mpiio_write, intra_node bytes and msgs, inter_node bytes and msgs, agent_drops,
 //	functions: count, then name, calls, time_ns, bytes_sent, bytes_received
 //	(and wait_ns with flag 4),
-//	regions: count, then name, entries, time_ns, mpi_time_ns, classes,
+//	regions: count, then name, entries, time_ns, mpi_time_ns (and wait_ns
+//	  with flag 8), classes,
 //	to_nodes: count, then the name as the length of the prefix it shares
 //	  with the previous name, the rest as a string, and classes,
 //	peers: count, then the peer as the difference from the previous one,
@@ -92,6 +93,10 @@ func EncodeProcess(dst []byte, p *store.Process) []byte {
 	if waits {
 		flags |= 4 // each function has its wait time after the four counters
 	}
+	regionWaits := slices.ContainsFunc(p.Regions, func(r store.Region) bool { return r.WaitNS != 0 })
+	if regionWaits {
+		flags |= 8 // each region has its wait time after its MPI time
+	}
 	dst = binary.AppendUvarint(dst, flags)
 	for _, f := range [...]float64{p.CPUUser, p.CPUSystem, p.Wall, p.MPI} {
 		dst = appendFloat(dst, f)
@@ -119,6 +124,9 @@ func EncodeProcess(dst []byte, p *store.Process) []byte {
 		dst = appendString(dst, r.Name)
 		for _, v := range [...]uint64{r.Entries, r.TimeNS, r.MPITimeNS} {
 			dst = binary.AppendUvarint(dst, v)
+		}
+		if regionWaits {
+			dst = binary.AppendUvarint(dst, r.WaitNS)
 		}
 		dst = store.AppendClasses(dst, &r.Classes)
 	}
@@ -283,6 +291,9 @@ func DecodeProcess(b []byte) (store.Process, error) {
 		x := &p.Regions[i]
 		x.Name = r.string()
 		x.Entries, x.TimeNS, x.MPITimeNS = r.uvarint(), r.uvarint(), r.uvarint()
+		if flags&8 != 0 {
+			x.WaitNS = r.uvarint()
+		}
 		x.Classes = r.classes()
 	}
 	nodes := make([]store.NodeTraffic, r.count("to_nodes", 3))

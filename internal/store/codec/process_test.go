@@ -45,7 +45,9 @@ func bigProcess(nodes int) store.Process {
 func TestProcessRowRoundTrip(t *testing.T) {
 	waits := bigProcess(3) // NETLOOM_WAITS: functions with wait times (flag 4)
 	waits.Functions = []store.Function{{Name: "MPI_Allreduce", Calls: 9, TimeNS: 7e6, WaitNS: 3e9}, {Name: "MPI_Send", Calls: 1}}
-	for _, p := range []store.Process{bigProcess(1024), bigProcess(0), waits, {Rank: 0, Functions: []store.Function{}, Regions: []store.Region{},
+	regionWaits := waits // and regions with theirs (flag 8)
+	regionWaits.Regions = []store.Region{{Name: "solve", Entries: 9, TimeNS: 8e10, MPITimeNS: 4e10, WaitNS: 3e9}, {Name: "io", Entries: 1, TimeNS: 5}}
+	for _, p := range []store.Process{bigProcess(1024), bigProcess(0), waits, regionWaits, {Rank: 0, Functions: []store.Function{}, Regions: []store.Region{},
 		Peers: store.PeerRows{}}} {
 		b := EncodeProcess(nil, &p)
 		got, err := DecodeProcess(b)

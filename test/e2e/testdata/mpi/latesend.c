@@ -6,10 +6,13 @@
  * and each sender's MPI_Recv of the ack waits only for the reply's latency.
  *   latesend D_MS ITERS SIZE
  * Prints per rank a checksum of what it received (the same with and without
- * the agent) and, per receiver, the time it waited for its sender in all
- * rounds: the sender's post time minus the receiver's entry into MPI_Recv,
- * on CLOCK_MONOTONIC (one clock: the ranks share a host), sent to the
- * receiver after the measured rounds. */
+ * the agent), the time it waited for its sender in all rounds (receivers:
+ * the sender's post time minus the receiver's entry into MPI_Recv, on
+ * CLOCK_MONOTONIC, one clock as the ranks share a host, sent to the
+ * receiver after the measured rounds; senders: 0, not measured) and its
+ * whole time inside MPI_Recv, entry to return, every receive counted: what
+ * no wait the agent reports inside MPI_Recv can exceed. The measured rounds
+ * are region "pcontrol-1" (MPI_Pcontrol). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +38,9 @@ int main(int argc, char **argv)
 	double *t = calloc((size_t)iters, sizeof(double)), *post = calloc((size_t)iters, sizeof(double));
 	unsigned long sum = 0;
 	int ack = 0;
+	double inrecv = 0, t0;
 	MPI_Barrier(MPI_COMM_WORLD);
+	MPI_Pcontrol(1);
 	for (long i = 0; i < iters; i++) {
 		if (sender) {
 			long ms = (rank + 1) * d;
@@ -45,27 +50,33 @@ int main(int argc, char **argv)
 				buf[k] = (unsigned char)(rank + i + k);
 			t[i] = now();
 			MPI_Send(buf, size, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
+			t0 = now();
 			MPI_Recv(&ack, 1, MPI_INT, peer, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			inrecv += now() - t0;
 			sum += (unsigned long)ack;
 		} else {
 			t[i] = now();
 			MPI_Recv(buf, size, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			inrecv += now() - t[i];
 			for (int k = 0; k < size; k++)
 				sum = sum * 31 + buf[k];
 			ack = (int)(i + 1);
 			MPI_Send(&ack, 1, MPI_INT, peer, 8, MPI_COMM_WORLD);
 		}
 	}
+	MPI_Pcontrol(0);
 	double late = 0;
 	if (sender) {
 		MPI_Send(t, (int)iters, MPI_DOUBLE, peer, 9, MPI_COMM_WORLD);
 	} else {
+		t0 = now();
 		MPI_Recv(post, (int)iters, MPI_DOUBLE, peer, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		inrecv += now() - t0;
 		for (long i = 0; i < iters; i++)
 			late += post[i] > t[i] ? post[i] - t[i] : 0;
 	}
 	printf("latesend rank %d of %d: sum %lu\n", rank, n, sum);
-	printf("latesend rank %d waited %.6f\n", rank, late);
+	printf("latesend rank %d waited %.6f inrecv %.6f\n", rank, late, inrecv);
 	free(buf);
 	free(t);
 	free(post);

@@ -1,8 +1,10 @@
 ! latesend.c in Fortran (use mpi): rank r of the first half sleeps (r+1) x D
 ! ms, sends SIZE bytes to rank r + n/2 and receives its ack, for ITERS
-! rounds; each receiver prints a checksum and the time it waited for its
-! late sender (the sender's post time minus its own entry into MPI_Recv, on
-! the host's monotonic clock, system_clock).
+! rounds; each rank prints a checksum, the time it waited for its late
+! sender (receivers: the sender's post time minus its own entry into
+! MPI_Recv, on the host's monotonic clock, system_clock; senders: 0) and
+! its whole time inside MPI_Recv, every receive counted. The measured
+! rounds are region "pcontrol-1" (MPI_Pcontrol).
 !   latesend D_MS ITERS SIZE
 program latesend
   use mpi
@@ -13,7 +15,7 @@ program latesend
   integer(kind=8) :: now, rate, total
   integer(kind=1), allocatable :: buf(:)
   double precision, allocatable :: t(:), post(:)
-  double precision :: late
+  double precision :: late, inrecv, t0
   character(len=32) :: arg
   call MPI_Init(ierr)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
@@ -43,7 +45,9 @@ program latesend
   allocate(buf(nbytes), t(iters), post(iters))
   total = 0
   ack = 0
+  inrecv = 0
   call MPI_Barrier(MPI_COMM_WORLD, ierr)
+  call MPI_Pcontrol(1)
   do i = 1, iters
     if (sender) then
       call sleep_ms((rank + 1) * d)
@@ -53,12 +57,15 @@ program latesend
       call system_clock(now, rate)
       t(i) = dble(now) / dble(rate)
       call MPI_Send(buf, nbytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD, ierr)
+      t0 = seconds()
       call MPI_Recv(ack, 1, MPI_INTEGER, peer, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
+      inrecv = inrecv + seconds() - t0
       total = total + ack
     else
       call system_clock(now, rate)
       t(i) = dble(now) / dble(rate)
       call MPI_Recv(buf, nbytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
+      inrecv = inrecv + seconds() - t(i)
       do k = 1, nbytes
         total = mod(total * 31 + buf(k), 1000000007_8)
       end do
@@ -66,19 +73,27 @@ program latesend
       call MPI_Send(ack, 1, MPI_INTEGER, peer, 8, MPI_COMM_WORLD, ierr)
     end if
   end do
+  call MPI_Pcontrol(0)
   late = 0
   if (sender) then
     call MPI_Send(t, iters, MPI_DOUBLE_PRECISION, peer, 9, MPI_COMM_WORLD, ierr)
   else
+    t0 = seconds()
     call MPI_Recv(post, iters, MPI_DOUBLE_PRECISION, peer, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
+    inrecv = inrecv + seconds() - t0
     do i = 1, iters
       late = late + max(0d0, post(i) - t(i))
     end do
   end if
   print '(A,I0,A,I0,A,I0)', 'latesend rank ', rank, ' of ', n, ': sum ', total
-  print '(A,I0,A,F0.6)', 'latesend rank ', rank, ' waited ', late
+  print '(A,I0,A,F0.6,A,F0.6)', 'latesend rank ', rank, ' waited ', late, ' inrecv ', inrecv
   call MPI_Finalize(ierr)
 contains
+  double precision function seconds()
+    integer(kind=8) :: c, r
+    call system_clock(c, r)
+    seconds = dble(c) / dble(r)
+  end function seconds
   subroutine sleep_ms(ms)
     integer, intent(in) :: ms
     integer(kind=8) :: t0, t1, r
