@@ -46,7 +46,7 @@ struct nl_agent {
 	char user[64];
 	int64_t start_unix_ns;         /* MPI_Init's entry */
 	uint64_t wall_start_mono_ns;   /* MPI_Init's entry: wall time starts here */
-	uint64_t start_mono_ns, start_tsc; /* the agent's start: the TSC rate is measured from here */
+	uint64_t start_mono_ns, start_tsc; /* MPI_Init's entry too: the TSC rate is measured from here */
 
 	/* configuration */
 	double interval_s;

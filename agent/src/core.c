@@ -184,12 +184,31 @@ int64_t nl_unix_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* The TSC rate, measured against CLOCK_MONOTONIC over the whole run so far. */
+/* clock_pair reads the TSC and CLOCK_MONOTONIC at one instant: of three
+ * tries, the one whose two TSC reads around the clock read are closest (a
+ * try the scheduler interrupted would put its preemption into the rate). */
+static void clock_pair(uint64_t *tsc, uint64_t *mono)
+{
+	uint64_t best = UINT64_MAX;
+	for (int i = 0; i < 3; i++) {
+		uint64_t t1 = nl_ticks(), m = nl_mono_ns(), t2 = nl_ticks();
+		if (t2 - t1 < best) {
+			best = t2 - t1;
+			*tsc = t1 + (t2 - t1) / 2;
+			*mono = m;
+		}
+	}
+}
+
+/* The TSC rate, measured against CLOCK_MONOTONIC over the whole run so far
+ * (from MPI_Init's entry: a short job's MPI_Init is most of its time, and a
+ * rate measured only after it would scale that time by its own error). */
 double nl_ns_per_tick(void)
 {
 #ifdef NL_HAVE_TSC
 	static uint64_t last_bits; /* the last rate measured, as the bits of a double */
-	uint64_t t = nl_ticks(), m = nl_mono_ns();
+	uint64_t t = 0, m = 0;
+	clock_pair(&t, &m);
 	if (t > nl_agent.start_tsc && m - nl_agent.start_mono_ns > 1000000) {
 		double r = (double)(m - nl_agent.start_mono_ns) / (double)(t - nl_agent.start_tsc);
 		uint64_t bits;
@@ -1214,7 +1233,8 @@ void nl_init_begin(void)
 {
 	if (nl_agent.wall_start_mono_ns)
 		return;
-	nl_agent.wall_start_mono_ns = nl_mono_ns();
+	clock_pair(&nl_agent.start_tsc, &nl_agent.start_mono_ns);
+	nl_agent.wall_start_mono_ns = nl_agent.start_mono_ns;
 	nl_agent.start_unix_ns = nl_unix_ns();
 	physical_alloc(env_count("OMPI_COMM_WORLD_SIZE", 0));
 }
@@ -1224,8 +1244,6 @@ void nl_start_agent(void)
 	if (nl_agent.started)
 		return;
 	nl_agent.started = 1;
-	nl_agent.start_mono_ns = nl_mono_ns();
-	nl_agent.start_tsc = nl_ticks();
 	nl_init_begin(); /* MPI_Init was not seen (the agent linked after it?) */
 
 	int provided = MPI_THREAD_SINGLE;
