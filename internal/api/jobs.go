@@ -271,6 +271,8 @@ var seriesMetrics = []struct {
 	{"cpu_system_seconds", func(x *store.ProcessSample) float64 { return x.CPUSystem }},
 	{"mpi_percent", func(x *store.ProcessSample) float64 { return pct(x.MPI, x.Span) }},
 	{"mpi_seconds", func(x *store.ProcessSample) float64 { return x.MPI }},
+	{"wait_percent", func(x *store.ProcessSample) float64 { return pct(x.Wait, x.Span) }},
+	{"wait_seconds", func(x *store.ProcessSample) float64 { return x.Wait }},
 	{"vm_rss", func(x *store.ProcessSample) float64 { return float64(x.VmRSS) }},
 	{"vm_size", func(x *store.ProcessSample) float64 { return float64(x.VmSize) }},
 	{"io_read_bytes", func(x *store.ProcessSample) float64 { return float64(x.IORead) }},

@@ -43,7 +43,7 @@ func snapshot(job string, rank, n int, seq uint64, final bool) *agentpb.Datagram
 		Functions: []*agentpb.FunctionStat{
 			{Name: "MPI_Send", Calls: 10 * k, TimeNs: 400e6 * k, BytesSent: 1000 * k},
 			{Name: "MPI_Recv", Calls: 10 * k, TimeNs: 500e6 * k, BytesReceived: 1000 * k},
-			{Name: "MPI_Reduce", Calls: k, TimeNs: 100e6 * k},
+			{Name: "MPI_Reduce", Calls: k, TimeNs: 100e6 * k, WaitNs: 250e6 * k},
 		},
 		Regions: []*agentpb.Region{{Name: "solve", Entries: k, TimeNs: 4e9 * k, MpiTimeNs: 1e9 * k,
 			P2P: &agentpb.Traffic{Bytes: 1000 * k, Msgs: 10 * k}}},
@@ -262,7 +262,7 @@ func TestTrackerJob(t *testing.T) {
 		t.Fatalf("%d samples, want %d", len(sk.samples), 2*n)
 	}
 	for _, s := range sk.samples {
-		if s.Span != 5*time.Second || s.Traffic.P2P.Bytes != 1000 || s.CPUUser != 4 || s.IOWrite != 4096 {
+		if s.Span != 5*time.Second || s.Traffic.P2P.Bytes != 1000 || s.CPUUser != 4 || s.IOWrite != 4096 || s.Wait != 0.25 {
 			t.Errorf("sample %+v", s)
 		}
 	}

@@ -934,11 +934,21 @@ func subUint(a, b uint64) uint64 {
 	return a - b
 }
 
+// waitNS is a rank's waits (NETLOOM_WAITS) so far, all functions.
+func waitNS(p *store.Process) uint64 {
+	var w uint64
+	for i := range p.Functions {
+		w += p.Functions[i].WaitNS
+	}
+	return w
+}
+
 // delta is what a rank did between two snapshots; sa and sb are what
 // they sent.
 func delta(job string, a, b *store.Process, sa, sb store.Classes) store.ProcessSample {
 	s := store.ProcessSample{Job: job, Rank: b.Rank, Time: b.Time, Span: b.Time.Sub(a.Time),
 		CPUUser: b.CPUUser - a.CPUUser, CPUSystem: b.CPUSystem - a.CPUSystem, MPI: max(b.MPI-a.MPI, 0),
+		Wait: float64(subUint(waitNS(b), waitNS(a))) / 1e9,
 		VmRSS: b.VmRSS, VmSize: b.VmSize,
 		IORead: b.IORead - a.IORead, IOWrite: b.IOWrite - a.IOWrite, MPIIORead: b.MPIIORead - a.MPIIORead, MPIIOWrite: b.MPIIOWrite - a.MPIIOWrite,
 		IntraNode: subTraffic(b.IntraNode, a.IntraNode), InterNode: subTraffic(b.InterNode, a.InterNode)}

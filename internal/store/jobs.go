@@ -340,22 +340,25 @@ func (j *Job) EachProcess(f func(*Process)) {
 
 // ProcessSample is what one rank did over one interval.
 type ProcessSample struct {
-	Job        string        `json:"-"`
-	Rank       int           `json:"rank"`
-	Time       time.Time     `json:"time"` // end of the interval
-	Span       time.Duration `json:"span"`
-	CPUUser    float64       `json:"cpu_user_seconds"`
-	CPUSystem  float64       `json:"cpu_system_seconds"`
-	MPI        float64       `json:"mpi_seconds"`
-	VmRSS      uint64        `json:"vm_rss"`  // at the end
-	VmSize     uint64        `json:"vm_size"` // at the end
-	IORead     uint64        `json:"io_read_bytes"`
-	IOWrite    uint64        `json:"io_write_bytes"`
-	MPIIORead  uint64        `json:"mpiio_read_bytes"`
-	MPIIOWrite uint64        `json:"mpiio_write_bytes"`
-	Traffic    Classes       `json:"traffic"`
-	IntraNode  Traffic       `json:"intra_node"`
-	InterNode  Traffic       `json:"inter_node"`
+	Job       string        `json:"-"`
+	Rank      int           `json:"rank"`
+	Time      time.Time     `json:"time"` // end of the interval
+	Span      time.Duration `json:"span"`
+	CPUUser   float64       `json:"cpu_user_seconds"`
+	CPUSystem float64       `json:"cpu_system_seconds"`
+	MPI       float64       `json:"mpi_seconds"`
+	// Wait is, of MPI, the waits NETLOOM_WAITS times (before collectives,
+	// for late senders); 0 without.
+	Wait       float64 `json:"wait_seconds,omitempty"`
+	VmRSS      uint64  `json:"vm_rss"`  // at the end
+	VmSize     uint64  `json:"vm_size"` // at the end
+	IORead     uint64  `json:"io_read_bytes"`
+	IOWrite    uint64  `json:"io_write_bytes"`
+	MPIIORead  uint64  `json:"mpiio_read_bytes"`
+	MPIIOWrite uint64  `json:"mpiio_write_bytes"`
+	Traffic    Classes `json:"traffic"`
+	IntraNode  Traffic `json:"intra_node"`
+	InterNode  Traffic `json:"inter_node"`
 
 	// Resolution is 0 for a raw sample. A rollup point (Resolution is its
 	// bucket width) sums the Samples raw samples of its bucket: CPU and
@@ -374,12 +377,13 @@ type ProcessSample struct {
 	VmSizeMax uint64  `json:"vm_size_max,omitempty"`
 }
 
-// AddUsage adds u's CPU and MPI seconds, I/O bytes and traffic to x: what
+// AddUsage adds u's CPU, MPI and wait seconds, I/O bytes and traffic to x: what
 // sums over samples or ranks (memory, span and time are the caller's).
 func (x *ProcessSample) AddUsage(u *ProcessSample) {
 	x.CPUUser += u.CPUUser
 	x.CPUSystem += u.CPUSystem
 	x.MPI += u.MPI
+	x.Wait += u.Wait
 	x.IORead += u.IORead
 	x.IOWrite += u.IOWrite
 	x.MPIIORead += u.MPIIORead

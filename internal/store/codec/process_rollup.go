@@ -18,6 +18,7 @@ type ProcessRollup struct {
 	n                                      uint64
 	cpuUser, cpuSystem, mpi                float64
 	cpuPeak, bytesPeak                     float64
+	wait                                   float64 // NETLOOM_WAITS' seconds, summed
 	rssSum, sizeSum, rssMax, sizeMax       uint64
 	ioRead, ioWrite, mpiioRead, mpiioWrite uint64
 	traffic                                store.Classes
@@ -25,7 +26,7 @@ type ProcessRollup struct {
 }
 
 func (a *ProcessRollup) AddRaw(t int64, x *store.ProcessSample) {
-	b := ProcessRollup{Time: t, span: x.Span, n: 1, cpuUser: x.CPUUser, cpuSystem: x.CPUSystem, mpi: x.MPI,
+	b := ProcessRollup{Time: t, span: x.Span, n: 1, cpuUser: x.CPUUser, cpuSystem: x.CPUSystem, mpi: x.MPI, wait: x.Wait,
 		rssSum: x.VmRSS, sizeSum: x.VmSize, rssMax: x.VmRSS, sizeMax: x.VmSize,
 		ioRead: x.IORead, ioWrite: x.IOWrite, mpiioRead: x.MPIIORead, mpiioWrite: x.MPIIOWrite,
 		traffic: x.Traffic, intra: x.IntraNode, inter: x.InterNode}
@@ -43,6 +44,7 @@ func (a *ProcessRollup) Add(b *ProcessRollup) {
 	a.cpuUser += b.cpuUser
 	a.cpuSystem += b.cpuSystem
 	a.mpi += b.mpi
+	a.wait += b.wait
 	a.cpuPeak = max(a.cpuPeak, b.cpuPeak)
 	a.bytesPeak = max(a.bytesPeak, b.bytesPeak)
 	a.rssMax = max(a.rssMax, b.rssMax)
@@ -63,7 +65,7 @@ func (a *ProcessRollup) sums() []*uint64 {
 // Sample is the rollup point the accumulator stands for.
 func (a *ProcessRollup) Sample(job string, rank int, width time.Duration) store.ProcessSample {
 	x := store.ProcessSample{Job: job, Rank: rank, Time: FromNS(a.Time), Span: a.span, Resolution: width, Samples: int(min(a.n, math.MaxInt32)),
-		CPUUser: a.cpuUser, CPUSystem: a.cpuSystem, MPI: a.mpi, CPUPeak: a.cpuPeak, BytesPeak: a.bytesPeak,
+		CPUUser: a.cpuUser, CPUSystem: a.cpuSystem, MPI: a.mpi, Wait: a.wait, CPUPeak: a.cpuPeak, BytesPeak: a.bytesPeak,
 		VmRSSMax: a.rssMax, VmSizeMax: a.sizeMax,
 		IORead: a.ioRead, IOWrite: a.ioWrite, MPIIORead: a.mpiioRead, MPIIOWrite: a.mpiioWrite,
 		Traffic: a.traffic, IntraNode: a.intra, InterNode: a.inter}
@@ -77,7 +79,9 @@ func (a *ProcessRollup) Sample(job string, rank int, width time.Duration) store.
 // nanoseconds, number of samples, CPU user, CPU system and MPI seconds in
 // microseconds (zig-zag), the CPU peak in thousandths of a CPU, the send
 // rate peak in bytes per second, the maxima of VmRSS and VmSize, then the
-// sums in the order of ProcessRollup.sums. Rollups are summaries: microseconds
+// sums in the order of ProcessRollup.sums, then, only when not zero, the
+// wait seconds (NETLOOM_WAITS) in microseconds (zig-zag; rollups written
+// before them end with the sums). Rollups are summaries: microseconds
 // are plenty, and keep the row ~30 bytes shorter than float64 bits.
 func EncodeProcessRollup(dst []byte, a *ProcessRollup) []byte {
 	dst = append(dst, formatRollup)
@@ -92,6 +96,9 @@ func EncodeProcessRollup(dst []byte, a *ProcessRollup) []byte {
 	dst = binary.AppendUvarint(dst, a.sizeMax)
 	for _, p := range a.sums() {
 		dst = binary.AppendUvarint(dst, *p)
+	}
+	if a.wait != 0 {
+		dst = binary.AppendUvarint(dst, zigzag(int64(math.Round(clampF(a.wait*1e6)))))
 	}
 	return dst
 }
@@ -142,6 +149,13 @@ func DecodeProcessRollup(b []byte, t int64) (ProcessRollup, error) {
 		if *p, err = r.uvarint(); err != nil {
 			return a, err
 		}
+	}
+	if r.off < len(r.b) { // the waits, when not zero (rollups before them end above)
+		v, err := r.uvarint()
+		if err != nil {
+			return a, err
+		}
+		a.wait = float64(unzigzag(v)) / 1e6
 	}
 	if r.off != len(r.b) {
 		return a, fmt.Errorf("%d trailing bytes", len(r.b)-r.off)

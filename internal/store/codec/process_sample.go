@@ -11,7 +11,8 @@ import (
 
 // EncodeProcessSample and DecodeProcessSample: a process sample is a format byte, then uvarints: span in nanoseconds,
 // the three float64 seconds as their bits, then the byte and message
-// counters in the order of sampleUints.
+// counters in the order of sampleUints, then, only when not zero, the wait
+// seconds (NETLOOM_WAITS) as their bits (rows written before it end there).
 const formatSample = 0x01
 
 func sampleUints(x *store.ProcessSample) []*uint64 {
@@ -28,6 +29,9 @@ func EncodeProcessSample(dst []byte, x *store.ProcessSample) []byte {
 	}
 	for _, v := range sampleUints(x) {
 		dst = binary.AppendUvarint(dst, *v)
+	}
+	if x.Wait != 0 {
+		dst = binary.AppendUvarint(dst, math.Float64bits(x.Wait))
 	}
 	return dst
 }
@@ -62,6 +66,16 @@ func DecodeProcessSample(b []byte) (store.ProcessSample, error) {
 		if *p, err = next(); err != nil {
 			return x, err
 		}
+	}
+	if len(b) > 0 {
+		v, err := next()
+		if err != nil {
+			return x, err
+		}
+		x.Wait = math.Float64frombits(v)
+	}
+	if len(b) > 0 {
+		return x, errors.New("trailing bytes after a process sample")
 	}
 	return x, nil
 }

@@ -158,7 +158,7 @@ func testProcessSamples(t *testing.T, s store.Store) {
 	for i := range 3 {
 		for rank := range 2 {
 			in = append(in, store.ProcessSample{Job: "7", Rank: rank, Time: T0.Add(time.Duration(i) * 5 * time.Second), Span: 5 * time.Second,
-				CPUUser: 4.5, CPUSystem: 0.25, MPI: 1.125, VmRSS: 1 << 30, VmSize: 2 << 30, IORead: 7, IOWrite: 8, MPIIORead: 9, MPIIOWrite: 10,
+				CPUUser: 4.5, CPUSystem: 0.25, MPI: 1.125, Wait: float64(rank) * 0.5, VmRSS: 1 << 30, VmSize: 2 << 30, IORead: 7, IOWrite: 8, MPIIORead: 9, MPIIOWrite: 10,
 				Traffic:   store.Classes{P2P: store.Traffic{Bytes: uint64(1000 * i), Msgs: 3}, Coll: store.Traffic{Bytes: 11, Msgs: 1}, RMA: store.Traffic{Bytes: 12, Msgs: 2}},
 				IntraNode: store.Traffic{Bytes: 13, Msgs: 4}, InterNode: store.Traffic{Bytes: 1 << 40, Msgs: 5}})
 		}

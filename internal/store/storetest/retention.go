@@ -419,7 +419,7 @@ func processSamples(job string, ranks int, d time.Duration) []store.ProcessSampl
 			k := uint64(i*ranks + r + 1)
 			span := 45*time.Second + time.Duration(i%3)*time.Second
 			out = append(out, store.ProcessSample{Job: job, Rank: r, Time: T0.Add(time.Duration(i)*45*time.Second + time.Duration(r)*time.Second).UTC(), Span: span,
-				CPUUser: float64(k%40) / 8, CPUSystem: float64(k%5) / 8, MPI: float64(k%17) / 8,
+				CPUUser: float64(k%40) / 8, CPUSystem: float64(k%5) / 8, MPI: float64(k%17) / 8, Wait: float64(k%3) / 16,
 				VmRSS: 1<<30 + k*4096, VmSize: 2<<30 + (k%9)*1<<20, IORead: k, IOWrite: 2 * k, MPIIORead: k % 3, MPIIOWrite: k % 4,
 				Traffic:   store.Classes{P2P: store.Traffic{Bytes: k * 1000, Msgs: k}, Coll: store.Traffic{Bytes: k % 10 * 100, Msgs: k % 10}, RMA: store.Traffic{Bytes: 7, Msgs: 1}},
 				IntraNode: store.Traffic{Bytes: k * 10, Msgs: 2}, InterNode: store.Traffic{Bytes: k * 990, Msgs: k - 1}})
