@@ -408,7 +408,6 @@ type Profile struct {
 	Totals   []FunctionTotal `json:"totals"`
 }
 
-// waited tells, per function column, whether any rank waited before it.
 // LateSender tells whether fn's wait (NETLOOM_WAITS) is the time a blocking
 // receive waited for its message to be sent (a probe before it; agent/gen's
 // waitsBefore), not the wait for the last rank before a collective.
@@ -424,6 +423,7 @@ func WaitColumn(fn string) string {
 	return prefix + strings.ToLower(strings.TrimPrefix(fn, "MPI_"))
 }
 
+// waited tells, per function column, whether any rank waited before it.
 func (p *Profile) waited() []bool {
 	w := make([]bool, len(p.Functions))
 	for _, row := range p.WaitNS {

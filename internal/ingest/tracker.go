@@ -948,7 +948,7 @@ func waitNS(p *store.Process) uint64 {
 func delta(job string, a, b *store.Process, sa, sb store.Classes) store.ProcessSample {
 	s := store.ProcessSample{Job: job, Rank: b.Rank, Time: b.Time, Span: b.Time.Sub(a.Time),
 		CPUUser: b.CPUUser - a.CPUUser, CPUSystem: b.CPUSystem - a.CPUSystem, MPI: max(b.MPI-a.MPI, 0),
-		Wait: float64(subUint(waitNS(b), waitNS(a))) / 1e9,
+		Wait:  float64(subUint(waitNS(b), waitNS(a))) / 1e9,
 		VmRSS: b.VmRSS, VmSize: b.VmSize,
 		IORead: b.IORead - a.IORead, IOWrite: b.IOWrite - a.IOWrite, MPIIORead: b.MPIIORead - a.MPIIORead, MPIIOWrite: b.MPIIOWrite - a.MPIIOWrite,
 		IntraNode: subTraffic(b.IntraNode, a.IntraNode), InterNode: subTraffic(b.InterNode, a.InterNode)}

@@ -216,8 +216,9 @@ type Function struct {
 	BytesSent     uint64 `json:"bytes_sent"`
 	BytesReceived uint64 `json:"bytes_received"`
 	// WaitNS is the time in the barrier NETLOOM_WAITS puts before each
-	// call of a blocking collective: waiting for the last rank (load
-	// imbalance). TimeNS is then the collective's own time.
+	// call of a blocking collective (waiting for the last rank: load
+	// imbalance) or in the probe before each MPI_Recv (waiting for a late
+	// sender). TimeNS is then the call's own time.
 	WaitNS uint64 `json:"wait_ns,omitempty"`
 }
 
