@@ -153,6 +153,7 @@ describe("wait states on the job page", { skip }, () => {
     assert.equal(await box.locator("table, canvas, .waits-late").count(), 0);
     assert.ok(!(await page.locator(".profile").getAttribute("data-segments")).includes("wait before collectives"));
     assert.equal(await page.locator('table[aria-label="MPI functions"] th button[data-key="wait"]').count(), 0);
+    assert.equal(await page.locator("figure.chart", { hasText: "Waiting per rank" }).isVisible(), false);
     await page.locator("section.panel", { has: box }).screenshot({ path: join(resultsDir, "job-nowaits-panel.png") });
   });
 
@@ -184,14 +185,15 @@ describe("wait states on the job page", { skip }, () => {
 
   it("names the rank that waits longest for a late sender, with the API's numbers", async () => {
     const L = `web-latesend-${process.pid}`;
-    await runJob(L, true, D_MS, 4, [], "latesend", ["1024"]);
+    const LITERS = 12; // 1.2 s of sends from rank 1: more than one 1 s interval
+    await runJob(L, true, D_MS, LITERS, [], "latesend", ["1024"]);
     await jobDone(L);
     const { profile: p } = await daemon.api(`/jobs/${L}/profile`);
     const k = p.functions.indexOf("MPI_Recv");
     assert.ok(p.wait_ns && k >= 0, `MPI_Recv's wait in ${p.functions}`);
     const late = (r) => p.wait_ns[p.ranks.indexOf(r)][k] / 1e9;
     // Rank 3's sender (rank 1) is the latest: 2 x D per round.
-    assert.ok(late(3) > 0.9 * 2 * D_MS * 4 * 1e-3 && late(3) > late(2) && late(2) > late(0), `late-sender waits ${[0, 1, 2, 3].map(late)}`);
+    assert.ok(late(3) > 0.9 * 2 * D_MS * LITERS * 1e-3 && late(3) > late(2) && late(2) > late(0), `late-sender waits ${[0, 1, 2, 3].map(late)}`);
     const all = [0, 1, 2, 3].reduce((a, r) => a + late(r), 0);
 
     await page.goto(`${daemon.base}/jobs/${L}`);
@@ -210,6 +212,18 @@ describe("wait states on the job page", { skip }, () => {
     assert.equal(await panel.locator(".waits-chart").getAttribute("data-segments"), "wait before collectives,waiting for late senders,collectives' own time,other MPI");
     assert.ok((await page.locator(".profile:not(.waits-chart)").getAttribute("data-segments")).startsWith("wait before collectives,waiting for late senders,"));
     await page.locator("section.panel", { has: panel }).screenshot({ path: join(resultsDir, "job-latesend-panel.png") });
+
+    // The waits per interval: rank 3's intervals hold waits, never more than
+    // their MPI time; the chart of them is shown.
+    const { series: s3 } = await daemon.api(`/jobs/${L}/processes/3/series`);
+    const w3 = s3.values.wait_seconds;
+    assert.ok(w3.some((v) => v > 0.1), `rank 3's waits per interval ${w3}`);
+    w3.forEach((v, i) => assert.ok(v <= s3.values.mpi_seconds[i] + 1e-6, `interval ${i}: waited ${v} s of ${s3.values.mpi_seconds[i]} s in MPI`));
+    const all3 = p.wait_ns[p.ranks.indexOf(3)].reduce((a, v) => a + v, 0) / 1e9; // every wait of rank 3
+    assert.ok(w3.reduce((a, v) => a + v, 0) <= all3 + 1e-3, `intervals sum to more than rank 3's ${all3} s`);
+    const waitChart = page.locator("figure.chart", { hasText: "Waiting per rank" });
+    await waitChart.waitFor();
+    assert.ok(await waitChart.isVisible());
   });
 
   it("raised no page errors", () => {

@@ -77,7 +77,10 @@ export async function jobPage(ctx: PageContext): Promise<void> {
     nodeCpu: chartFrame("CPU per node (% of one core)"),
     rankBytes: chartFrame("Sent per rank (bytes/s)"),
     rankMpi: chartFrame("Time in MPI per rank (% of wall time)"),
+    // Only for a job run with --waits: the waits per interval.
+    rankWait: chartFrame("Waiting per rank (% of wall time: before collectives and for late senders)"),
   };
+  charts.rankWait.hidden = true;
   const rankHeat = heatmap("Rank to rank");
   const nodeHeat = heatmap("Node to node");
   const seg = (items: [string, string][], current: () => string, set: (v: string) => void, label: string) => {
@@ -154,7 +157,7 @@ export async function jobPage(ctx: PageContext): Promise<void> {
     panel("Nodes", nodesBox),
     h("div", { class: "grid2" }, charts.nodeBytes, charts.nodeCpu),
     panel("Processes", procsBox),
-    h("div", { class: "grid2" }, charts.rankBytes, charts.rankMpi),
+    h("div", { class: "grid2" }, charts.rankBytes, charts.rankMpi, charts.rankWait),
     panel("Communication matrix", h("div", { class: "heatmaps" }, rankHeat.el, nodeHeat.el), matrixTools),
     h(
       "div",
@@ -298,6 +301,8 @@ export async function jobPage(ctx: PageContext): Promise<void> {
       drawChart(charts.nodeCpu, { title: "", time: nodeAl.time, format: fmt.pct, lines: lines(nodeAl, nodeNames, "cpu_percent") }, signal);
       drawChart(charts.rankBytes, { title: "", time: rankAl.time, format: fmt.rate, lines: lines(rankAl, rankNames, "bytes_per_second") }, signal);
       drawChart(charts.rankMpi, { title: "", time: rankAl.time, format: fmt.pct, lines: lines(rankAl, rankNames, "mpi_percent") }, signal);
+      charts.rankWait.hidden = !rs.some((s) => s.series.values["wait_seconds"]?.some((v) => v > 0));
+      if (!charts.rankWait.hidden) drawChart(charts.rankWait, { title: "", time: rankAl.time, format: fmt.pct, lines: lines(rankAl, rankNames, "wait_percent") }, signal);
       for (const [f, what, total] of [
         [charts.nodeBytes, "nodes", d.nodes.length],
         [charts.rankBytes, "ranks", d.processes.length],
