@@ -45,6 +45,10 @@ type function struct {
 	tracePre    string // @tracepre: what the trace needs before the call (request handles)
 	fpost       string
 	hasFpost    bool
+	// @ftrace, @ftracepre: the trace's clauses in the mpif.h/use mpi
+	// wrappers, where the C ones cannot be rebuilt from the Fortran
+	// arguments (request arrays, 1-based indices)
+	ftrace, ftracePre string
 	noFortran   bool
 	handwritten bool
 }
@@ -84,6 +88,10 @@ func parseList(r io.Reader) ([]function, error) {
 				fn.tracePre = val
 			case "fpost":
 				fn.fpost, fn.hasFpost = val, true
+			case "ftrace":
+				fn.ftrace = val
+			case "ftracepre":
+				fn.ftracePre = val
 			case "nofortran":
 				fn.noFortran = true
 			case "handwritten":
@@ -419,6 +427,8 @@ func fortranLocal(p param) (string, error) {
 		return fmt.Sprintf("const int *%s = (const int *)f_%s;", p.name, p.name), nil
 	case (base == "MPI_Aint" || base == "MPI_Offset") && !ptr:
 		return fmt.Sprintf("%s %s = *(const %s *)f_%s;", base, p.name, base, p.name), nil
+	case base == "MPI_Status" && ptr && !p.array: // mpif.h and use mpi only: an INTEGER array
+		return fmt.Sprintf("MPI_Status %s_c; const MPI_Status *%s = nl_fstatus(f_%s, &%s_c);", p.name, p.name, p.name, p.name), nil
 	}
 	if k, ok := handleF2C[base]; ok {
 		if !ptr {
@@ -454,6 +464,29 @@ func locals(f function, expr string) ([]string, error) {
 	return out, nil
 }
 
+// writeClause writes a Fortran wrapper's clause in a block of its own: the
+// Fortran form fexpr as it is, else the C form expr with the parameters it
+// uses rebuilt from the Fortran arguments. Nothing for an empty clause.
+func writeClause(w io.Writer, f function, expr, fexpr, indent string) error {
+	if fexpr != "" {
+		fmt.Fprintf(w, "%s%s;\n", indent, fexpr)
+		return nil
+	}
+	if expr == "" {
+		return nil
+	}
+	ls, err := locals(f, expr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s{\n", indent)
+	for _, l := range ls {
+		fmt.Fprintf(w, "%s\t%s\n", indent, l)
+	}
+	fmt.Fprintf(w, "%s\t%s;\n%s}\n", indent, expr, indent)
+	return nil
+}
+
 // writeFortran writes one Fortran entry point of binding b: every argument a
 // pointer, then ierror; handles converted with PMPI_X_f2c for the accounting,
 // the arguments passed on untouched.
@@ -480,6 +513,16 @@ func writeFortran(w io.Writer, f function, b binding) error {
 	fmt.Fprintf(w, "\t%s real = (%s)nl_fsym((void **)&%s, \"%s\");\n", typ, typ, ptr, b.real(lower))
 	if b.optionalIerr {
 		fmt.Fprintf(w, "\tMPI_Fint nl_ierr = MPI_SUCCESS;\n")
+	}
+	// The replay trace (mpif.h and use mpi; not use mpi_f08, whose statuses
+	// are another type): as in the C wrappers, around the call.
+	traced := f.trace != "" && b.tag == mpifh.tag
+	if traced {
+		fmt.Fprintf(w, "\tif (__builtin_expect(nl_tracing, 0)) {\n\t\tnl_trace_enter();\n")
+		if err := writeClause(w, f, f.tracePre, f.ftracePre, "\t\t"); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\t}\n")
 	}
 	if wb := waitsBefore[f.name]; wb != "" {
 		ls, err := locals(f, wb)
@@ -511,6 +554,13 @@ func writeFortran(w io.Writer, f function, b binding) error {
 	fmt.Fprintf(w, "\tnl_fn_done(NL_FN_%s, nl_t0);\n", f.name)
 	if b.optionalIerr {
 		fmt.Fprintf(w, "\tif (ierr)\n\t\t*ierr = nl_ierr;\n")
+	}
+	if traced {
+		fmt.Fprintf(w, "\tif (__builtin_expect(nl_tracing, 0)) {\n\t\tif (*ierr == MPI_SUCCESS) {\n")
+		if err := writeClause(w, f, f.trace, f.ftrace, "\t\t\t"); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\t\t}\n\t\tnl_trace_exit();\n\t}\n")
 	}
 	post := f.post
 	var ls []string

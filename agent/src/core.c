@@ -922,7 +922,7 @@ void *nl_fsym(void **cache, const char *name)
 	return p;
 }
 
-static const void *f_in_place[4];
+static const void *f_in_place[4], *f_status_ignore[4];
 
 const void *nl_fbuf(const void *b)
 {
@@ -930,6 +930,18 @@ const void *nl_fbuf(const void *b)
 		if (b && b == f_in_place[i])
 			return MPI_IN_PLACE;
 	return b;
+}
+
+/* Fortran's MPI_STATUS_IGNORE is the address of a common block, under each
+ * compiler's mangling (found at start); PMPI_Status_f2c is not called on it. */
+const MPI_Status *nl_fstatus(const void *f, MPI_Status *c)
+{
+	if (!f || f == (const void *)MPI_F_STATUS_IGNORE)
+		return MPI_STATUS_IGNORE;
+	for (int i = 0; i < 4; i++)
+		if (f == f_status_ignore[i])
+			return MPI_STATUS_IGNORE;
+	return PMPI_Status_f2c((const MPI_Fint *)f, c) == MPI_SUCCESS ? c : MPI_STATUS_IGNORE;
 }
 
 /* ------------------------------------------------- Open MPI monitoring: what the PML sends */
@@ -1288,8 +1300,12 @@ void nl_start_agent(void)
 	snprintf(nl_agent.user, sizeof nl_agent.user, "%s", pw ? pw->pw_name : "");
 
 	static const char *const inplace[4] = {"mpi_fortran_in_place_", "mpi_fortran_in_place__", "mpi_fortran_in_place", "MPI_FORTRAN_IN_PLACE"};
-	for (int i = 0; i < 4; i++)
+	static const char *const stignore[4] = {"mpi_fortran_status_ignore_", "mpi_fortran_status_ignore__",
+	                                        "mpi_fortran_status_ignore", "MPI_FORTRAN_STATUS_IGNORE"};
+	for (int i = 0; i < 4; i++) {
 		f_in_place[i] = dlsym(RTLD_DEFAULT, inplace[i]);
+		f_status_ignore[i] = dlsym(RTLD_DEFAULT, stignore[i]);
+	}
 
 	struct nl_peer *peers = NULL;
 	if (posix_memalign((void **)&peers, 64, sizeof(struct nl_peer) * (size_t)nl_world_size) != 0) {

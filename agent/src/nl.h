@@ -124,6 +124,8 @@ void nl_tr_sendrecv(int scount, MPI_Datatype st, int dest, int stag, int rcount,
                     MPI_Comm comm, const MPI_Status *status);
 void nl_tr_reqs(int n, const MPI_Request *r);
 void nl_tr_waited(int n, const int *indices, int flag);
+void nl_tr_reqs_f(int n, const MPI_Fint *r);                   /* Fortran: INTEGER handles */
+void nl_tr_waited_f(int n, const MPI_Fint *indices, int flag); /* Fortran: indices from 1 */
 void nl_tr_barrier(MPI_Comm comm);
 void nl_tr_bcast(int count, MPI_Datatype t, int root, MPI_Comm comm);
 void nl_tr_reduce(int count, MPI_Datatype t, int root, MPI_Comm comm);
@@ -390,6 +392,9 @@ void nl_io(int f, int count, MPI_Datatype t, int write);
 /* Fortran support */
 void *nl_fsym(void **cache, const char *name);
 const void *nl_fbuf(const void *fortran_buf);
+/* nl_fstatus: a Fortran (mpif.h, use mpi) status as C's, in *c, or
+ * MPI_STATUS_IGNORE for MPI_STATUS_IGNORE. */
+const MPI_Status *nl_fstatus(const void *fortran_status, MPI_Status *c);
 
 /* lifecycle (core.c) and reporting (report.c) */
 void nl_init_begin(void); /* at MPI_Init's entry: wall time starts there */

@@ -217,6 +217,14 @@ void nl_tr_reqs(int n, const MPI_Request *r)
 		pending[npending++] = handle(r[i]);
 }
 
+/* nl_tr_reqs_f is nl_tr_reqs for a Fortran wrapper: n INTEGER handles. */
+void nl_tr_reqs_f(int n, const MPI_Fint *r)
+{
+	npending = 0;
+	for (int i = 0; i < n && npending < TR_PENDING; i++)
+		pending[npending++] = handle(PMPI_Request_f2c(r[i]));
+}
+
 static void completed(int i)
 {
 	if (i < 0 || i >= npending)
@@ -234,6 +242,17 @@ static void completed(int i)
 			return;
 		}
 	}
+}
+
+/* nl_tr_waited_f is nl_tr_waited for a Fortran wrapper: the indices count
+ * from 1 there. */
+void nl_tr_waited_f(int n, const MPI_Fint *indices, int flag)
+{
+	if (!flag)
+		return;
+	for (int i = 0; i < n; i++)
+		if (indices[i] != MPI_UNDEFINED)
+			completed(indices[i] - 1);
 }
 
 void nl_tr_waited(int n, const int *indices, int flag)
