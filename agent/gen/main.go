@@ -539,16 +539,8 @@ func writeFortran(w io.Writer, f function, b binding) error {
 	if f.pre != "" || f.post != "" || f.hasFpost {
 		fmt.Fprintf(w, "\tconst int F = NL_FN_%s;\n\t(void)F;\n", f.name)
 	}
-	if f.pre != "" {
-		ls, err := locals(f, f.pre)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "\t{\n")
-		for _, l := range ls {
-			fmt.Fprintf(w, "\t\t%s\n", l)
-		}
-		fmt.Fprintf(w, "\t\t%s;\n\t}\n", f.pre)
+	if err := writeClause(w, f, f.pre, "", "\t"); err != nil {
+		return err
 	}
 	fmt.Fprintf(w, "\treal(%s);\n", strings.Join(args, ", "))
 	fmt.Fprintf(w, "\tnl_fn_done(NL_FN_%s, nl_t0);\n", f.name)
