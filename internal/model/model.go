@@ -105,15 +105,23 @@ type Request struct {
 	// ElapsedOnly skips the MPI time per function: about twice as fast
 	// for large traces (Replay).
 	ElapsedOnly bool
+	// WindowActions is the most actions a replay holds before a trace
+	// that repeats is replayed in part (0: DefaultWindowActions);
+	// FullReplay replays every action however many.
+	WindowActions int
+	FullReplay    bool
 }
 
 // Result is the measurement and the predictions.
 type Result struct {
-	Job      string        `json:"job"`
-	Ranks    int           `json:"ranks"`
-	Hosts    int           `json:"hosts"`
-	Events   int           `json:"trace_events"`
-	Platform string        `json:"platform"`
+	Job      string `json:"job"`
+	Ranks    int    `json:"ranks"`
+	Hosts    int    `json:"hosts"`
+	Events   int    `json:"trace_events"`
+	Platform string `json:"platform"`
+	// Window says how a long periodic trace was replayed in part (nil:
+	// every action).
+	Window   *Window       `json:"window,omitempty"`
 	Measured Measure       `json:"measured"`
 	AsRan    *Prediction   `json:"as_ran"`
 	WhatIfs  []*Prediction `json:"what_ifs"`
@@ -142,19 +150,34 @@ func Predict(ctx context.Context, j *Job, req Request) (*Result, error) {
 	for _, t := range res.Measured.Functions {
 		res.Measured.MPISeconds += t
 	}
-	var err error
-	if res.AsRan, err = Replay(ctx, j, req.Platform, req.HostOf, "as ran", req.Work, !req.ElapsedOnly); err != nil {
+	limit := req.WindowActions
+	switch {
+	case req.FullReplay:
+		limit = 0
+	case limit <= 0:
+		limit = DefaultWindowActions
+	}
+	traces, err := j.Prepare(req.Work, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer traces.Close()
+	res.Window = traces.Window
+	if traces.Whole != "" {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the trace's %d actions are replayed whole (%s): that takes a while", j.Events, traces.Whole))
+	}
+	if res.AsRan, err = traces.Replay(ctx, j, req.Platform, req.HostOf, "as ran", !req.ElapsedOnly); err != nil {
 		return nil, err
 	}
 	for _, n := range req.Networks {
-		p, err := Replay(ctx, j, n.Apply(req.Platform), req.HostOf, n.Name, req.Work, !req.ElapsedOnly)
+		p, err := traces.Replay(ctx, j, n.Apply(req.Platform), req.HostOf, n.Name, !req.ElapsedOnly)
 		if err != nil {
 			return nil, err
 		}
 		res.WhatIfs = append(res.WhatIfs, p)
 	}
 	if req.Placement != nil {
-		p, err := Replay(ctx, j, req.Platform, req.Placement, "placement", req.Work, !req.ElapsedOnly)
+		p, err := traces.Replay(ctx, j, req.Platform, req.Placement, "placement", !req.ElapsedOnly)
 		if err != nil {
 			return nil, err
 		}

@@ -230,7 +230,11 @@ func FuzzCheckActions(f *testing.F) {
 	f.Add("1 send 0 0 1\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		sent := map[int]uint64{}
-		err := checkActions(strings.NewReader(text), "rank-0.ti", 0, 2, sent)
+		var sh shaper
+		err := checkActions(strings.NewReader(text), "rank-0.ti", 0, 2, sent, &sh)
+		if err == nil {
+			sh.shape()
+		}
 		if err != nil && !strings.HasPrefix(err.Error(), "rank-0.ti") {
 			t.Errorf("the error does not name the trace: %v", err)
 		}

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/netloom/netloom/internal/ingest"
 	"github.com/netloom/netloom/internal/store"
@@ -32,8 +33,9 @@ type Job struct {
 	// Elapsed is the slowest rank's traced span, as measured.
 	Elapsed float64
 	// sent[r] is rank r's point-to-point bytes to each peer in its trace
-	// (CheckTraces fills it).
-	sent []map[int]uint64
+	// (CheckTraces fills it), shapes[r] where its trace repeats.
+	sent   []map[int]uint64
+	shapes []*shape
 	// Profile is the run as the agents measured it.
 	Profile *store.Job
 }
@@ -113,6 +115,9 @@ func Load(dir string) (*Job, []string, error) {
 // each MPI function's time summed over ranks.
 func (j *Job) Measured() (elapsed float64, functions map[string]float64) {
 	functions = map[string]float64{}
+	if j.Profile == nil { // traces alone
+		return j.Elapsed, functions
+	}
 	for _, p := range j.Profile.Processes {
 		for _, f := range p.Functions {
 			if f.Name != "MPI_Init" && f.Name != "MPI_Init_thread" && f.Name != "MPI_Finalize" {
@@ -163,28 +168,110 @@ var verboseLine = regexp.MustCompile(`^\[[^\]]*:(\d+):\(\d+\) ([0-9.e+-]+)\] .*\
 // simulationTime is the line the last rank's replay ends with.
 var simulationTime = regexp.MustCompile(`\[smpi_replay/INFO\] Simulation time ([0-9.e+-]+)$`)
 
-// Replay replays the job's traces on the platform, rank r on host
-// hostOf[r], in a temporary directory under work. With perFunction, SMPI
-// logs every action with its duration, which the MPI times are summed
-// from; else only the elapsed time is predicted.
-func Replay(ctx context.Context, j *Job, p *Platform, hostOf []string, scenario, work string, perFunction bool) (*Prediction, error) {
-	if len(hostOf) != j.Ranks {
-		return nil, fmt.Errorf("%d hosts for %d ranks", len(hostOf), j.Ranks)
+// Traces is a job's traces made ready for SMPI: text files in a
+// temporary folder, every action (one replay) or a periodic run's bounds
+// and window (two replays, extrapolated; window.go).
+type Traces struct {
+	dir    string
+	lists  []string // the trace list of each replay
+	Window *Window
+	// Whole says why a trace over the budget is replayed whole ("": it
+	// fits, or the window is used).
+	Whole string
+}
+
+// Prepare writes the job's traces for replay under work: all of them
+// when they hold no more than maxActions actions (or maxActions <= 0),
+// else a window when they repeat (Window). Close removes them.
+func (j *Job) Prepare(work string, maxActions int) (*Traces, error) {
+	if j.shapes == nil {
+		if err := j.CheckTraces(); err != nil {
+			return nil, err
+		}
 	}
 	dir, err := os.MkdirTemp(work, "replay-")
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	var list strings.Builder
-	for r, t := range j.Traces {
-		name := filepath.Join(dir, fmt.Sprintf("rank-%d.ti", r))
-		if err := gunzip(t, name); err != nil {
+	t := &Traces{dir: dir}
+	if maxActions > 0 {
+		t.Window, t.Whole = planWindow(j.shapes, maxActions)
+	}
+	var lists [2]strings.Builder
+	for r, path := range j.Traces {
+		if t.Window == nil {
+			name := filepath.Join(dir, fmt.Sprintf("rank-%d.ti", r))
+			err = gunzip(path, name)
+			fmt.Fprintln(&lists[0], name)
+		} else {
+			var names [2]string
+			names, err = windowTrace(path, dir, r, j.shapes[r], t.Window)
+			for i, n := range names {
+				fmt.Fprintln(&lists[i], n)
+			}
+		}
+		if err != nil {
+			t.Close()
 			return nil, err
 		}
-		fmt.Fprintln(&list, name)
 	}
-	files := map[string]string{"traces": list.String(), "hosts": strings.Join(hostOf, "\n") + "\n"}
+	n := 1
+	if t.Window != nil {
+		n = 2
+	}
+	for i := range n {
+		name := filepath.Join(dir, fmt.Sprintf("traces.%d", i))
+		if err := os.WriteFile(name, []byte(lists[i].String()), 0o644); err != nil {
+			t.Close()
+			return nil, err
+		}
+		t.lists = append(t.lists, name)
+	}
+	return t, nil
+}
+
+// Close removes the prepared traces.
+func (t *Traces) Close() error { return os.RemoveAll(t.dir) }
+
+func windowTrace(path, dir string, rank int, sh *shape, w *Window) ([2]string, error) {
+	z, done, err := openTrace(path)
+	if err != nil {
+		return [2]string{}, err
+	}
+	defer done()
+	names, err := writeWindow(z, dir, rank, sh, w)
+	if err != nil {
+		err = fmt.Errorf("%s: %w", path, err)
+	}
+	return names, err
+}
+
+// Replay replays all of the job's traces on the platform, rank r on host
+// hostOf[r], in a temporary directory under work. With perFunction, SMPI
+// logs every action with its duration, which the MPI times are summed
+// from; else only the elapsed time is predicted.
+func Replay(ctx context.Context, j *Job, p *Platform, hostOf []string, scenario, work string, perFunction bool) (*Prediction, error) {
+	t, err := j.Prepare(work, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	return t.Replay(ctx, j, p, hostOf, scenario, perFunction)
+}
+
+// Replay replays the prepared traces on the platform, rank r on host
+// hostOf[r]; a window's two replays run side by side and the whole run is
+// extrapolated from them.
+func (t *Traces) Replay(ctx context.Context, j *Job, p *Platform, hostOf []string, scenario string, perFunction bool) (*Prediction, error) {
+	if len(hostOf) != j.Ranks {
+		return nil, fmt.Errorf("%d hosts for %d ranks", len(hostOf), j.Ranks)
+	}
+	dir, err := os.MkdirTemp(t.dir, "platform-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	files := map[string]string{"hosts": strings.Join(hostOf, "\n") + "\n"}
 	var plat strings.Builder
 	if err := p.WriteXML(&plat); err != nil {
 		return nil, err
@@ -195,18 +282,50 @@ func Replay(ctx context.Context, j *Job, p *Platform, hostOf []string, scenario,
 			return nil, err
 		}
 	}
+	preds := make([]*Prediction, len(t.lists))
+	errs := make([]error, len(t.lists))
+	var wg sync.WaitGroup
+	for i, list := range t.lists {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			preds[i], errs[i] = smpiReplay(ctx, j.Ranks, dir, list, p.Name, perFunction)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	pred := preds[0]
+	if t.Window != nil {
+		pred = t.Window.extrapolate(preds[0], preds[1])
+	}
+	pred.Scenario = scenario
+	if j.sent != nil {
+		pred.InterNodeBytes = j.InterNodeBytes(hostOf)
+	}
+	return pred, nil
+}
+
+// smpiReplay runs smpirun on the platform and hosts in dir and the traces
+// list names.
+func smpiReplay(ctx context.Context, ranks int, dir, list, platform string, perFunction bool) (*Prediction, error) {
+	tmp, err := os.MkdirTemp(dir, "smpi-")
+	if err != nil {
+		return nil, err
+	}
 	logs := []string{"--log=root.thres:warning", "--log=smpi_replay.thres:info"}
 	if perFunction {
 		logs[1] = "--log=smpi_replay.thres:verbose"
 	}
-	cmd := exec.CommandContext(ctx, Smpirun, append(logs, "-np", strconv.Itoa(j.Ranks), "-platform", filepath.Join(dir, "platform.xml"),
-		"-hostfile", filepath.Join(dir, "hosts"), "-replay", filepath.Join(dir, "traces"),
+	cmd := exec.CommandContext(ctx, Smpirun, append(logs, "-np", strconv.Itoa(ranks), "-platform", filepath.Join(dir, "platform.xml"),
+		"-hostfile", filepath.Join(dir, "hosts"), "-replay", list,
 		// the platform's numbers as they are: a message takes latency +
 		// size / bandwidth on each link, not SMPI's factors fitted to
 		// another cluster
 		"--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1",
-		"--cfg=smpi/tmpdir:"+dir)...)
-	cmd.Dir = dir
+		"--cfg=smpi/tmpdir:"+tmp)...)
+	cmd.Dir = tmp
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -215,12 +334,9 @@ func Replay(ctx context.Context, j *Job, p *Platform, hostOf []string, scenario,
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: %w (install SimGrid: Debian's simgrid and libsimgrid-dev)", Smpirun, err)
 	}
-	pred := &Prediction{Scenario: scenario, Platform: p.Name, Functions: map[string]float64{}, PerFunction: perFunction}
+	pred := &Prediction{Platform: platform, Functions: map[string]float64{}, PerFunction: perFunction}
 	if perFunction {
-		pred.RankMPI = make([]float64, j.Ranks)
-	}
-	if j.sent != nil {
-		pred.InterNodeBytes = j.InterNodeBytes(hostOf)
+		pred.RankMPI = make([]float64, ranks)
 	}
 	var tail []string
 	sc := bufio.NewScanner(out)
@@ -246,7 +362,7 @@ func Replay(ctx context.Context, j *Job, p *Platform, hostOf []string, scenario,
 		rank, _ := strconv.Atoi(m[3])
 		d, _ := strconv.ParseFloat(m[5], 64)
 		pred.Elapsed = max(pred.Elapsed, clock)
-		if m[4] == "compute" || rank < 0 || rank >= j.Ranks {
+		if m[4] == "compute" || rank < 0 || rank >= ranks {
 			continue
 		}
 		name := actionFunction[m[4]]
@@ -262,7 +378,7 @@ func Replay(ctx context.Context, j *Job, p *Platform, hostOf []string, scenario,
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%s replay on %s failed (%v):\n%s", Smpirun, p.Name, werr, strings.Join(tail, "\n"))
+		return nil, fmt.Errorf("%s replay on %s failed (%v):\n%s", Smpirun, platform, werr, strings.Join(tail, "\n"))
 	}
 	return pred, nil
 }
@@ -304,11 +420,14 @@ func gunzip(src, dst string) error {
 func (j *Job) CheckTraces() error {
 	var errs []error
 	j.sent = make([]map[int]uint64, j.Ranks)
+	j.shapes = make([]*shape, j.Ranks)
 	for r, t := range j.Traces {
 		j.sent[r] = map[int]uint64{}
-		if err := checkTrace(t, r, j.Ranks, j.sent[r]); err != nil {
+		var sh shaper
+		if err := checkTrace(t, r, j.Ranks, j.sent[r], &sh); err != nil {
 			errs = append(errs, err)
 		}
+		j.shapes[r] = sh.shape()
 	}
 	return errors.Join(errs...)
 }
@@ -328,18 +447,19 @@ func (j *Job) InterNodeBytes(hostOf []string) uint64 {
 	return b
 }
 
-func checkTrace(path string, rank, ranks int, sent map[int]uint64) error {
+func checkTrace(path string, rank, ranks int, sent map[int]uint64, sh *shaper) error {
 	z, done, err := openTrace(path)
 	if err != nil {
 		return err
 	}
 	defer done()
-	return checkActions(z, path, rank, ranks, sent)
+	return checkActions(z, path, rank, ranks, sent, sh)
 }
 
 // checkActions reads rank's trace actions from r (named path in errors),
-// adding the bytes each send carries to sent by destination.
-func checkActions(r io.Reader, path string, rank, ranks int, sent map[int]uint64) error {
+// adding the bytes each send carries to sent by destination, and each
+// action to sh (unless nil).
+func checkActions(r io.Reader, path string, rank, ranks int, sent map[int]uint64, sh *shaper) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	n := 0
@@ -377,6 +497,9 @@ func checkActions(r io.Reader, path string, rank, ranks int, sent map[int]uint64
 				return fmt.Errorf("%s line %d: %s: size %q", path, n, fields[1], fields[4])
 			}
 			sent[peer] += uint64(b)
+		}
+		if sh != nil {
+			sh.add(sc.Text(), fields)
 		}
 	}
 	if err := sc.Err(); err != nil {
