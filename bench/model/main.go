@@ -5,21 +5,27 @@
 //     --seconds each, the gzip size scaled to a minute;
 //
 //   - replay time of a --ranks-rank, one-minute trace (the halo kernel's
-//     per-rank event rate, made for that many ranks) with SMPI on a flat
-//     platform of 16-core hosts, against the minute it stands for.
+//     per-rank event rate and compute gaps, made for that many ranks) on a
+//     flat platform of 16-core hosts, as netloom model replays it (a
+//     window of the iterations; --whole: also every action), against the
+//     minute it stands for; and, on --compare ranks, how far the window's
+//     prediction is from the whole replay's.
 //
-//     go run ./bench/model [--seconds 10] [--ranks 1024] [--netloom bin/netloom]
+//     go run ./bench/model [--seconds 10] [--ranks 1024] [--compare 64] [--whole] [--netloom bin/netloom]
 package main
 
 import (
+	"bufio"
 	"compress/gzip"
 	"context"
 	"flag"
 	"fmt"
 	"log"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,7 +70,8 @@ func main() {
 	seconds := flag.Float64("seconds", 10, "how long each kernel runs traced")
 	ranks := flag.Int("ranks", 1024, "ranks of the replayed one-minute trace")
 	netloom := flag.String("netloom", "bin/netloom", "netloom binary")
-	both := flag.Bool("per-function", false, "also time the replay that sums the MPI time per function (much slower)")
+	compare := flag.Int("compare", 64, "compare the window with the whole replay on a one-minute trace of this many `ranks` (0: not)")
+	whole := flag.Bool("whole", false, "also replay the --ranks trace whole, elapsed time only (minutes)")
 	flag.Parse()
 	bin, err := filepath.Abs(*netloom)
 	if err != nil {
@@ -112,40 +119,123 @@ func main() {
 			float64(gz)*perMin/1024, float64(text)*perMin/1024)
 	}
 
-	// A one-minute halo trace for many ranks: the measured event rate,
+	// One-minute halo traces for many ranks: the measured event rate,
 	// the same pattern (10 ms of work, two exchanges, an allreduce: 10
-	// events per iteration).
-	iters := int(haloRate * 60 / 10)
-	dir := filepath.Join(work, "big")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// events per iteration), each compute gap drawn from those the traced
+	// halo ranks measured.
+	gaps, err := computeGaps(filepath.Join(work, "halo"))
+	if err != nil {
 		log.Fatal(err)
 	}
-	j := &model.Job{ID: "big", Dir: dir, Ranks: *ranks}
-	hosts := make([]string, *ranks)
-	for r := range *ranks {
-		hosts[r] = fmt.Sprintf("node%d", r/16)
-		path := filepath.Join(dir, fmt.Sprintf("rank-%d.ti.gz", r))
-		if err := writeHalo(path, r, *ranks, iters); err != nil {
-			log.Fatal(err)
-		}
-		j.Traces = append(j.Traces, path)
-		j.Nodes = append(j.Nodes, hosts[r])
-	}
-	plat := model.Flat("flat", model.Hosts(hosts), model.Cores(hosts), 1e-6, 12.5e9, model.DefaultLoopback)
-	fmt.Printf("\nreplay of %d ranks x %d halo iterations (%d events per rank, one minute at the measured rate):\n", *ranks, iters, iters*10)
-	for _, perFunction := range []bool{false, true} {
+	iters := int(haloRate * 60 / 10)
+	replay := func(ranks int, full, perFunction bool) (*model.Result, time.Duration) {
+		j, hosts := haloJob(filepath.Join(work, fmt.Sprintf("big-%d", ranks)), ranks, iters, gaps)
+		plat := model.Flat("flat", model.Hosts(hosts), model.Cores(hosts), 1e-6, 12.5e9, model.DefaultLoopback)
 		start := time.Now()
-		p, err := model.Replay(context.Background(), j, plat, hosts, "as ran", work, perFunction)
+		res, err := model.Predict(context.Background(), j, model.Request{Platform: plat, HostOf: hosts, Work: work,
+			ElapsedOnly: !perFunction, FullReplay: full})
 		if err != nil {
 			log.Fatal(err)
 		}
-		took := time.Since(start)
-		fmt.Printf("  per function %-5v %.1f s of wall time for %.1f s simulated (%.2fx the minute; target under a minute), %.0f actions/s\n",
-			perFunction, took.Seconds(), p.Elapsed, took.Seconds()/60, float64(*ranks*iters*10)/took.Seconds())
-		if !*both {
-			break
+		return res, time.Since(start)
+	}
+	fmt.Printf("\none-minute halo traces: %d iterations, %d events per rank, compute gaps drawn from the traced run's %d (mean %.2f ms)\n",
+		iters, iters*10, len(gaps), mean(gaps)/1e6)
+	if *compare > 0 {
+		fmt.Printf("window against whole replay, %d ranks, per function:\n", *compare)
+		whole, tw := replay(*compare, true, true)
+		part, tp := replay(*compare, false, true)
+		fmt.Printf("  whole  %6.1f s of wall time: elapsed %.3f s, MPI %.2f s\n", tw.Seconds(), whole.AsRan.Elapsed, whole.AsRan.MPISeconds)
+		fmt.Printf("  window %6.1f s of wall time: elapsed %.3f s (%+.2f%%), MPI %.2f s (%+.2f%%); %+v\n", tp.Seconds(),
+			part.AsRan.Elapsed, pct(part.AsRan.Elapsed, whole.AsRan.Elapsed), part.AsRan.MPISeconds, pct(part.AsRan.MPISeconds, whole.AsRan.MPISeconds), *part.Window)
+		for _, f := range model.Functions(nil, []*model.Prediction{whole.AsRan}) {
+			if whole.AsRan.Functions[f] == 0 {
+				continue
+			}
+			fmt.Printf("    %-14s whole %8.3f s  window %8.3f s (%+.2f%%)\n", f, whole.AsRan.Functions[f], part.AsRan.Functions[f], pct(part.AsRan.Functions[f], whole.AsRan.Functions[f]))
 		}
 	}
+	fmt.Printf("replay of %d ranks (%d actions), as netloom model runs it (read and check the traces, window, replays):\n", *ranks, *ranks*(iters*10+2))
+	for _, perFunction := range []bool{false, true} {
+		res, took := replay(*ranks, false, perFunction)
+		how := "whole"
+		if w := res.Window; w != nil {
+			how = fmt.Sprintf("window of %d periods, %d + %d actions", w.Kept, w.Actions[0], w.Actions[1])
+		}
+		fmt.Printf("  per function %-5v %6.1f s of wall time for %.1f s simulated (%.2fx the minute; target under a minute): %s\n",
+			perFunction, took.Seconds(), res.AsRan.Elapsed, took.Seconds()/60, how)
+		if *whole && !perFunction {
+			all, t := replay(*ranks, true, perFunction)
+			fmt.Printf("  per function %-5v %6.1f s of wall time for the whole replay: %.1f s simulated (window %+.2f%%), %.0f actions/s\n",
+				perFunction, t.Seconds(), all.AsRan.Elapsed, pct(res.AsRan.Elapsed, all.AsRan.Elapsed), float64(*ranks*iters*10)/t.Seconds())
+		}
+	}
+}
+
+func pct(got, want float64) float64 { return 100 * (got - want) / want }
+
+func mean(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// computeGaps reads the compute amounts (flops at 1 Gflop/s) of a traced
+// run's rank-0 trace, the first and last left out.
+func computeGaps(dir string) ([]float64, error) {
+	job, _, err := model.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(job.Traces[0])
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, err
+	}
+	var gaps []float64
+	sc := bufio.NewScanner(z)
+	for sc.Scan() {
+		if fl := strings.Fields(sc.Text()); len(fl) == 3 && fl[1] == "compute" {
+			v, err := strconv.ParseFloat(fl[2], 64)
+			if err == nil && v > 5e6 { // the 10 ms of work, not the gaps between calls
+				gaps = append(gaps, v)
+			}
+		}
+	}
+	if len(gaps) < 3 {
+		return nil, fmt.Errorf("%s: %d compute gaps", job.Traces[0], len(gaps))
+	}
+	return gaps[1 : len(gaps)-1], sc.Err()
+}
+
+// haloJob writes ranks' halo traces of iters iterations into dir, 16
+// ranks per host.
+func haloJob(dir string, ranks, iters int, gaps []float64) (*model.Job, []string) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	j := &model.Job{ID: "big", Dir: dir, Ranks: ranks}
+	hosts := make([]string, ranks)
+	for r := range ranks {
+		hosts[r] = fmt.Sprintf("node%d", r/16)
+		path := filepath.Join(dir, fmt.Sprintf("rank-%d.ti.gz", r))
+		if _, err := os.Stat(path); err != nil {
+			rng := rand.New(rand.NewPCG(uint64(r), 1))
+			if err := writeHalo(path, r, ranks, iters, func() float64 { return gaps[rng.IntN(len(gaps))] }); err != nil {
+				log.Fatal(err)
+			}
+		}
+		j.Traces = append(j.Traces, path)
+		j.Nodes = append(j.Nodes, hosts[r])
+		j.Events += iters*10 + 2
+	}
+	return j, hosts
 }
 
 func textSize(path string) int64 {
@@ -169,7 +259,7 @@ func textSize(path string) int64 {
 	}
 }
 
-func writeHalo(path string, r, n, iters int) error {
+func writeHalo(path string, r, n, iters int, gap func() float64) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -180,7 +270,7 @@ func writeHalo(path string, r, n, iters int) error {
 	right, left := (r+1)%n, (r+n-1)%n
 	for range iters {
 		b.Reset()
-		fmt.Fprintf(&b, "%d compute 10000000\n", r)
+		fmt.Fprintf(&b, "%d compute %.0f\n", r, gap())
 		for tag, pair := range [][2]int{{right, left}, {left, right}} {
 			fmt.Fprintf(&b, "%d irecv %d %d 65536\n%d isend %d %d 65536\n", r, pair[1], tag, r, pair[0], tag)
 			fmt.Fprintf(&b, "%d wait %d %d %d\n%d wait %d %d %d\n", r, pair[1], r, tag, r, r, pair[0], tag)

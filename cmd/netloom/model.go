@@ -75,6 +75,8 @@ bandwidth. See docs/model.md.`,
 	f.StringVar(&nodeMap, "node-map", "", "node names to host adapters, as netloom serve's --node-map `file`")
 	f.StringVar(&workDir, "work-dir", "", "`folder` for the replay's temporary files (default: the system's)")
 	elapsedOnly := f.Bool("elapsed-only", false, "predict the elapsed time alone, not the MPI time per function: about twice as fast for large traces")
+	fullReplay := f.Bool("full-replay", false, "replay every action of a long trace that repeats, not a window of its iterations (slow: minutes per 100 million actions)")
+	windowActions := f.Int("window-actions", model.DefaultWindowActions, "replay a trace that repeats in part when it holds more than `N` actions (see docs/model.md, \"Replay speed\")")
 	c.RunE = func(c *cobra.Command, args []string) error {
 		ctx := c.Context()
 		fabricGiven := c.Flags().Changed("fabric") || *db != ""
@@ -105,7 +107,11 @@ bandwidth. See docs/model.md.`,
 		if err != nil {
 			return err
 		}
-		req := model.Request{HostOf: job.Nodes, Networks: whatIfs, Work: workDir, ElapsedOnly: *elapsedOnly}
+		if *windowActions < 1 {
+			return usagef("--window-actions %d: want a positive number of actions (--full-replay replays all)", *windowActions)
+		}
+		req := model.Request{HostOf: job.Nodes, Networks: whatIfs, Work: workDir, ElapsedOnly: *elapsedOnly,
+			WindowActions: *windowActions, FullReplay: *fullReplay}
 		if placement != "" {
 			b, err := os.ReadFile(placement)
 			if err != nil {
@@ -218,7 +224,12 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 
 // writePrediction prints the predictions beside the measurement.
 func writePrediction(w io.Writer, r *model.Result) error {
-	fmt.Fprintf(w, "Job %s: %d ranks on %d nodes, %d trace events; platform: %s\n\n", r.Job, r.Ranks, r.Hosts, r.Events, r.Platform)
+	fmt.Fprintf(w, "Job %s: %d ranks on %d nodes, %d trace events; platform: %s\n", r.Job, r.Ranks, r.Hosts, r.Events, r.Platform)
+	if x := r.Window; x != nil {
+		fmt.Fprintf(w, "Replayed in part: every rank repeats %d times a period of up to %d events; replayed every %d-th of them (%d) and the run without them, and extrapolated (--full-replay replays all)\n",
+			x.Periods, x.PeriodEvents, x.Stride, x.Kept)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "\telapsed (s)\tMPI (s, all ranks)\tvs measured\tinter-node p2p bytes\t\n")
 	fmt.Fprintf(tw, "measured\t%.4f\t%.4f\t\t\t\n", r.Measured.Elapsed, r.Measured.MPISeconds)
