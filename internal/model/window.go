@@ -218,16 +218,18 @@ func planWindow(shapes []*shape, budget int) (w *Window, why string) {
 	total, periods, most := 0, -1, 0
 	for _, sh := range shapes {
 		total += sh.lines
+	}
+	if total <= budget {
+		return nil, ""
+	}
+	for r, sh := range shapes {
 		if sh.period == 0 {
-			return nil, "the traces do not repeat"
+			return nil, fmt.Sprintf("rank %d's trace does not repeat", r)
 		}
 		if periods < 0 || sh.count < periods {
 			periods = sh.count
 		}
 		most = max(most, sh.period)
-	}
-	if total <= budget {
-		return nil, ""
 	}
 	ts := make([]*periodTraffic, len(shapes))
 	for r, sh := range shapes {

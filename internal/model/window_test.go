@@ -152,6 +152,9 @@ func TestWindowRefuses(t *testing.T) {
 		if w != nil || why == "" {
 			t.Errorf("%s: window %+v (%q)", name, w, why)
 		}
+		if w, why := planWindow(j.shapes, j.Events+10); w != nil || why != "" {
+			t.Errorf("%s, within the budget: window %+v (%q)", name, w, why)
+		}
 		t.Logf("%s: %s", name, why)
 	}
 }
