@@ -204,6 +204,15 @@ var waitsBefore = map[string]string{
 	"MPI_Recv": "nl_wait_recv(F, source, tag, comm)",
 }
 
+// waitsInstead is what NETLOOM_WAITS calls in place of the PMPI call, for
+// the C wrappers: MPI_Sendrecv as its send posted, a probe timed as the
+// wait, its receive and the send's completion (a probe before the call
+// would deadlock two ranks that exchange). The Fortran wrappers call the
+// library's own binding: no wait there.
+var waitsInstead = map[string]string{
+	"MPI_Sendrecv": "nl_sendrecv_waits(F, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)",
+}
+
 func init() {
 	for _, c := range []string{"MPI_Barrier", "MPI_Bcast", "MPI_Gather", "MPI_Gatherv", "MPI_Scatter",
 		"MPI_Scatterv", "MPI_Allgather", "MPI_Allgatherv", "MPI_Alltoall", "MPI_Alltoallv", "MPI_Alltoallw",
@@ -264,7 +273,7 @@ func writeC(w io.Writer, fns []function, fortran bool, f08 string) error {
 		} else {
 			fmt.Fprintf(w, "%s\n{\n", f.decl("MPI_"))
 		}
-		if f.pre != "" || f.post != "" {
+		if f.pre != "" || f.post != "" || waitsInstead[f.name] != "" {
 			fmt.Fprintf(w, "\tconst int F = NL_FN_%s;\n\t(void)F;\n", f.name)
 		}
 		if f.post == "" || early {
@@ -293,7 +302,11 @@ func writeC(w io.Writer, fns []function, fortran bool, f08 string) error {
 		if f.pre != "" {
 			fmt.Fprintf(w, "\t%s;\n", f.pre)
 		}
-		fmt.Fprintf(w, "\tint rc = P%s(%s);\n", f.name, f.args())
+		if wi := waitsInstead[f.name]; wi != "" {
+			fmt.Fprintf(w, "\tint rc = __builtin_expect(nl_waits, 0) ? %s : P%s(%s);\n", wi, f.name, f.args())
+		} else {
+			fmt.Fprintf(w, "\tint rc = P%s(%s);\n", f.name, f.args())
+		}
 		fmt.Fprintf(w, "\tnl_fn_done(NL_FN_%s, nl_t0);\n", f.name)
 		if f.post != "" {
 			fmt.Fprintf(w, "\tif (rc == MPI_SUCCESS) {\n\t\t%s;\n\t}\n", f.post)

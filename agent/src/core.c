@@ -87,11 +87,45 @@ void nl_wait_recv(int f, int source, int tag, MPI_Comm comm)
 	nl_add(&nl_fns[f].wait, nl_ticks() - t0);
 }
 
-/* nl_fn_ticks is the time in f: the first NL_EXACT_CALLS calls' exactly,
- * plus the timed calls' after them scaled up to all the calls after them
- * (the mean of a random sample times the count: an unbiased estimate;
+/* nl_inside is the wait measured inside f's own calls (nl_sendrecv_waits):
+ * nl_fn_ticks leaves it out of f's time, as it is f's wait. */
+static uint64_t nl_inside[NL_NFUNCS];
+
+/* nl_sendrecv_waits is MPI_Sendrecv f with the wait for a late sender timed
+ * apart (NETLOOM_WAITS): a probe before the receive, as for MPI_Recv, would
+ * deadlock two ranks that exchange, each probing for the message the other
+ * sends only after it. So the send is posted first (PMPI_Isend), then the
+ * probe for the message the receive will match, timed as the wait, then the
+ * receive and the send's completion: the exchange MPI_Sendrecv stands for,
+ * the same messages in the same order, as Open MPI and MPICH carry it out
+ * themselves (a nonblocking half and a blocking one). */
+int nl_sendrecv_waits(int f, const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+		      void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
+		      MPI_Status *status)
+{
+	MPI_Request rq;
+	int rc = PMPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &rq);
+	if (rc != MPI_SUCCESS)
+		return rc;
+	if (source != MPI_PROC_NULL) {
+		MPI_Status st;
+		uint64_t t0 = nl_ticks();
+		rc = PMPI_Probe(source, recvtag, comm, &st);
+		uint64_t w = nl_ticks() - t0;
+		nl_add(&nl_fns[f].wait, w);
+		nl_add(&nl_inside[f], w);
+	}
+	if (rc == MPI_SUCCESS)
+		rc = PMPI_Recv(recvbuf, recvcount, recvtype, source, recvtag, comm, status);
+	int wrc = PMPI_Wait(&rq, MPI_STATUS_IGNORE);
+	return rc != MPI_SUCCESS ? rc : wrc;
+}
+
+/* fn_ticks is the time in f's calls: the first NL_EXACT_CALLS calls'
+ * exactly, plus the timed calls' after them scaled up to all the calls after
+ * them (the mean of a random sample times the count: an unbiased estimate;
  * exact with NETLOOM_TIME_SAMPLE=1). */
-uint64_t nl_fn_ticks(int f)
+static uint64_t fn_ticks(int f)
 {
 	uint64_t calls = __atomic_load_n(&nl_fns[f].calls, __ATOMIC_RELAXED);
 	uint64_t timed = __atomic_load_n(&nl_fns[f].timed, __ATOMIC_RELAXED);
@@ -102,6 +136,13 @@ uint64_t nl_fn_ticks(int f)
 	if (timed >= calls - NL_EXACT_CALLS)
 		return first + ticks;
 	return first + (uint64_t)((double)ticks * (double)(calls - NL_EXACT_CALLS) / (double)timed);
+}
+
+/* nl_fn_ticks is f's own time: its calls' less the waits inside them. */
+uint64_t nl_fn_ticks(int f)
+{
+	uint64_t t = fn_ticks(f), in = __atomic_load_n(&nl_inside[f], __ATOMIC_RELAXED);
+	return t > in ? t - in : 0;
 }
 
 /* ------------------------------------------------------- datatype sizes */

@@ -110,6 +110,9 @@ NL_INLINE void nl_add(uint64_t *p, uint64_t v)
 
 void nl_wait_before(int f, MPI_Comm comm);
 void nl_wait_recv(int f, int source, int tag, MPI_Comm comm);
+int nl_sendrecv_waits(int f, const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+		      void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
+		      MPI_Status *status);
 
 /* The replay trace (trace.c; NETLOOM_TRACE=1): the wrappers of the functions
  * with an @trace clause call nl_trace_enter before the call and their

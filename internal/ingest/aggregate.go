@@ -410,8 +410,9 @@ type Profile struct {
 
 // LateSender tells whether fn's wait (NETLOOM_WAITS) is the time a blocking
 // receive waited for its message to be sent (a probe before it; agent/gen's
-// waitsBefore), not the wait for the last rank before a collective.
-func LateSender(fn string) bool { return fn == "MPI_Recv" }
+// waitsBefore and waitsInstead), not the wait for the last rank before a
+// collective.
+func LateSender(fn string) bool { return fn == "MPI_Recv" || fn == "MPI_Sendrecv" }
 
 // WaitColumn names fn's wait as MPInside does: w_recv for a receive's wait
 // for a late sender, b_allreduce for the wait before a collective.

@@ -134,20 +134,30 @@ func sortedLines(s, prog string) []string {
 // small, and a run without delays (D = 0) waits only what the program's own
 // receives took. The measured rounds are a region (MPI_Pcontrol): its wait
 // holds the sender's lateness and no more than all of w_recv. The program's
-// checksums are the same without the agent.
+// checksums are the same without the agent. latesend.c's sendrecv mode does
+// each round as one MPI_Sendrecv on both sides, the same checks on
+// w_sendrecv (the C wrappers post its send, then probe).
 func TestAgentLateSender(t *testing.T) {
 	buildAgent(t)
 	const d, iters = 50, 4 // ms per sender step, rounds
 	const eps = 0.003      // s: clock reads and the wrapper around the probe
 	half := agentRanks / 2
 	for _, m := range impls(t) {
-		for _, src := range []string{"testdata/mpi/latesend.c", "testdata/mpi/latesend.f90"} {
-			t.Run(m.name+"/"+strings.TrimPrefix(src, "testdata/mpi/"), func(t *testing.T) {
+		for _, c := range []struct{ src, mode, fn string }{
+			{"testdata/mpi/latesend.c", "", "MPI_Recv"},
+			{"testdata/mpi/latesend.f90", "", "MPI_Recv"},
+			{"testdata/mpi/latesend.c", "sendrecv", "MPI_Sendrecv"},
+		} {
+			src, name := c.src, m.name+"/"+strings.TrimPrefix(c.src, "testdata/mpi/")
+			if c.mode != "" {
+				name += "," + c.mode
+			}
+			t.Run(name, func(t *testing.T) {
 				needMPI(t, m)
 				prog := compile(t, m, src)
 				for _, size := range []int{1024, 262144} {
 					args := func(delay int) []string {
-						return []string{strconv.Itoa(delay), strconv.Itoa(iters), strconv.Itoa(size)}
+						return []string{strconv.Itoa(delay), strconv.Itoa(iters), strconv.Itoa(size), c.mode}
 					}
 					plain := sortedLines(runJob(t, m, agentRanks, "", nil, nil, prog, args(d)...), "latesend")
 					for _, delay := range []int{d, 0} {
@@ -170,9 +180,9 @@ func TestAgentLateSender(t *testing.T) {
 							}
 						}
 						p := ingest.BuildProfile(j)
-						col := slices.Index(p.Functions, "MPI_Recv")
+						col := slices.Index(p.Functions, c.fn)
 						if col < 0 || len(p.WaitNS) != agentRanks {
-							t.Fatalf("%d B, D=%d: no MPI_Recv wait in the profile: %+v", size, delay, p)
+							t.Fatalf("%d B, D=%d: no %s wait in the profile: %+v", size, delay, c.fn, p)
 						}
 						for i, rank := range p.Ranks {
 							injected := 0.0
@@ -180,8 +190,8 @@ func TestAgentLateSender(t *testing.T) {
 								injected = float64((rank-half+1)*delay*iters) / 1e3
 							}
 							wait, self := float64(p.WaitNS[i][col])/1e9, float64(p.TimeNS[i][col])/1e9
-							what := fmt.Sprintf("%d B, D=%d rank %d: w_recv %.4f s, MPI_Recv %.4f s; the program: sender late %.4f s, in MPI_Recv %.4f s; injected %.3f s",
-								size, delay, rank, wait, self, late[rank], inRecv[rank], injected)
+							what := fmt.Sprintf("%d B, D=%d rank %d: %s %.4f s, %s %.4f s; the program: sender late %.4f s, in %s %.4f s; injected %.3f s",
+								size, delay, rank, ingest.WaitColumn(c.fn), wait, c.fn, self, late[rank], c.fn, inRecv[rank], injected)
 							t.Log(what)
 							if wait < late[rank]-eps {
 								t.Errorf("%s: the wait is less than the sender's lateness", what)

@@ -45,7 +45,7 @@ export const LATE_SEGMENT = "waiting for late senders";
 export const LATE_COLOR = "#c2410c"; // not in PALETTE
 /** The functions whose wait_ns is the wait for a late sender; every other
  * function's is the wait before a collective. */
-export const LATE_SENDER: ReadonlySet<string> = new Set(["MPI_Recv"]);
+export const LATE_SENDER: ReadonlySet<string> = new Set(["MPI_Recv", "MPI_Sendrecv"]);
 
 /** Seconds per rank of wait_ns summed over the columns ks. */
 export function waitSeconds(p: Profile, ks: number[]): Float64Array {
@@ -62,7 +62,7 @@ export function profileChart(p: Profile, opt: ProfileOptions): HTMLElement {
   const segs: Segment[] = [];
   // With --waits, the waits are MPI time too: a segment at the bottom for
   // the wait before collectives, one for late senders when a rank received
-  // with MPI_Recv, so a bar's height stays the rank's time in MPI (the
+  // with MPI_Recv or MPI_Sendrecv, so a bar's height stays the rank's time in MPI (the
   // "Where the ranks wait" panel splits it further).
   if (p.wait_ns) {
     const late = keep.filter(({ f }) => LATE_SENDER.has(f)).map(({ k }) => k);

@@ -1,6 +1,6 @@
 // Where the ranks wait (NETLOOM_WAITS, `netloom run --waits`): the agent
-// times a barrier before every blocking collective and a probe before every
-// MPI_Recv, so each rank's MPI time splits into waiting for the last rank to
+// times a barrier before every blocking collective and a probe before the
+// receive of every MPI_Recv and MPI_Sendrecv, so each rank's MPI time splits into waiting for the last rank to
 // arrive, waiting for late senders, the collectives' own time and the other
 // MPI calls. Per rank as stacked bars, per function as MPInside's b_X
 // columns beside X, and the ranks the others wait for named: the rank that
@@ -47,7 +47,7 @@ export interface RankWait {
   node: string;
   /** Seconds waiting for the last rank before collectives. */
   wait: number;
-  /** Seconds waiting in MPI_Recv for late senders. */
+  /** Seconds waiting in MPI_Recv and MPI_Sendrecv for late senders. */
   lateSender: number;
   /** Seconds in the waited-for collectives themselves. */
   own: number;
@@ -70,6 +70,9 @@ export interface WaitAnalysis {
   spread: number;
   /** Whether a rank received with a function whose wait is for late senders. */
   hasLate: boolean;
+  /** Those functions, and as words: "MPI_Recv and MPI_Sendrecv". */
+  lateFns: string[];
+  lateIn: string;
 }
 
 /** The function columns that are waited-for collectives: a covered
@@ -99,7 +102,9 @@ export function analyzeWaits(p: Profile, nodeOf: (rank: number) => string, inclu
     });
     return { rank, node: nodeOf(rank), wait: wait / 1e9, lateSender: lateSender / 1e9, own: own / 1e9, other: other / 1e9, beyond: 0 };
   });
-  const hasLate = p.functions.some((f) => LATE_SENDER.has(f));
+  const lateFns = p.functions.filter((f) => LATE_SENDER.has(f));
+  const hasLate = lateFns.length > 0;
+  const lateIn = lateFns.join(" and ");
   // beyond_k = Σ_{W_j > W_k} (W_j − W_k): suffix sums over the waits sorted
   // ascending, so 100k ranks stay O(n log n).
   const order = ranks.map((_, i) => i).sort((a, b) => ranks[a]!.wait - ranks[b]!.wait || ranks[a]!.rank - ranks[b]!.rank);
@@ -121,12 +126,12 @@ export function analyzeWaits(p: Profile, nodeOf: (rank: number) => string, inclu
   // Waits that differ by under a millisecond or a tenth of the largest wait
   // name nobody: the last to arrive changes from call to call (or there is
   // one rank).
-  if (ranks.length < 2 || spread < Math.max(1e-3, 0.1 * max)) return { ranks, late: [], othersWaited: 0, spread, hasLate };
+  if (ranks.length < 2 || spread < Math.max(1e-3, 0.1 * max)) return { ranks, late: [], othersWaited: 0, spread, hasLate, lateFns, lateIn };
   const late = order.filter((i) => ranks[i]!.wait - min <= 0.1 * spread).map((i) => ranks[i]!);
   const lateSet = new Set(late);
   const lateMean = late.reduce((a, r) => a + r.wait, 0) / late.length;
   const othersWaited = ranks.reduce((a, r) => (lateSet.has(r) ? a : a + Math.max(0, r.wait - lateMean)), 0);
-  return { ranks, late, othersWaited, spread, hasLate };
+  return { ranks, late, othersWaited, spread, hasLate, lateFns, lateIn };
 }
 
 const who = (r: RankWait) => `${r.rank} (${r.node || "?"})`;
@@ -143,7 +148,7 @@ export function waitsView(p: Profile, nodeOf: (rank: number) => string, includeS
       h("code", {}, "netloom run --waits"),
       " (",
       h("code", {}, "NETLOOM_WAITS=1"),
-      ") or made no blocking collective call and no MPI_Recv. Run it with waits to split each collective's time into waiting for the last rank and the collective itself, and each receive's into waiting for a late sender and the receive itself.",
+      ") or made no blocking collective call and no MPI_Recv or MPI_Sendrecv. Run it with waits to split each collective's time into waiting for the last rank and the collective itself, and each receive's into waiting for a late sender and the receive itself.",
     );
     el.dataset.waits = "0";
     return el;
@@ -181,8 +186,8 @@ export function waitsView(p: Profile, nodeOf: (rank: number) => string, includeS
     const most = a.ranks.reduce((m, r) => (r.lateSender > m.lateSender ? r : m), a.ranks[0]!);
     lateHead =
       most.lateSender >= 1e-3
-        ? h("p", { class: "panel-note waits-late-sender" }, h("strong", {}, `Rank ${who(most)} waited longest for late senders`), `: ${seconds(most.lateSender)} in MPI_Recv until the message was sent; all ranks ${seconds(tl)}.`)
-        : h("p", { class: "panel-note waits-late-sender" }, `No rank waited for late senders: ${seconds(tl)} in all ranks' MPI_Recv before the message came.`);
+        ? h("p", { class: "panel-note waits-late-sender" }, h("strong", {}, `Rank ${who(most)} waited longest for late senders`), `: ${seconds(most.lateSender)} in ${a.lateIn} until the message was sent; all ranks ${seconds(tl)}.`)
+        : h("p", { class: "panel-note waits-late-sender" }, `No rank waited for late senders: ${seconds(tl)} in all ranks' ${a.lateIn} before the message came.`);
     lateHead.dataset.rank = String(most.rank);
     lateHead.dataset.lateSender = String(tl);
   }
@@ -190,7 +195,7 @@ export function waitsView(p: Profile, nodeOf: (rank: number) => string, includeS
     "p",
     { class: "panel-note hint" },
     "A rank's wait is its time in the barrier the agent puts before each blocking collective, until the last rank arrives: the rank that waits least arrives last, and the others wait for it. ",
-    a.hasLate ? "Its wait for late senders is its time in the probe the agent puts before each MPI_Recv, until the message it receives was sent. " : "",
+    a.hasLate ? `Its wait for late senders is its time in the probe the agent puts before each receive of ${a.lateIn}, until the message it receives was sent. ` : "",
     `Over all ranks ${seconds(tw)} waiting before collectives, ${a.hasLate ? `${seconds(tl)} for late senders, ` : ""}${seconds(to)} in the collectives themselves, ${seconds(tx)} in other MPI calls (${fmt.pct(mpi > 0 ? (100 * (tw + tl)) / mpi : 0)} of MPI time waiting).`,
   );
 
@@ -221,7 +226,7 @@ export function waitsView(p: Profile, nodeOf: (rank: number) => string, includeS
       { key: "rank", label: "Rank", value: (r) => r.rank, numeric: true },
       { key: "node", label: "Node", value: (r) => r.node },
       { key: "wait", label: "Wait before collectives", value: (r) => r.wait, cell: (r) => seconds(r.wait), numeric: true, title: "Waiting for the last rank to arrive, all collectives" },
-      ...(a.hasLate ? [{ key: "late", label: "Late senders", value: (r: RankWait) => r.lateSender, cell: (r: RankWait) => seconds(r.lateSender), numeric: true, title: "Waiting in MPI_Recv for the message to be sent (w_recv)" }] : []),
+      ...(a.hasLate ? [{ key: "late", label: "Late senders", value: (r: RankWait) => r.lateSender, cell: (r: RankWait) => seconds(r.lateSender), numeric: true, title: `Waiting in ${a.lateIn} for the message to be sent (${a.lateFns.map(bName).join(", ")})` }] : []),
       { key: "own", label: "Collectives (own)", value: (r) => r.own, cell: (r) => seconds(r.own), numeric: true, title: "The collectives' own time, every rank present" },
       { key: "other", label: "Other MPI", value: (r) => r.other, cell: (r) => seconds(r.other), numeric: true },
       { key: "pct", label: "Waiting", value: (r) => waitShare(r), cell: (r) => fmt.pct(waitShare(r)), numeric: true, title: "Of the rank's MPI time, waiting before collectives or for late senders" },
@@ -283,9 +288,10 @@ export function waitsView(p: Profile, nodeOf: (rank: number) => string, includeS
   return el;
 }
 
-/** MPInside's column for the wait before a function: MPI_Allreduce → b_allreduce. */
+/** MPInside's column for a function's wait: MPI_Allreduce → b_allreduce
+ * (before a collective), MPI_Recv → w_recv (for a late sender). */
 export function bName(f: string): string {
-  return `b_${f.replace(/^MPI_/, "").toLowerCase()}`;
+  return `${LATE_SENDER.has(f) ? "w" : "b"}_${f.replace(/^MPI_/, "").toLowerCase()}`;
 }
 
 function waitShare(r: RankWait): number {

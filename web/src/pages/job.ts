@@ -405,7 +405,7 @@ export async function jobPage(ctx: PageContext): Promise<void> {
             { key: "calls", label: "Calls", value: (x) => x.calls, cell: (x) => fmt.count(x.calls), numeric: true },
             { key: "time", label: "Time", value: (x) => x.time_ns, cell: (x) => seconds(x.time_ns / 1e9), numeric: true, title: "Summed over ranks" },
             ...(waits
-              ? [{ key: "wait", label: "Wait before", value: (x: FunctionTotal) => x.wait_ns ?? 0, cell: (x: FunctionTotal) => (x.wait_ns ? seconds(x.wait_ns / 1e9) : "–"), numeric: true, title: "Waiting for the last rank before the collective, or in MPI_Recv for a late sender (--waits), summed over ranks" }]
+              ? [{ key: "wait", label: "Wait before", value: (x: FunctionTotal) => x.wait_ns ?? 0, cell: (x: FunctionTotal) => (x.wait_ns ? seconds(x.wait_ns / 1e9) : "–"), numeric: true, title: "Waiting for the last rank before the collective, or in MPI_Recv or MPI_Sendrecv for a late sender (--waits), summed over ranks" }]
               : []),
             { key: "pct", label: "% of MPI", value: (x) => x.mpi_percent, cell: (x) => fmt.pct(x.mpi_percent), numeric: true },
             { key: "sent", label: "Sent", value: (x) => x.bytes_sent, cell: (x) => fmt.bytes(x.bytes_sent), numeric: true },

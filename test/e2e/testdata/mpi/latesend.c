@@ -4,18 +4,22 @@
  *   receiver:   MPI_Recv(data), MPI_Send(ack)
  * so each receiver waits about (r+1) x D ms per round for its late sender,
  * and each sender's MPI_Recv of the ack waits only for the reply's latency.
- *   latesend D_MS ITERS SIZE
+ * With "sendrecv" each round is one MPI_Sendrecv on both sides (the sender's
+ * sends the data and receives the ack, the receiver's sends the ack and
+ * receives the data), the receiver's waiting for its late sender.
+ *   latesend D_MS ITERS SIZE [sendrecv]
  * Prints per rank a checksum of what it received (the same with and without
  * the agent), the time it waited for its sender in all rounds (receivers:
  * the sender's post time minus the receiver's entry into MPI_Recv, on
  * CLOCK_MONOTONIC, one clock as the ranks share a host, sent to the
  * receiver after the measured rounds; senders: 0, not measured) and its
- * whole time inside MPI_Recv, entry to return, every receive counted: what
- * no wait the agent reports inside MPI_Recv can exceed. The measured rounds
+ * whole time inside MPI_Recv (MPI_Sendrecv), entry to return, every call
+ * counted: what no wait the agent reports inside it can exceed. The measured rounds
  * are region "pcontrol-1" (MPI_Pcontrol). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double now(void)
@@ -33,6 +37,7 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &n);
 	long d = argc > 1 ? atol(argv[1]) : 20, iters = argc > 2 ? atol(argv[2]) : 10;
 	int size = argc > 3 ? atoi(argv[3]) : 1024;
+	int sendrecv = argc > 4 && strcmp(argv[4], "sendrecv") == 0;
 	int half = n / 2, sender = rank < half, peer = sender ? rank + half : rank - half;
 	unsigned char *buf = malloc((size_t)size);
 	double *t = calloc((size_t)iters, sizeof(double)), *post = calloc((size_t)iters, sizeof(double));
@@ -49,19 +54,28 @@ int main(int argc, char **argv)
 			for (int k = 0; k < size; k++)
 				buf[k] = (unsigned char)(rank + i + k);
 			t[i] = now();
-			MPI_Send(buf, size, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
-			t0 = now();
-			MPI_Recv(&ack, 1, MPI_INT, peer, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-			inrecv += now() - t0;
+			if (sendrecv) {
+				MPI_Sendrecv(buf, size, MPI_BYTE, peer, 7, &ack, 1, MPI_INT, peer, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+				inrecv += now() - t[i];
+			} else {
+				MPI_Send(buf, size, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
+				t0 = now();
+				MPI_Recv(&ack, 1, MPI_INT, peer, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+				inrecv += now() - t0;
+			}
 			sum += (unsigned long)ack;
 		} else {
+			ack = (int)(i + 1);
 			t[i] = now();
-			MPI_Recv(buf, size, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			if (sendrecv)
+				MPI_Sendrecv(&ack, 1, MPI_INT, peer, 8, buf, size, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			else
+				MPI_Recv(buf, size, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 			inrecv += now() - t[i];
 			for (int k = 0; k < size; k++)
 				sum = sum * 31 + buf[k];
-			ack = (int)(i + 1);
-			MPI_Send(&ack, 1, MPI_INT, peer, 8, MPI_COMM_WORLD);
+			if (!sendrecv)
+				MPI_Send(&ack, 1, MPI_INT, peer, 8, MPI_COMM_WORLD);
 		}
 	}
 	MPI_Pcontrol(0);
