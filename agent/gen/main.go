@@ -35,22 +35,22 @@ type param struct {
 
 // function is one line of the list.
 type function struct {
-	line        int
-	ret         string
-	name        string
-	params      []param
-	variadic    bool
-	pre, post   string
-	trace       string // @trace: recorded in the replay trace after the call (NETLOOM_TRACE)
-	tracePre    string // @tracepre: what the trace needs before the call (request handles)
-	fpost       string
-	hasFpost    bool
+	line      int
+	ret       string
+	name      string
+	params    []param
+	variadic  bool
+	pre, post string
+	trace     string // @trace: recorded in the replay trace after the call (NETLOOM_TRACE)
+	tracePre  string // @tracepre: what the trace needs before the call (request handles)
+	fpost     string
+	hasFpost  bool
 	// @ftrace, @ftracepre: the trace's clauses in the mpif.h/use mpi
 	// wrappers, where the C ones cannot be rebuilt from the Fortran
 	// arguments (request arrays, 1-based indices)
 	ftrace, ftracePre string
-	noFortran   bool
-	handwritten bool
+	noFortran         bool
+	handwritten       bool
 }
 
 var protoRE = regexp.MustCompile(`^(\w+)\s+(MPI_\w+)\s*\((.*)\)$`)
