@@ -94,10 +94,10 @@ func ownWaits(stdout, prog string) map[int]float64 {
 }
 
 // ownMeasure is another of the program's measures per rank: the number
-// after "KEY" on its "PROG rank R waited SECONDS KEY SECONDS" lines.
+// after "KEY" on its "PROG rank R waited SECONDS [KEY SECONDS]..." lines.
 func ownMeasure(stdout, prog, key string) map[int]float64 {
 	out := map[int]float64{}
-	re := regexp.MustCompile(prog + ` rank (\d+) waited [0-9.]+ ` + key + ` ([0-9.]+)`)
+	re := regexp.MustCompile(prog + ` rank (\d+) waited [0-9.]+ (?:\w+ [0-9.]+ )*` + key + ` ([0-9.]+)`)
 	for _, f := range re.FindAllStringSubmatch(stdout, -1) {
 		r, _ := strconv.Atoi(f[1])
 		out[r], _ = strconv.ParseFloat(f[2], 64)

@@ -29,8 +29,9 @@ type modelPrediction struct {
 	Scenario       string
 	Elapsed        float64   `json:"elapsed_seconds"`
 	MPISeconds     float64   `json:"mpi_seconds"`
-	InterNodeBytes uint64    `json:"inter_node_p2p_bytes"`
-	RankMPI        []float64 `json:"rank_mpi_seconds"`
+	InterNodeBytes uint64             `json:"inter_node_p2p_bytes"`
+	RankMPI        []float64          `json:"rank_mpi_seconds"`
+	Functions      map[string]float64 `json:"functions"`
 }
 
 type modelResult struct {
@@ -178,6 +179,38 @@ func TestModel(t *testing.T) {
 			want := float64(3-k) * d * iters
 			if math.Abs(got-want) > 0.1*want+0.005 {
 				t.Errorf("perfect network: rank %d in MPI %.4f s, want its injected wait %.4f s", k, got, want)
+			}
+		}
+	})
+
+	// What a perfect network leaves of the MPI time is the ranks' waits
+	// for each other, from each rank's own compute gaps: the late
+	// receivers a rendezvous send waits for, and the late senders of
+	// receives completed in MPI_Wait, which the agent cannot time
+	// (agent/README.md, "Wait states"). latesend.c injects them: the
+	// waiting rank's MPI time on a perfect network is what the program
+	// measured it waited (on the host's one clock), within 10% (or 10 ms),
+	// and it is in the function that waits.
+	t.Run("waits on a perfect network", func(t *testing.T) {
+		latesend := compile(t, m, "testdata/mpi/latesend.c")
+		for _, c := range []struct{ mode, fn string }{{"receiver", "MPI_Send"}, {"irecv", "MPI_Wait"}} {
+			dir := filepath.Join(work, "latesend-"+c.mode)
+			out := string(netloom(t, nil, "run", "--quiet", "--trace", "--output", dir, "--job-id", "latesend-"+c.mode, "--lib", m.lib,
+				"--daemon", daemonAt, "--", "mpirun", "--oversubscribe", "-np", "4", latesend, "50", "4", "262144", c.mode))
+			late := ownWaits(out, "latesend")
+			if len(late) != 4 {
+				t.Fatalf("%s: program output %s", c.mode, out)
+			}
+			p := predict(t, nil, dir, "--network", "perfect").whatIf(t, "perfect network")
+			all := 0.0
+			for rank, want := range late {
+				all += want
+				if got := p.RankMPI[rank]; math.Abs(got-want) > math.Max(0.1*want, 0.01) {
+					t.Errorf("%s: rank %d in MPI %.4f s on a perfect network; it waited %.4f s for its peer", c.mode, rank, got, want)
+				}
+			}
+			if got := p.Functions[c.fn]; got < 0.9*all || all < 0.9*(0.05+0.1)*4 {
+				t.Errorf("%s: %s %.4f s on a perfect network; the ranks waited %.4f s in all (injected %.1f s)", c.mode, c.fn, got, all, 0.6)
 			}
 		}
 	})
