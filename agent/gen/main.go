@@ -527,9 +527,13 @@ func writeFortran(w io.Writer, f function, b binding) error {
 	if b.optionalIerr {
 		fmt.Fprintf(w, "\tMPI_Fint nl_ierr = MPI_SUCCESS;\n")
 	}
-	// The replay trace (mpif.h and use mpi; not use mpi_f08, whose statuses
-	// are another type): as in the C wrappers, around the call.
-	traced := f.trace != "" && b.tag == mpifh.tag
+	// The replay trace, as in the C wrappers, around the call. The f08
+	// arguments convert as mpif.h's do: a TYPE(MPI_Comm) or TYPE(MPI_Request)
+	// is its integer, and a TYPE(MPI_Status) is laid out as mpif.h's status
+	// array in both libraries (Open MPI: source, tag, error, cancelled, a
+	// size_t count; MPICH: two count words, source, tag, error), so
+	// PMPI_Status_f2c reads it; MPI_STATUS_IGNORE is the same common block.
+	traced := f.trace != ""
 	if traced {
 		fmt.Fprintf(w, "\tif (__builtin_expect(nl_tracing, 0)) {\n\t\tnl_trace_enter();\n")
 		if err := writeClause(w, f, f.tracePre, f.ftracePre, "\t\t"); err != nil {
@@ -560,8 +564,12 @@ func writeFortran(w io.Writer, f function, b binding) error {
 	if b.optionalIerr {
 		fmt.Fprintf(w, "\tif (ierr)\n\t\t*ierr = nl_ierr;\n")
 	}
+	rc := "*ierr"
+	if b.optionalIerr {
+		rc = "nl_ierr"
+	}
 	if traced {
-		fmt.Fprintf(w, "\tif (__builtin_expect(nl_tracing, 0)) {\n\t\tif (*ierr == MPI_SUCCESS) {\n")
+		fmt.Fprintf(w, "\tif (__builtin_expect(nl_tracing, 0)) {\n\t\tif (%s == MPI_SUCCESS) {\n", rc)
 		if err := writeClause(w, f, f.trace, f.ftrace, "\t\t\t"); err != nil {
 			return err
 		}
@@ -578,10 +586,6 @@ func writeFortran(w io.Writer, f function, b binding) error {
 		}
 	}
 	if post != "" {
-		rc := "*ierr"
-		if b.optionalIerr {
-			rc = "nl_ierr"
-		}
 		fmt.Fprintf(w, "\tif (%s == MPI_SUCCESS) {\n", rc)
 		for _, l := range ls {
 			fmt.Fprintf(w, "\t\t%s\n", l)
