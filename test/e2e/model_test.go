@@ -27,8 +27,8 @@ exec "$@"
 
 type modelPrediction struct {
 	Scenario       string
-	Elapsed        float64   `json:"elapsed_seconds"`
-	MPISeconds     float64   `json:"mpi_seconds"`
+	Elapsed        float64            `json:"elapsed_seconds"`
+	MPISeconds     float64            `json:"mpi_seconds"`
 	InterNodeBytes uint64             `json:"inter_node_p2p_bytes"`
 	RankMPI        []float64          `json:"rank_mpi_seconds"`
 	Functions      map[string]float64 `json:"functions"`
