@@ -60,7 +60,8 @@ type Window struct {
 type shape struct {
 	lines                int // in all
 	start, period, count int
-	first                []string // the first period's actions
+	first                []string  // the first period's actions
+	work                 []float64 // each period's compute, flops
 }
 
 var seed = maphash.MakeSeed()
@@ -68,15 +69,20 @@ var seed = maphash.MakeSeed()
 // shaper finds a rank's period from its actions, one at a time.
 type shaper struct {
 	sig   []uint64
+	work  []float64         // each action's compute (0 but for compute)
 	texts map[uint64]string // each signature's first action
 }
 
 // add takes the next action: its line and its fields.
 func (s *shaper) add(line string, fields []string) {
-	key := line
+	key, work := line, 0.0
 	if fields[1] == "compute" { // the amount left out
 		key = "compute"
+		if len(fields) > 2 {
+			work, _ = strconv.ParseFloat(fields[2], 64)
+		}
 	}
+	s.work = append(s.work, work)
 	sig := maphash.String(seed, key)
 	if s.texts == nil {
 		s.texts = map[uint64]string{}
@@ -97,6 +103,10 @@ func (s *shaper) shape() *shape {
 	sh.start, sh.period, sh.count = start, period, count
 	for _, sig := range s.sig[start : start+period] {
 		sh.first = append(sh.first, s.texts[sig])
+	}
+	sh.work = make([]float64, count)
+	for i, w := range s.work[start : start+count*period] {
+		sh.work[i/period] += w
 	}
 	return sh
 }
@@ -281,6 +291,24 @@ func (sh *shape) keep(i, periods, stride int) bool {
 	return stride > 0 && (i-sh.start)/sh.period%stride == 0
 }
 
+// calibration is the factor the window's compute gaps are scaled by so
+// that, extrapolated, they add up to the rank's whole compute over the
+// periods left out or kept: the sample's error in each rank's own compute
+// is taken out, and what remains to sample is how the ranks' gaps meet.
+func (sh *shape) calibration(w *Window) float64 {
+	var all, kept float64
+	for i, v := range sh.work[:w.Periods] {
+		all += v
+		if i%w.Stride == 0 {
+			kept += v
+		}
+	}
+	if kept <= 0 || all <= 0 {
+		return 1
+	}
+	return all * float64(w.Kept) / (kept * float64(w.Periods))
+}
+
 // writeWindow writes rank's trace text from r to dir as the bounds
 // (rank-N.ti.0) and the window (rank-N.ti.S, S the stride), and returns
 // the files' paths.
@@ -297,14 +325,24 @@ func writeWindow(r io.Reader, dir string, rank int, sh *shape, w *Window) ([2]st
 		defer f.Close()
 		outs[i] = bufio.NewWriterSize(f, 1<<16)
 	}
+	scale := sh.calibration(w)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	for n := 0; sc.Scan(); n++ {
+		line := sc.Bytes()
 		for i, s := range strides {
-			if sh.keep(n, w.Periods, s) {
-				outs[i].Write(sc.Bytes())
-				outs[i].WriteByte('\n')
+			if !sh.keep(n, w.Periods, s) {
+				continue
 			}
+			if s > 0 && scale != 1 && n >= sh.start && n < sh.start+w.Periods*sh.period {
+				if f := strings.Fields(string(line)); len(f) == 3 && f[1] == "compute" {
+					v, _ := strconv.ParseFloat(f[2], 64)
+					fmt.Fprintf(outs[i], "%s compute %.0f\n", f[0], v*scale)
+					continue
+				}
+			}
+			outs[i].Write(line)
+			outs[i].WriteByte('\n')
 		}
 	}
 	if err := sc.Err(); err != nil {
