@@ -146,6 +146,9 @@ func main() {
 		whole, tw := replay(*compare, true, true)
 		part, tp := replay(*compare, false, true)
 		fmt.Printf("  whole  %6.1f s of wall time: elapsed %.3f s, MPI %.2f s\n", tw.Seconds(), whole.AsRan.Elapsed, whole.AsRan.MPISeconds)
+		if part.Window == nil {
+			log.Fatalf("%d ranks: %d actions, within the window's budget: no window to compare (--compare more ranks)", *compare, part.Events)
+		}
 		fmt.Printf("  window %6.1f s of wall time: elapsed %.3f s (%+.2f%%), MPI %.2f s (%+.2f%%); %+v\n", tp.Seconds(),
 			part.AsRan.Elapsed, pct(part.AsRan.Elapsed, whole.AsRan.Elapsed), part.AsRan.MPISeconds, pct(part.AsRan.MPISeconds, whole.AsRan.MPISeconds), *part.Window)
 		for _, f := range model.Functions(nil, []*model.Prediction{whole.AsRan}) {
