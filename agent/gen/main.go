@@ -207,11 +207,15 @@ var waitsBefore = map[string]string{
 // waitsInstead is what NETLOOM_WAITS calls in place of the PMPI call, for
 // the C wrappers: MPI_Sendrecv as its send posted, a probe timed as the
 // wait, its receive and the send's completion (a probe before the call
-// would deadlock two ranks that exchange). The Fortran wrappers call the
-// library's own binding: no wait there.
-var waitsInstead = map[string]string{
-	"MPI_Sendrecv": "nl_sendrecv_waits(F, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)",
-}
+// would deadlock two ranks that exchange). fwaitsInstead is the same for
+// the Fortran wrappers: a function with the binding's own arguments, called
+// in place of the library's binding.
+var (
+	waitsInstead = map[string]string{
+		"MPI_Sendrecv": "nl_sendrecv_waits(F, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)",
+	}
+	fwaitsInstead = map[string]string{"MPI_Sendrecv": "nl_fsendrecv_waits"}
+)
 
 func init() {
 	for _, c := range []string{"MPI_Barrier", "MPI_Bcast", "MPI_Gather", "MPI_Gatherv", "MPI_Scatter",
@@ -559,7 +563,11 @@ func writeFortran(w io.Writer, f function, b binding) error {
 	if err := writeClause(w, f, f.pre, "", "\t"); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\treal(%s);\n", strings.Join(args, ", "))
+	if wi := fwaitsInstead[f.name]; wi != "" {
+		fmt.Fprintf(w, "\tif (__builtin_expect(nl_waits, 0))\n\t\t%s(%s);\n\telse\n\t\treal(%s);\n", wi, strings.Join(args, ", "), strings.Join(args, ", "))
+	} else {
+		fmt.Fprintf(w, "\treal(%s);\n", strings.Join(args, ", "))
+	}
 	fmt.Fprintf(w, "\tnl_fn_done(NL_FN_%s, nl_t0);\n", f.name)
 	if b.optionalIerr {
 		fmt.Fprintf(w, "\tif (ierr)\n\t\t*ierr = nl_ierr;\n")

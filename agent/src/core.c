@@ -963,26 +963,54 @@ void *nl_fsym(void **cache, const char *name)
 	return p;
 }
 
-static const void *f_in_place[4], *f_status_ignore[4];
+static const void *f_in_place[4], *f_bottom[4], *f_status_ignore[4];
 
 const void *nl_fbuf(const void *b)
 {
-	for (int i = 0; i < 4; i++)
-		if (b && b == f_in_place[i])
+	for (int i = 0; b && i < 4; i++) {
+		if (b == f_in_place[i])
 			return MPI_IN_PLACE;
+		if (b == f_bottom[i])
+			return MPI_BOTTOM;
+	}
 	return b;
 }
 
 /* Fortran's MPI_STATUS_IGNORE is the address of a common block, under each
  * compiler's mangling (found at start); PMPI_Status_f2c is not called on it. */
-const MPI_Status *nl_fstatus(const void *f, MPI_Status *c)
+static int fstatus_ignored(const void *f)
 {
 	if (!f || f == (const void *)MPI_F_STATUS_IGNORE)
-		return MPI_STATUS_IGNORE;
+		return 1;
 	for (int i = 0; i < 4; i++)
 		if (f == f_status_ignore[i])
-			return MPI_STATUS_IGNORE;
+			return 1;
+	return 0;
+}
+
+const MPI_Status *nl_fstatus(const void *f, MPI_Status *c)
+{
+	if (fstatus_ignored(f))
+		return MPI_STATUS_IGNORE;
 	return PMPI_Status_f2c((const MPI_Fint *)f, c) == MPI_SUCCESS ? c : MPI_STATUS_IGNORE;
+}
+
+/* nl_fsendrecv_waits is a Fortran MPI_Sendrecv (mpif.h, use mpi, use
+ * mpi_f08: the same arguments) with NETLOOM_WAITS, in place of the library's
+ * binding: nl_sendrecv_waits on the arguments converted, the status
+ * converted back (an f08 TYPE(MPI_Status) is laid out as mpif.h's array). */
+void nl_fsendrecv_waits(const void *sendbuf, const MPI_Fint *sendcount, const MPI_Fint *sendtype, const MPI_Fint *dest,
+			const MPI_Fint *sendtag, void *recvbuf, const MPI_Fint *recvcount, const MPI_Fint *recvtype,
+			const MPI_Fint *source, const MPI_Fint *recvtag, const MPI_Fint *comm, MPI_Fint *status, MPI_Fint *ierr)
+{
+	MPI_Status st;
+	int ignore = fstatus_ignored(status);
+	int rc = nl_sendrecv_waits(NL_FN_MPI_Sendrecv, nl_fbuf(sendbuf), *sendcount, PMPI_Type_f2c(*sendtype), *dest, *sendtag,
+				   (void *)nl_fbuf(recvbuf), *recvcount, PMPI_Type_f2c(*recvtype), *source, *recvtag,
+				   PMPI_Comm_f2c(*comm), ignore ? MPI_STATUS_IGNORE : &st);
+	if (rc == MPI_SUCCESS && !ignore)
+		PMPI_Status_c2f(&st, status);
+	*ierr = rc;
 }
 
 /* ------------------------------------------------- Open MPI monitoring: what the PML sends */
@@ -1341,10 +1369,12 @@ void nl_start_agent(void)
 	snprintf(nl_agent.user, sizeof nl_agent.user, "%s", pw ? pw->pw_name : "");
 
 	static const char *const inplace[4] = {"mpi_fortran_in_place_", "mpi_fortran_in_place__", "mpi_fortran_in_place", "MPI_FORTRAN_IN_PLACE"};
+	static const char *const bottom[4] = {"mpi_fortran_bottom_", "mpi_fortran_bottom__", "mpi_fortran_bottom", "MPI_FORTRAN_BOTTOM"};
 	static const char *const stignore[4] = {"mpi_fortran_status_ignore_", "mpi_fortran_status_ignore__",
 	                                        "mpi_fortran_status_ignore", "MPI_FORTRAN_STATUS_IGNORE"};
 	for (int i = 0; i < 4; i++) {
 		f_in_place[i] = dlsym(RTLD_DEFAULT, inplace[i]);
+		f_bottom[i] = dlsym(RTLD_DEFAULT, bottom[i]);
 		f_status_ignore[i] = dlsym(RTLD_DEFAULT, stignore[i]);
 	}
 

@@ -113,6 +113,9 @@ void nl_wait_recv(int f, int source, int tag, MPI_Comm comm);
 int nl_sendrecv_waits(int f, const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
 		      void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
 		      MPI_Status *status);
+void nl_fsendrecv_waits(const void *sendbuf, const MPI_Fint *sendcount, const MPI_Fint *sendtype, const MPI_Fint *dest,
+			const MPI_Fint *sendtag, void *recvbuf, const MPI_Fint *recvcount, const MPI_Fint *recvtype,
+			const MPI_Fint *source, const MPI_Fint *recvtag, const MPI_Fint *comm, MPI_Fint *status, MPI_Fint *ierr);
 
 /* The replay trace (trace.c; NETLOOM_TRACE=1): the wrappers of the functions
  * with an @trace clause call nl_trace_enter before the call and their

@@ -136,7 +136,8 @@ func sortedLines(s, prog string) []string {
 // holds the sender's lateness and no more than all of w_recv. The program's
 // checksums are the same without the agent. latesend.c's sendrecv mode does
 // each round as one MPI_Sendrecv on both sides, the same checks on
-// w_sendrecv (the C wrappers post its send, then probe).
+// w_sendrecv (the wrappers post its send, then probe), and latesend.f90's
+// the same from Fortran, with a status the receiver checks.
 func TestAgentLateSender(t *testing.T) {
 	buildAgent(t)
 	const d, iters = 50, 4 // ms per sender step, rounds
@@ -147,6 +148,7 @@ func TestAgentLateSender(t *testing.T) {
 			{"testdata/mpi/latesend.c", "", "MPI_Recv"},
 			{"testdata/mpi/latesend.f90", "", "MPI_Recv"},
 			{"testdata/mpi/latesend.c", "sendrecv", "MPI_Sendrecv"},
+			{"testdata/mpi/latesend.f90", "sendrecv", "MPI_Sendrecv"},
 		} {
 			src, name := c.src, m.name+"/"+strings.TrimPrefix(c.src, "testdata/mpi/")
 			if c.mode != "" {

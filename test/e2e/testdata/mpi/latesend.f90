@@ -1,17 +1,20 @@
 ! latesend.c in Fortran (use mpi): rank r of the first half sleeps (r+1) x D
 ! ms, sends SIZE bytes to rank r + n/2 and receives its ack, for ITERS
-! rounds; each rank prints a checksum, the time it waited for its late
-! sender (receivers: the sender's post time minus its own entry into
-! MPI_Recv, on the host's monotonic clock, system_clock; senders: 0) and
-! its whole time inside MPI_Recv, every receive counted. The measured
-! rounds are region "pcontrol-1" (MPI_Pcontrol).
-!   latesend D_MS ITERS SIZE
+! rounds (with "sendrecv", one MPI_Sendrecv per round on both sides, the
+! receiver's with a status whose source and tag go into its checksum);
+! each rank prints a checksum, the time it waited for its late sender
+! (receivers: the sender's post time minus its own entry into MPI_Recv or
+! MPI_Sendrecv, on the host's monotonic clock, system_clock; senders: 0)
+! and its whole time inside the calls that receive, every receive
+! counted. The measured rounds are region "pcontrol-1" (MPI_Pcontrol).
+!   latesend D_MS ITERS SIZE [sendrecv]
 program latesend
   use mpi
   use, intrinsic :: iso_c_binding, only: c_int
   implicit none
   integer :: ierr, rank, n, i, k, iters, d, nbytes, half, peer, ack
-  logical :: sender
+  logical :: sender, sendrecv
+  integer :: st(MPI_STATUS_SIZE)
   integer(kind=8) :: now, rate, total
   integer(kind=1), allocatable :: buf(:)
   double precision, allocatable :: t(:), post(:)
@@ -35,6 +38,11 @@ program latesend
     call get_command_argument(3, arg)
     read (arg, *) nbytes
   end if
+  sendrecv = .false.
+  if (command_argument_count() >= 4) then
+    call get_command_argument(4, arg)
+    sendrecv = trim(arg) == 'sendrecv'
+  end if
   half = n / 2
   sender = rank < half
   if (sender) then
@@ -56,21 +64,32 @@ program latesend
       end do
       call system_clock(now, rate)
       t(i) = dble(now) / dble(rate)
-      call MPI_Send(buf, nbytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD, ierr)
-      t0 = seconds()
-      call MPI_Recv(ack, 1, MPI_INTEGER, peer, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
-      inrecv = inrecv + seconds() - t0
+      if (sendrecv) then
+        call MPI_Sendrecv(buf, nbytes, MPI_BYTE, peer, 7, ack, 1, MPI_INTEGER, peer, 8, MPI_COMM_WORLD, &
+                          MPI_STATUS_IGNORE, ierr)
+        inrecv = inrecv + seconds() - t(i)
+      else
+        call MPI_Send(buf, nbytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD, ierr)
+        t0 = seconds()
+        call MPI_Recv(ack, 1, MPI_INTEGER, peer, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
+        inrecv = inrecv + seconds() - t0
+      end if
       total = total + ack
     else
+      ack = i
       call system_clock(now, rate)
       t(i) = dble(now) / dble(rate)
-      call MPI_Recv(buf, nbytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
+      if (sendrecv) then
+        call MPI_Sendrecv(ack, 1, MPI_INTEGER, peer, 8, buf, nbytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD, st, ierr)
+        total = total + st(MPI_SOURCE) + st(MPI_TAG)
+      else
+        call MPI_Recv(buf, nbytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE, ierr)
+      end if
       inrecv = inrecv + seconds() - t(i)
       do k = 1, nbytes
         total = mod(total * 31 + buf(k), 1000000007_8)
       end do
-      ack = i
-      call MPI_Send(ack, 1, MPI_INTEGER, peer, 8, MPI_COMM_WORLD, ierr)
+      if (.not. sendrecv) call MPI_Send(ack, 1, MPI_INTEGER, peer, 8, MPI_COMM_WORLD, ierr)
     end if
   end do
   call MPI_Pcontrol(0)
