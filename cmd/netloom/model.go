@@ -156,6 +156,9 @@ bandwidth. See docs/model.md.`,
 				return err
 			}
 		}
+		if job.Events > progressEvents {
+			req.Progress = func(format string, args ...any) { c.PrintErrf("netloom model: "+format+"\n", args...) }
+		}
 		res, err := model.Predict(ctx, job, req)
 		if err != nil {
 			return fmt.Errorf("job %s: %w", job.ID, err)
@@ -218,6 +221,10 @@ JSON, for netloom model --platform calibrated --calibration FILE.`,
 	}
 	return c
 }
+
+// progressEvents is the trace size above which netloom model says what it
+// is doing on standard error: a replay of this many actions takes seconds.
+const progressEvents = 1_000_000
 
 // seconds is a duration of s seconds.
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -110,6 +110,9 @@ type Request struct {
 	// FullReplay replays every action however many.
 	WindowActions int
 	FullReplay    bool
+	// Progress, when set, hears what each step of a long prediction is
+	// about to do.
+	Progress func(format string, args ...any)
 }
 
 // Result is the measurement and the predictions.
@@ -137,6 +140,11 @@ type Measure struct {
 
 // Predict replays the job as it ran and under every what-if.
 func Predict(ctx context.Context, j *Job, req Request) (*Result, error) {
+	progress := req.Progress
+	if progress == nil {
+		progress = func(string, ...any) {}
+	}
+	progress("reading %d ranks' traces (%d events)", j.Ranks, j.Events)
 	if err := j.CheckTraces(); err != nil {
 		return nil, err
 	}
@@ -166,18 +174,34 @@ func Predict(ctx context.Context, j *Job, req Request) (*Result, error) {
 	if traces.Whole != "" {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the trace's %d actions are replayed whole (%s): that takes a while", j.Events, traces.Whole))
 	}
-	if res.AsRan, err = traces.Replay(ctx, j, req.Platform, req.HostOf, "as ran", !req.ElapsedOnly); err != nil {
+	scenarios := 1 + len(req.Networks)
+	if req.Placement != nil {
+		scenarios++
+	}
+	if w := traces.Window; w != nil {
+		progress("every rank repeats a period of up to %d events %d times: each scenario replays every %d-th (%d actions) and the run without them (%d), and extrapolates",
+			w.PeriodEvents, w.Periods, w.Stride, w.Actions[1], w.Actions[0])
+	} else {
+		progress("each scenario replays all %d events", j.Events)
+	}
+	step := 0
+	replay := func(p *Platform, hostOf []string, name string) (*Prediction, error) {
+		step++
+		progress("replaying %s (%d of %d)", name, step, scenarios)
+		return traces.Replay(ctx, j, p, hostOf, name, !req.ElapsedOnly)
+	}
+	if res.AsRan, err = replay(req.Platform, req.HostOf, "as ran"); err != nil {
 		return nil, err
 	}
 	for _, n := range req.Networks {
-		p, err := traces.Replay(ctx, j, n.Apply(req.Platform), req.HostOf, n.Name, !req.ElapsedOnly)
+		p, err := replay(n.Apply(req.Platform), req.HostOf, n.Name)
 		if err != nil {
 			return nil, err
 		}
 		res.WhatIfs = append(res.WhatIfs, p)
 	}
 	if req.Placement != nil {
-		p, err := traces.Replay(ctx, j, req.Platform, req.Placement, "placement", !req.ElapsedOnly)
+		p, err := replay(req.Platform, req.Placement, "placement")
 		if err != nil {
 			return nil, err
 		}

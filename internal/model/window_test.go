@@ -74,9 +74,14 @@ func TestWindowReplayPredictsTheWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Predict(ctx, j, Request{Platform: p, HostOf: nodes, WindowActions: j.Events / 6, Work: t.TempDir()})
+	var said []string
+	res, err := Predict(ctx, j, Request{Platform: p, HostOf: nodes, WindowActions: j.Events / 6, Work: t.TempDir(),
+		Progress: func(format string, args ...any) { said = append(said, fmt.Sprintf(format, args...)) }})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(said) != 3 || !strings.Contains(said[1], "repeats a period of up to 10 events 600 times") || said[2] != "replaying as ran (1 of 1)" {
+		t.Errorf("progress: %q", said)
 	}
 	w := res.Window
 	if w == nil {
