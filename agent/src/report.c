@@ -300,7 +300,10 @@ static int take(struct snapshot *s, int final, int all_peers)
 	 * than later (the daemon rejected a snapshot as counter_backwards) */
 	static uint64_t reported_ns[NL_NFUNCS], reported_wait_ns[NL_NFUNCS];
 	static double reported_mpi;
-	uint64_t mpi_ticks = 0;
+	/* The MPI time is the sum of the functions' as reported, each clamped
+	 * on its own: a snapshot's MPI time then grows by no less than its
+	 * waits, so no interval waits longer than it spent in MPI. */
+	uint64_t mpi_ns = 0;
 	for (int f = 0; f < NL_NFUNCS; f++) {
 		uint64_t calls = ld(&nl_fns[f].calls);
 		uint64_t ticks = nl_fn_ticks(f);
@@ -308,7 +311,6 @@ static int take(struct snapshot *s, int final, int all_peers)
 			ticks = reported_ticks[f];
 		reported_ticks[f] = ticks;
 		uint64_t wait = ld(&nl_fns[f].wait);
-		mpi_ticks += ticks + wait;
 		if (!calls)
 			continue;
 		FunctionStat *fs = &s->fns[s->nfns];
@@ -317,11 +319,12 @@ static int take(struct snapshot *s, int final, int all_peers)
 		fs->calls = calls;
 		fs->time_ns = reported_ns[f] = max_u64((uint64_t)((double)ticks * npt), reported_ns[f]);
 		fs->wait_ns = reported_wait_ns[f] = max_u64((uint64_t)((double)wait * npt), reported_wait_ns[f]);
+		mpi_ns += fs->time_ns + fs->wait_ns;
 		fs->bytes_sent = ld(&nl_fns[f].sent);
 		fs->bytes_received = ld(&nl_fns[f].recvd);
 		s->fnp[s->nfns++] = fs;
 	}
-	p->mpi_seconds = (double)mpi_ticks * npt / 1e9;
+	p->mpi_seconds = (double)mpi_ns / 1e9;
 	if (p->mpi_seconds < reported_mpi)
 		p->mpi_seconds = reported_mpi;
 	reported_mpi = p->mpi_seconds;
