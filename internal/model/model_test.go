@@ -228,12 +228,18 @@ func FuzzCheckActions(f *testing.F) {
 	f.Add("0 send 9 0 10\n")
 	f.Add("0 send 1 0 lots\n")
 	f.Add("1 send 0 0 1\n")
+	f.Add("0 init\n" + strings.Repeat("0 compute 1e6\n0 irecv 1 0 8\n0 isend 1 0 8\n0 wait 1 0 0\n0 wait 0 1 0\n0 allreduce 8 0\n", 40) + "0 finalize\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		sent := map[int]uint64{}
 		var sh shaper
 		err := checkActions(strings.NewReader(text), "rank-0.ti", 0, 2, sent, &sh)
 		if err == nil {
-			sh.shape()
+			// where the trace repeats, and whether the window may leave
+			// its period out
+			if got := sh.shape(); got.period > 0 {
+				traffic(0, got.first)
+				planWindow([]*shape{got, got}, 1)
+			}
 		}
 		if err != nil && !strings.HasPrefix(err.Error(), "rank-0.ti") {
 			t.Errorf("the error does not name the trace: %v", err)
