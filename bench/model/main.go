@@ -72,6 +72,7 @@ func main() {
 	netloom := flag.String("netloom", "bin/netloom", "netloom binary")
 	compare := flag.Int("compare", 64, "compare the window with the whole replay on a one-minute trace of this many `ranks` (0: not)")
 	whole := flag.Bool("whole", false, "also replay the --ranks trace whole, elapsed time only (minutes)")
+	verbose := flag.Bool("v", false, "print when each step of netloom model's prediction started")
 	flag.Parse()
 	bin, err := filepath.Abs(*netloom)
 	if err != nil {
@@ -132,8 +133,16 @@ func main() {
 		j, hosts := haloJob(filepath.Join(work, fmt.Sprintf("big-%d", ranks)), ranks, iters, gaps)
 		plat := model.Flat("flat", model.Hosts(hosts), model.Cores(hosts), 1e-6, 12.5e9, model.DefaultLoopback)
 		start := time.Now()
+		var steps []string
 		res, err := model.Predict(context.Background(), j, model.Request{Platform: plat, HostOf: hosts, Work: work,
-			ElapsedOnly: !perFunction, FullReplay: full})
+			ElapsedOnly: !perFunction, FullReplay: full, Progress: func(format string, args ...any) {
+				steps = append(steps, fmt.Sprintf("%.1f s %s", time.Since(start).Seconds(), fmt.Sprintf(format, args...)))
+			}})
+		if *verbose {
+			for _, s := range steps {
+				fmt.Printf("    at %s\n", s)
+			}
+		}
 		if err != nil {
 			log.Fatal(err)
 		}
