@@ -20,6 +20,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"math/rand/v2"
 	"os"
@@ -201,15 +202,11 @@ func computeGaps(dir string) ([]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(job.Traces[0])
+	z, done, err := openGzip(job.Traces[0])
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, err
-	}
+	defer done()
 	var gaps []float64
 	sc := bufio.NewScanner(z)
 	for sc.Scan() {
@@ -250,25 +247,28 @@ func haloJob(dir string, ranks, iters int, gaps []float64) (*model.Job, []string
 	return j, hosts
 }
 
-func textSize(path string) int64 {
+// openGzip opens a gzip-compressed file for reading.
+func openGzip(path string) (io.Reader, func() error, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0
+		return nil, nil, err
 	}
-	defer f.Close()
 	z, err := gzip.NewReader(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return z, f.Close, nil
+}
+
+func textSize(path string) int64 {
+	z, done, err := openGzip(path)
 	if err != nil {
 		return 0
 	}
-	var n int64
-	buf := make([]byte, 1<<16)
-	for {
-		k, err := z.Read(buf)
-		n += int64(k)
-		if err != nil {
-			return n
-		}
-	}
+	defer done()
+	n, _ := io.Copy(io.Discard, z)
+	return n
 }
 
 func writeHalo(path string, r, n, iters int, gap func() float64) error {

@@ -103,7 +103,7 @@ type Request struct {
 	Placement []string
 	Work      string // temporary files go under it ("": the system's)
 	// ElapsedOnly skips the MPI time per function: about twice as fast
-	// for large traces (Replay).
+	// for large traces (Traces.Replay).
 	ElapsedOnly bool
 	// WindowActions is the most actions a replay holds before a trace
 	// that repeats is replayed in part (0: DefaultWindowActions);

@@ -84,6 +84,17 @@ func traceJob(t *testing.T, nodes []string, actions [][]string) *Job {
 	return j
 }
 
+// replayWhole replays every action of the job's traces on the platform.
+func replayWhole(ctx context.Context, t *testing.T, j *Job, p *Platform, hostOf []string, scenario string, perFunction bool) (*Prediction, error) {
+	t.Helper()
+	traces, err := j.Prepare(t.TempDir(), 0)
+	if err != nil {
+		return nil, err
+	}
+	defer traces.Close()
+	return traces.Replay(ctx, j, p, hostOf, scenario, perFunction)
+}
+
 func needSmpirun(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath(Smpirun); err != nil {
@@ -156,7 +167,7 @@ func TestReplayFollowsLinkSpeeds(t *testing.T) {
 	ctx := context.Background()
 	run := func(p *Platform) *Prediction {
 		t.Helper()
-		pr, err := Replay(ctx, j, p, nodes, p.Name, t.TempDir(), true)
+		pr, err := replayWhole(ctx, t, j, p, nodes, p.Name, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +195,7 @@ func TestReplayFollowsLinkSpeeds(t *testing.T) {
 	if !near(x2.RankMPI[0], asRan.RankMPI[0]/2, 0.1) {
 		t.Errorf("x2: rank 0's MPI %g s, want half of %g", x2.RankMPI[0], asRan.RankMPI[0])
 	}
-	quick, err := Replay(ctx, j, p, nodes, "elapsed only", t.TempDir(), false)
+	quick, err := replayWhole(ctx, t, j, p, nodes, "elapsed only", false)
 	if err != nil || quick.Elapsed != asRan.Elapsed || quick.PerFunction || quick.RankMPI != nil {
 		t.Errorf("elapsed only: %+v, %v; want the elapsed %g alone", quick, err, asRan.Elapsed)
 	}

@@ -250,19 +250,6 @@ func windowTrace(path, dir string, rank int, sh *shape, w *Window) ([2]string, e
 	return names, err
 }
 
-// Replay replays all of the job's traces on the platform, rank r on host
-// hostOf[r], in a temporary directory under work. With perFunction, SMPI
-// logs every action with its duration, which the MPI times are summed
-// from; else only the elapsed time is predicted.
-func Replay(ctx context.Context, j *Job, p *Platform, hostOf []string, scenario, work string, perFunction bool) (*Prediction, error) {
-	t, err := j.Prepare(work, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer t.Close()
-	return t.Replay(ctx, j, p, hostOf, scenario, perFunction)
-}
-
 // Replay replays the prepared traces on the platform, rank r on host
 // hostOf[r]; a window's two replays run side by side and the whole run is
 // extrapolated from them.

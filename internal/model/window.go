@@ -282,10 +282,16 @@ func planWindow(shapes []*shape, budget int) (w *Window, why string) {
 		Actions: [2]int{rest, rest + periodic/periods*kept}}, ""
 }
 
+// sampled says whether line i of a trace shaped sh is in the window's
+// first periods, those it samples.
+func (sh *shape) sampled(i, periods int) bool {
+	return i >= sh.start && i < sh.start+periods*sh.period
+}
+
 // keep says whether line i of a trace shaped sh is replayed when every
 // stride-th of the window's first periods is kept (stride 0: none).
 func (sh *shape) keep(i, periods, stride int) bool {
-	if i < sh.start || i >= sh.start+periods*sh.period {
+	if !sh.sampled(i, periods) {
 		return true
 	}
 	return stride > 0 && (i-sh.start)/sh.period%stride == 0
@@ -334,7 +340,7 @@ func writeWindow(r io.Reader, dir string, rank int, sh *shape, w *Window) ([2]st
 			if !sh.keep(n, w.Periods, s) {
 				continue
 			}
-			if s > 0 && scale != 1 && n >= sh.start && n < sh.start+w.Periods*sh.period {
+			if s > 0 && scale != 1 && sh.sampled(n, w.Periods) {
 				if f := strings.Fields(string(line)); len(f) == 3 && f[1] == "compute" {
 					v, _ := strconv.ParseFloat(f[2], 64)
 					fmt.Fprintf(outs[i], "%s compute %.0f\n", f[0], v*scale)

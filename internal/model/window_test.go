@@ -70,7 +70,7 @@ func TestWindowReplayPredictsTheWhole(t *testing.T) {
 	j := traceJob(t, nodes, actions)
 	p := Flat("flat", Hosts(nodes), Cores(nodes), 1e-6, 5e9, DefaultLoopback)
 	ctx := context.Background()
-	whole, err := Replay(ctx, j, p, nodes, "whole", t.TempDir(), true)
+	whole, err := replayWhole(ctx, t, j, p, nodes, "whole", true)
 	if err != nil {
 		t.Fatal(err)
 	}
