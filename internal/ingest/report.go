@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -30,28 +32,35 @@ const maxProfileRecord = 1 << 30
 // dir itself, or its only job subdirectory (NETLOOM_OUTPUT holds one
 // subdirectory per job).
 func FindProfileDir(dir string) (string, error) {
-	if files, _ := filepath.Glob(filepath.Join(dir, "rank-*.pb")); len(files) > 0 {
-		return dir, nil
+	sub, err := FindProfileDirFS(os.DirFS(dir), dir)
+	return filepath.Join(dir, sub), err
+}
+
+// FindProfileDirFS is FindProfileDir within fsys, named name in errors: it
+// returns "." or the job subdirectory's name.
+func FindProfileDirFS(fsys fs.FS, name string) (string, error) {
+	if files, _ := fs.Glob(fsys, "rank-*.pb"); len(files) > 0 {
+		return ".", nil
 	}
-	entries, err := os.ReadDir(dir)
+	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		return "", fmt.Errorf("profile directory: %w", err)
 	}
 	var jobs []string
 	for _, e := range entries {
 		if e.IsDir() {
-			if files, _ := filepath.Glob(filepath.Join(dir, e.Name(), "rank-*.pb")); len(files) > 0 {
+			if files, _ := fs.Glob(fsys, path.Join(e.Name(), "rank-*.pb")); len(files) > 0 {
 				jobs = append(jobs, e.Name())
 			}
 		}
 	}
 	switch len(jobs) {
 	case 0:
-		return "", fmt.Errorf("%s: no rank-*.pb profile files, here or in a job subdirectory", dir)
+		return "", fmt.Errorf("%s: no rank-*.pb profile files, here or in a job subdirectory", name)
 	case 1:
-		return filepath.Join(dir, jobs[0]), nil
+		return jobs[0], nil
 	}
-	return "", fmt.Errorf("%s holds profiles of %d jobs (%s): name one", dir, len(jobs), strings.Join(jobs, ", "))
+	return "", fmt.Errorf("%s holds profiles of %d jobs (%s): name one", name, len(jobs), strings.Join(jobs, ", "))
 }
 
 // ReadProfile reads a job's offline profile (DIR/rank-N.pb files, each a
@@ -59,15 +68,22 @@ func FindProfileDir(dir string) (string, error) {
 // datagrams, and returns the job. Records that fail validation are
 // skipped and returned as warnings.
 func ReadProfile(dir string) (*store.Job, []error, error) {
-	dir, err := FindProfileDir(dir)
+	return ReadProfileFS(os.DirFS(dir), dir, maxProfileRecord)
+}
+
+// ReadProfileFS is ReadProfile within fsys (named name in messages), its
+// records no longer than maxRecord bytes.
+func ReadProfileFS(fsys fs.FS, name string, maxRecord int) (*store.Job, []error, error) {
+	sub, err := FindProfileDirFS(fsys, name)
 	if err != nil {
 		return nil, nil, err
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "rank-*.pb"))
+	files, err := fs.Glob(fsys, path.Join(sub, "rank-*.pb"))
 	if err != nil {
 		return nil, nil, err
 	}
-	lim := Limits{MaxBytes: maxProfileRecord, MaxChunks: 1 << 20}.WithDefaults()
+	dir := filepath.Join(name, sub)
+	lim := Limits{MaxBytes: maxRecord, MaxChunks: 1 << 20}.WithDefaults()
 	tr := NewTracker(Options{Limits: lim, MaxPendingBytes: 1 << 40, JobTimeout: 1 << 62, Linger: 1 << 62}, nil)
 	var warnings []error
 	var latest time.Time
@@ -76,12 +92,12 @@ func ReadProfile(dir string) (*store.Job, []error, error) {
 	recs := make([][]profileRecord, len(files))
 	for i, f := range files {
 		var err error
-		recs[i], err = readProfileFile(f, lim)
+		recs[i], err = readProfileFile(fsys, f, filepath.Join(name, f), lim)
 		if err != nil {
 			warnings = append(warnings, err)
 		}
 		if len(recs[i]) == 0 && err == nil {
-			warnings = append(warnings, fmt.Errorf("%s: no records", f))
+			warnings = append(warnings, fmt.Errorf("%s: no records", filepath.Join(name, f)))
 		}
 		for _, r := range recs[i] {
 			if r.d.Process != nil {
@@ -96,7 +112,7 @@ func ReadProfile(dir string) (*store.Job, []error, error) {
 				latest = now
 			}
 			if err := tr.Add(r.d, r.size, now); err != nil {
-				warnings = append(warnings, fmt.Errorf("%s record %d: %w", f, r.n, err))
+				warnings = append(warnings, fmt.Errorf("%s record %d: %w", filepath.Join(name, f), r.n, err))
 				break
 			}
 		}
@@ -140,30 +156,58 @@ type profileRecord struct {
 	size, n int
 }
 
-// readProfileFile reads a profile file's records up to the first bad one.
-func readProfileFile(path string, lim Limits) ([]profileRecord, error) {
-	f, err := os.Open(path)
+// readProfileFile reads a profile file's records up to the first bad one
+// (shown as display in messages). A record longer than the file's rest is
+// refused before its bytes are allocated.
+func readProfileFile(fsys fs.FS, name, display string, lim Limits) ([]profileRecord, error) {
+	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	cr := &countingReader{r: bufio.NewReaderSize(f, 1<<20)}
 	var recs []profileRecord
 	for n := 1; ; n++ {
 		m := new(agentpb.Datagram)
-		err := protodelim.UnmarshalOptions{MaxSize: maxProfileRecord}.UnmarshalFrom(r, m)
+		left := st.Size() - cr.n
+		size := min(int64(lim.MaxBytes), max(left, 0))
+		err := protodelim.UnmarshalOptions{MaxSize: size}.UnmarshalFrom(cr, m)
 		if errors.Is(err, io.EOF) {
 			return recs, nil
 		}
 		if err != nil {
-			return recs, fmt.Errorf("%s record %d: %w", path, n, err)
+			return recs, fmt.Errorf("%s record %d: %w", display, n, err)
 		}
 		d := FromProto(m)
 		if err := Validate(d, lim); err != nil {
-			return recs, fmt.Errorf("%s record %d: %w", path, n, err)
+			return recs, fmt.Errorf("%s record %d: %w", display, n, err)
 		}
 		recs = append(recs, profileRecord{d: d, size: proto.Size(m), n: n})
 	}
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r *bufio.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.n++
+	}
+	return b, err
 }
 
 // Report is the JSON document of `netloom report --json`.

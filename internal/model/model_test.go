@@ -240,10 +240,26 @@ func FuzzCheckActions(f *testing.F) {
 	f.Add("0 send 1 0 lots\n")
 	f.Add("1 send 0 0 1\n")
 	f.Add("0 init\n" + strings.Repeat("0 compute 1e6\n0 irecv 1 0 8\n0 isend 1 0 8\n0 wait 1 0 0\n0 wait 0 1 0\n0 allreduce 8 0\n", 40) + "0 finalize\n")
+	// hostile: more actions than the bound, a line longer than it, a binary file
+	f.Add(strings.Repeat("0 compute 1\n", 600))
+	f.Add("0 compute " + strings.Repeat("9", 600) + "\n")
+	f.Add("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + strings.Repeat("\x00", 300))
 	f.Fuzz(func(t *testing.T, text string) {
 		sent := map[int]uint64{}
 		var sh shaper
-		err := checkActions(strings.NewReader(text), "rank-0.ti", 0, 2, sent, &sh)
+		lim := &actionLimit{max: 500, line: 256}
+		err := checkActions(strings.NewReader(text), "rank-0.ti", 0, 2, sent, &sh, lim)
+		if err == nil && (lim.n.Load() > 500 || strings.Count(text, "\n") > 500) {
+			t.Errorf("accepted %d actions, more than the bound of 500", lim.n.Load())
+		}
+		for i, line := range strings.Split(text, "\n") {
+			if err == nil && len(line) > 256 {
+				t.Errorf("accepted line %d of %d bytes, more than the bound of 256", i+1, len(line))
+			}
+		}
+		if err != nil && len(err.Error()) > 400 {
+			t.Errorf("the error echoes %d bytes of the input", len(err.Error()))
+		}
 		if err == nil {
 			// where the trace repeats, and whether the window may leave
 			// its period out

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -40,7 +42,36 @@ type Job struct {
 	shapes []*shape
 	// Profile is the run as the agents measured it.
 	Profile *store.Job
+	// fsys holds the traces, by names (nil: Traces are the OS's paths);
+	// maxActions and maxLine bound what is read of them (0: no bound),
+	// and checked[r] is how many bytes rank r's trace held when checked,
+	// so that a trace changed since cannot feed the replay more.
+	fsys       fs.FS
+	names      []string
+	maxActions int
+	maxLine    int
+	checked    []int64
 }
+
+// Source is where a traced run is read from, within bounds.
+type Source struct {
+	// FS holds the profile directory (netloom run --trace --output DIR):
+	// the job's files, or one subdirectory holding them.
+	FS fs.FS
+	// Name is the directory, for messages and Job.Dir.
+	Name string
+	// MaxActions bounds the actions of all traces together, MaxLine one
+	// trace line's bytes, MaxRecord one profile record's bytes (0: the
+	// defaults below).
+	MaxActions, MaxLine, MaxRecord int
+}
+
+// Bounds when a Source sets none: what the agent writes by default
+// (NETLOOM_TRACE_MB) on a large job, with room.
+const (
+	DefaultMaxLine   = 1 << 16
+	DefaultMaxRecord = 1 << 30
+)
 
 // traceMeta is rank-N.ti.json, which the agent writes beside the trace.
 type traceMeta struct {
@@ -58,11 +89,23 @@ type traceMeta struct {
 // Load reads a traced run from a profile directory (netloom run --trace
 // --output DIR): DIR/<job>/ or DIR itself.
 func Load(dir string) (*Job, []string, error) {
-	jobDir, err := ingest.FindProfileDir(dir)
+	return LoadFrom(Source{FS: os.DirFS(dir), Name: dir})
+}
+
+// LoadFrom reads a traced run from src.
+func LoadFrom(src Source) (*Job, []string, error) {
+	if src.MaxLine <= 0 {
+		src.MaxLine = DefaultMaxLine
+	}
+	if src.MaxRecord <= 0 {
+		src.MaxRecord = DefaultMaxRecord
+	}
+	sub, err := ingest.FindProfileDirFS(src.FS, src.Name)
 	if err != nil {
 		return nil, nil, err
 	}
-	prof, warns, err := ingest.ReadProfile(jobDir)
+	jobDir := filepath.Join(src.Name, sub)
+	prof, warns, err := ingest.ReadProfileFS(src.FS, src.Name, src.MaxRecord)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -70,7 +113,7 @@ func Load(dir string) (*Job, []string, error) {
 	for _, w := range warns {
 		warnings = append(warnings, w.Error())
 	}
-	j := &Job{ID: prof.ID, Dir: jobDir, Ranks: prof.Ranks, Profile: prof}
+	j := &Job{ID: prof.ID, Dir: jobDir, Ranks: prof.Ranks, Profile: prof, fsys: src.FS, maxActions: src.MaxActions, maxLine: src.MaxLine}
 	if j.Ranks == 0 {
 		return nil, warnings, fmt.Errorf("%s: no ranks in the profile", jobDir)
 	}
@@ -84,13 +127,13 @@ func Load(dir string) (*Job, []string, error) {
 		if j.Nodes[r] == "" {
 			return nil, warnings, fmt.Errorf("%s: rank %d has no profile (rank-%d.pb)", jobDir, r, r)
 		}
-		path := filepath.Join(jobDir, fmt.Sprintf("rank-%d.ti.gz", r))
-		if _, err := os.Stat(path); err != nil {
+		name := path.Join(sub, fmt.Sprintf("rank-%d.ti.gz", r))
+		if _, err := fs.Stat(src.FS, name); err != nil {
 			return nil, warnings, fmt.Errorf("%s: rank %d has no replay trace (run the job with netloom run --trace --output DIR, or NETLOOM_TRACE=1): %w", jobDir, r, err)
 		}
-		j.Traces = append(j.Traces, path)
+		j.names = append(j.names, name)
 		var m traceMeta
-		b, err := os.ReadFile(strings.TrimSuffix(path, ".gz") + ".json")
+		b, err := readSmall(src.FS, strings.TrimSuffix(name, ".gz")+".json", 1<<16)
 		if err == nil {
 			err = json.Unmarshal(b, &m)
 		}
@@ -106,10 +149,28 @@ func Load(dir string) (*Job, []string, error) {
 		if m.UntracedCalls > 0 {
 			warnings = append(warnings, fmt.Sprintf("rank %d: %d calls the replay cannot express (collectives on other communicators than MPI_COMM_WORLD, persistent requests) count as compute", r, m.UntracedCalls))
 		}
-		j.Events += m.Events
+		j.Events += max(m.Events, 0)
 		j.Elapsed = max(j.Elapsed, m.Elapsed)
+		if j.maxActions > 0 && j.Events > j.maxActions {
+			return nil, warnings, fmt.Errorf("%s: the traces hold more than %d actions, the most this daemon replays (model_max_actions): replay them with netloom model", jobDir, j.maxActions)
+		}
+		j.Traces = append(j.Traces, filepath.Join(src.Name, name))
 	}
 	return j, warnings, nil
+}
+
+// readSmall reads a file of at most limit bytes.
+func readSmall(fsys fs.FS, name string, limit int64) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("more than %d bytes", limit)
+	}
+	return b, err
 }
 
 // Measured is the run as the agents measured it, on the replay's span
@@ -204,9 +265,9 @@ func (j *Job) Prepare(work string, maxActions int) (*Traces, error) {
 	eachRank(len(j.Traces), func(r int) {
 		if t.Window == nil {
 			names[r][0] = filepath.Join(dir, fmt.Sprintf("rank-%d.ti", r))
-			errs[r] = gunzip(j.Traces[r], names[r][0])
+			errs[r] = j.gunzip(r, names[r][0])
 		} else {
-			names[r], errs[r] = windowTrace(j.Traces[r], dir, r, j.shapes[r], t.Window)
+			names[r], errs[r] = j.windowTrace(r, dir, j.shapes[r], t.Window)
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
@@ -237,15 +298,15 @@ func (j *Job) Prepare(work string, maxActions int) (*Traces, error) {
 // Close removes the prepared traces.
 func (t *Traces) Close() error { return os.RemoveAll(t.dir) }
 
-func windowTrace(path, dir string, rank int, sh *shape, w *Window) ([2]string, error) {
-	z, done, err := openTrace(path)
+func (j *Job) windowTrace(rank int, dir string, sh *shape, w *Window) ([2]string, error) {
+	z, done, err := j.openTrace(rank)
 	if err != nil {
 		return [2]string{}, err
 	}
 	defer done()
 	names, err := writeWindow(z, dir, rank, sh, w)
 	if err != nil {
-		err = fmt.Errorf("%s: %w", path, err)
+		err = fmt.Errorf("%s: %w", j.Traces[rank], err)
 	}
 	return names, err
 }
@@ -374,22 +435,57 @@ func smpiReplay(ctx context.Context, ranks int, dir, list, platform string, perF
 	return pred, nil
 }
 
-// openTrace opens a gzip-compressed trace for reading.
-func openTrace(path string) (io.Reader, func() error, error) {
-	f, err := os.Open(path)
+// openTrace opens rank r's gzip-compressed trace for reading. Once the
+// traces were checked, it reads no more than the check saw.
+func (j *Job) openTrace(r int) (io.Reader, func() error, error) {
+	var f io.ReadCloser
+	var err error
+	if j.fsys != nil {
+		f, err = j.fsys.Open(j.names[r])
+	} else {
+		f, err = os.Open(j.Traces[r])
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	z, err := gzip.NewReader(f)
 	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", j.Traces[r], err)
 	}
-	return z, f.Close, nil
+	var rd io.Reader = z
+	if j.checked != nil {
+		rd = &capped{r: z, left: j.checked[r], name: j.Traces[r]}
+	}
+	return rd, f.Close, nil
 }
 
-func gunzip(src, dst string) error {
-	z, done, err := openTrace(src)
+// capped fails a read past left bytes: a trace that grew since it was
+// checked.
+type capped struct {
+	r    io.Reader
+	left int64
+	name string
+}
+
+func (c *capped) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		var one [1]byte
+		if n, _ := c.r.Read(one[:]); n > 0 {
+			return 0, fmt.Errorf("%s changed since it was checked", c.name)
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
+}
+
+func (j *Job) gunzip(r int, dst string) error {
+	z, done, err := j.openTrace(r)
 	if err != nil {
 		return err
 	}
@@ -400,7 +496,7 @@ func gunzip(src, dst string) error {
 	}
 	if _, err := io.Copy(out, z); err != nil {
 		out.Close()
-		return fmt.Errorf("%s: %w", src, err)
+		return fmt.Errorf("%s: %w", j.Traces[r], err)
 	}
 	return out.Close()
 }
@@ -412,13 +508,27 @@ func (j *Job) CheckTraces() error {
 	errs := make([]error, len(j.Traces))
 	j.sent = make([]map[int]uint64, j.Ranks)
 	j.shapes = make([]*shape, j.Ranks)
+	checked := make([]int64, j.Ranks)
+	lim := &actionLimit{max: int64(j.maxActions), line: j.maxLine}
 	eachRank(len(j.Traces), func(r int) {
 		j.sent[r] = map[int]uint64{}
 		var sh shaper
-		errs[r] = checkTrace(j.Traces[r], r, j.Ranks, j.sent[r], &sh)
+		checked[r], errs[r] = j.checkTrace(r, j.sent[r], &sh, lim)
 		j.shapes[r] = sh.shape()
 	})
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	j.checked = checked
+	return nil
+}
+
+// actionLimit bounds the actions of all ranks' traces together (max 0:
+// none) and each line's bytes (line 0: DefaultMaxLine).
+type actionLimit struct {
+	max  int64
+	n    atomic.Int64
+	line int
 }
 
 // eachRank calls do for ranks 0 to n-1, on as many goroutines as there are
@@ -454,27 +564,50 @@ func (j *Job) InterNodeBytes(hostOf []string) uint64 {
 	return b
 }
 
-func checkTrace(path string, rank, ranks int, sent map[int]uint64, sh *shaper) error {
-	z, done, err := openTrace(path)
+func (j *Job) checkTrace(r int, sent map[int]uint64, sh *shaper, lim *actionLimit) (int64, error) {
+	z, done, err := j.openTrace(r)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer done()
-	return checkActions(z, path, rank, ranks, sent, sh)
+	c := &counted{r: z}
+	err = checkActions(c, j.Traces[r], r, j.Ranks, sent, sh, lim)
+	return c.n, err
+}
+
+// counted counts the bytes read through it.
+type counted struct {
+	r io.Reader
+	n int64
+}
+
+func (c *counted) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // checkActions reads rank's trace actions from r (named path in errors),
 // adding the bytes each send carries to sent by destination, and each
-// action to sh (unless nil).
-func checkActions(r io.Reader, path string, rank, ranks int, sent map[int]uint64, sh *shaper) error {
+// action to sh (unless nil), within lim (nil: the default line bound).
+func checkActions(r io.Reader, path string, rank, ranks int, sent map[int]uint64, sh *shaper, lim *actionLimit) error {
+	if lim == nil {
+		lim = &actionLimit{}
+	}
+	if lim.line <= 0 {
+		lim.line = DefaultMaxLine
+	}
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	sc.Buffer(make([]byte, min(lim.line, 1<<20)), lim.line)
 	n := 0
 	for sc.Scan() {
 		n++
+		if lim.max > 0 && lim.n.Add(1) > lim.max {
+			return fmt.Errorf("%s line %d: the traces hold more than %d actions, the most this daemon replays (model_max_actions): replay them with netloom model", path, n, lim.max)
+		}
 		fields := strings.Fields(sc.Text())
 		if len(fields) < 2 || fields[0] != strconv.Itoa(rank) {
-			return fmt.Errorf("%s line %d: not an action of rank %d: %q", path, n, rank, sc.Text())
+			return fmt.Errorf("%s line %d: not an action of rank %d: %s", path, n, rank, quoteShort(sc.Text()))
 		}
 		peers := 0
 		switch fields[1] {
@@ -490,7 +623,7 @@ func checkActions(r io.Reader, path string, rank, ranks int, sent map[int]uint64
 			for _, s := range fields[2 : 2+peers] {
 				p, err := strconv.Atoi(s)
 				if err != nil || p >= ranks {
-					return fmt.Errorf("%s line %d: %s: rank %q out of range", path, n, fields[1], s)
+					return fmt.Errorf("%s line %d: %s: rank %s out of range", path, n, fields[1], quoteShort(s))
 				}
 				if p < 0 {
 					return fmt.Errorf("%s line %d: %s: the sender of a receive from MPI_ANY_SOURCE is not known (the program ignored its status): SMPI cannot replay it", path, n, fields[1])
@@ -501,7 +634,7 @@ func checkActions(r io.Reader, path string, rank, ranks int, sent map[int]uint64
 			peer, _ := strconv.Atoi(fields[2])
 			b, err := strconv.ParseFloat(fields[4], 64)
 			if err != nil || b < 0 {
-				return fmt.Errorf("%s line %d: %s: size %q", path, n, fields[1], fields[4])
+				return fmt.Errorf("%s line %d: %s: size %s", path, n, fields[1], quoteShort(fields[4]))
 			}
 			sent[peer] += uint64(b)
 		}
@@ -510,9 +643,20 @@ func checkActions(r io.Reader, path string, rank, ranks int, sent map[int]uint64
 		}
 	}
 	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return fmt.Errorf("%s line %d: longer than %d bytes", path, n+1, lim.line)
+		}
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
+}
+
+// quoteShort quotes a line for a message, cut at 80 bytes.
+func quoteShort(s string) string {
+	if len(s) <= 80 {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:80]) + fmt.Sprintf(" (and %d bytes more)", len(s)-80)
 }
 
 // Functions lists the functions of some predictions and a measurement,
