@@ -58,10 +58,14 @@ auth=(-H "Authorization: Bearer $token")
 printf 'auth:\n  users_file: %s\n  groups_file: %s\n  tokens_file: %s\n' \
   "$dir/netloom.htpasswd" "$dir/netloom.groups" "$dir/netloom.tokens" > "$dir/netloom.yaml"
 
-echo "demo: starting netloom serve on http://$listen"
+# The demo's agents run without munged, so the daemon is told to accept
+# their datagrams unverified (the default, agent_auth auto, would refuse
+# them all), and only from this machine: the job's ranks all run here.
+echo "demo: starting netloom serve on http://$listen, MPI agents to udp://$agent"
 LD_PRELOAD=$preload bin/netloom serve --fabric ib --db "$dir/netloom.db" --listen "$listen" \
   --config "$dir/netloom.yaml" \
   --agent-listen "$agent" --agent-address-file "$dir/agent-address" \
+  --agent-auth none --agent-networks 127.0.0.0/8 \
   --sweep-interval 5s --discover-interval 1m > "$dir/netloom.log" 2>&1 & pids+=($!)
 for _ in $(seq 60); do curl -sf "${auth[@]}" "http://$listen/api/v1/status" >/dev/null 2>&1 && break; sleep 0.5; done
 
@@ -95,6 +99,7 @@ cat <<MSG
 
 Netloom demo is running.
   UI:          http://$listen/  (sign in as admin, password $password)
+  MPI agents:  udp://$agent  (unverified, --agent-auth none; from 127.0.0.0/8 only)
   API token:   T=$token
   status:      curl -H "Authorization: Bearer \$T" http://$listen/api/v1/status
   fabric:      curl -H "Authorization: Bearer \$T" http://$listen/api/v1/fabric/nodes

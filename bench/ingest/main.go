@@ -153,7 +153,14 @@ func run(system, engine, bin string, duration, interval, sweep time.Duration) er
 	if err != nil {
 		return err
 	}
-	serve := exec.Command(bin, "serve", "--fabric", "sim:"+system, "--db", db, "--listen", httpAddr,
+	// The load generator sends every job from one address and as one user,
+	// thousands at once: the limits on new jobs per source and live jobs
+	// per user, meant for a real cluster's nodes and users, are off.
+	cfg := filepath.Join(dir, "netloom.yaml")
+	if err := os.WriteFile(cfg, []byte("agent_limits:\n  max_jobs_per_user: -1\n  new_jobs_per_source: -1\n"), 0o644); err != nil {
+		return err
+	}
+	serve := exec.Command(bin, "serve", "--config", cfg, "--fabric", "sim:"+system, "--db", db, "--listen", httpAddr,
 		"--agent-listen", agentAddr, "--agent-address-file", "-", "--sweep-interval", sweep.String(), "--log-level", "warn",
 		// The load generator's ranks carry no MUNGE credentials, and the
 		// API probes sign in as nobody.

@@ -19,7 +19,7 @@ func serveCmd() *cobra.Command {
 	var (
 		cfgPath, listen, db, fabricS, logLevel, agent, agentF string
 		schedS, anon, users, tlsCert, tlsKey, agentAu, mungeS string
-		agentNet, nodeMap, role, fabricName                   string
+		agentNet, nodeMap, role, fabricName, traceRoot        string
 		discover, sweep, jobTO, schedIv, poll                 time.Duration
 		caPorts                                               bool
 		agentBuf, backlog                                     int
@@ -73,6 +73,7 @@ Fabric sources (--fabric):
 			override(&cfg.AgentAddressFile, agentF)
 			override(&cfg.Scheduler, schedS)
 			override(&cfg.NodeMap, nodeMap)
+			override(&cfg.Model.TraceRoot, traceRoot)
 			override(&cfg.Auth.Anonymous, anon)
 			override(&cfg.Auth.UsersFile, users)
 			override(&cfg.TLSCert, tlsCert)
@@ -164,9 +165,10 @@ Fabric sources (--fabric):
 	f.StringVar(&users, "users", "", "htpasswd `file` of local accounts (default "+auth.DefaultUsersFile+"; see netloom user)")
 	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate `file` (PEM; with --tls-key)")
 	f.StringVar(&tlsKey, "tls-key", "", "private key `file` for --tls-cert")
-	enumFlag(c, &agentAu, "agent-auth", "", "agent datagrams accepted: auto, munge or none (default auto: MUNGE-signed when munged runs)", "auto", "munge", "none")
+	enumFlag(c, &agentAu, "agent-auth", "", "agent datagrams accepted: auto, munge or none (default auto: MUNGE-signed when munged runs, else none at all; none: any, unverified)", "auto", "munge", "none")
 	f.StringVar(&mungeS, "munge-socket", "", "munged's socket `path` for --agent-auth (default $NETLOOM_MUNGE_SOCKET, else libmunge's)")
 	f.StringVar(&agentNet, "agent-networks", "", "comma-separated CIDR `networks` agent datagrams may come from (default any)")
+	f.StringVar(&traceRoot, "trace-root", "", "the only `folder` under which the API reads jobs' replay traces (netloom run --trace --output DIR below it; each job's files owned by its user, no links); unset: it reads none")
 	f.StringVar(&nodeMap, "node-map", "", "`file` mapping node names to host adapters (NAME GUID or NAME \"DESCRIPTION\" per line)")
 	completeFlag(c, "fabric", fabricSpecs...)
 	completeFlag(c, "scheduler", "none", "slurm")

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -37,6 +38,18 @@ type Options struct {
 	// Role is the daemon's role ("collector" or "api"), in /api/v1/status
 	// for everyone: the UI leaves out what an API daemon does not serve.
 	Role string
+	// AgentAuth, when set, says which agent datagrams the daemon accepts
+	// (nil: it has no agent socket); /api/v1/status shows administrators.
+	AgentAuth func() *AgentAuth
+}
+
+// AgentAuth is the agent authentication in force (docs/security.md,
+// "Agent data"): an administrator checks here that unverified datagrams
+// are not believed by accident.
+type AgentAuth struct {
+	Mode     string   `json:"mode"` // munge, none or refusing
+	Reason   string   `json:"reason"`
+	Networks []string `json:"networks,omitempty"` // agent_networks
 }
 
 // Behind is the daemon falling behind its input: since when, and why.
@@ -110,23 +123,36 @@ type handler func(r *http.Request) (any, error)
 func (s *Server) route(pattern string, h handler)     { s.handle(pattern, true, h) }
 func (s *Server) userRoute(pattern string, h handler) { s.handle(pattern, false, h) }
 
-func (s *Server) handle(pattern string, adminOnly bool, h handler) {
+// slowUserRoute is a userRoute whose work may take up to limit: its answer
+// may be written until a minute after that, beyond the server's own write
+// timeout, so that a slow answer (or the refusal that ends a long wait)
+// reaches the client instead of a closed connection.
+func (s *Server) slowUserRoute(pattern string, limit time.Duration, h handler) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if err := allowed(r, adminOnly); err != nil {
-			s.fail(w, err)
-			return
-		}
-		v, err := h(r)
-		if err != nil {
-			s.fail(w, err)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		if err := enc.Encode(v); err != nil {
-			s.opt.Log.Debug("api: writing response", "path", r.URL.Path, "err", err)
-		}
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(limit + time.Minute))
+		s.serve(w, r, false, h)
 	})
+}
+
+func (s *Server) handle(pattern string, adminOnly bool, h handler) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, adminOnly, h) })
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, adminOnly bool, h handler) {
+	if err := allowed(r, adminOnly); err != nil {
+		s.fail(w, err)
+		return
+	}
+	v, err := h(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	if err := enc.Encode(v); err != nil {
+		s.opt.Log.Debug("api: writing response", "path", r.URL.Path, "err", err)
+	}
 }
 
 // httpError is an error with a status and a short reason for metrics.
@@ -165,29 +191,70 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(he.status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": he.msg, "reason": he.reason})
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": capMessage(he.msg), "reason": he.reason})
+}
+
+// maxErrorBytes bounds an error message in an answer. Messages quote what
+// the request held (names, values) and each handler bounds its quotes;
+// this is the backstop, so that no request can have megabytes of itself
+// echoed back (one placement request once got a 104 MB 400).
+const maxErrorBytes = 1024
+
+// capMessage cuts msg to maxErrorBytes (at a rune boundary) and says how
+// much was left out.
+func capMessage(msg string) string {
+	if len(msg) <= maxErrorBytes {
+		return msg
+	}
+	n := maxErrorBytes
+	for n > 0 && !utf8.RuneStart(msg[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s... (%d more bytes)", msg[:n], len(msg)-n)
 }
 
 // parseTime accepts RFC 3339, Unix seconds (with fraction), "now", or a
-// duration before now ("-1h", "90m").
+// duration before now ("-1h", "90m"). Times before 1970 or more than
+// maxFuture ahead are refused: nothing was recorded then, and Unix seconds
+// past the year 2262 would overflow time's int64 nanoseconds and wrap to
+// 1677 (at=99999999999 once did).
 func parseTime(name, v string, now time.Time) (time.Time, error) {
+	var t time.Time
 	switch {
 	case v == "" || v == "now":
 		return now, nil
 	case strings.HasPrefix(v, "-") || strings.HasSuffix(v, "s") || strings.HasSuffix(v, "m") || strings.HasSuffix(v, "h"):
 		if d, err := time.ParseDuration(strings.TrimPrefix(v, "-")); err == nil {
-			return now.Add(-d), nil
+			return checkTime(name, v, now.Add(-d))
 		}
 	}
 	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		if f < 0 || f > 1e11 {
-			return time.Time{}, badParam(name, "%q is out of range", v)
+		// NaN fails both comparisons; the bound keeps f*1e9 in an int64.
+		if !(f >= 0 && f <= maxUnixSeconds) {
+			return time.Time{}, badParam(name, "%q is out of range (Unix seconds from 0 to now)", v)
 		}
-		return time.Unix(0, int64(f*1e9)), nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
+		t = time.Unix(0, int64(f*1e9))
+	} else if t, err = time.Parse(time.RFC3339Nano, v); err != nil {
 		return time.Time{}, badParam(name, "%q is not a time (RFC 3339, Unix seconds, now, or a duration ago like -1h)", v)
+	}
+	return checkTime(name, v, t)
+}
+
+// maxFuture is how far ahead of the clock a time may be asked for: a
+// client's clock a little ahead, or "to" a little past now, is fine.
+const maxFuture = 24 * time.Hour
+
+// maxUnixSeconds (the year 2255) is past any time checkTime lets through
+// and short of the end of int64 nanoseconds (9.22e9 s, the year 2262).
+const maxUnixSeconds = 9e9
+
+// checkTime refuses times nothing can have been recorded at.
+func checkTime(name, v string, t time.Time) (time.Time, error) {
+	switch {
+	case t.Before(time.Unix(0, 0)):
+		return time.Time{}, badParam(name, "%q is before 1970", v)
+	case t.After(time.Now().Add(maxFuture)):
+		return time.Time{}, badParam(name, "%q is more than a day in the future", v)
 	}
 	return t, nil
 }
@@ -313,6 +380,11 @@ func (s *Server) status(r *http.Request) (any, error) {
 	}
 	if stats, err := s.opt.Store.Stats(r.Context()); err == nil {
 		out["store"] = stats
+	}
+	if s.opt.AgentAuth != nil {
+		if a := s.opt.AgentAuth(); a != nil {
+			out["agent_auth"] = a
+		}
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"cmp"
 	"context"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -25,6 +26,8 @@ type NodeMapper interface {
 type AttributionOptions struct {
 	Jobs  func() *ingest.Live
 	Nodes func() NodeMapper
+	// Model bounds the what-if predictions (GET /jobs/{job}/model).
+	Model ModelOptions
 }
 
 // ServeAttribution adds the endpoints that join jobs and links
@@ -67,8 +70,50 @@ type dirJob struct {
 	ToName      string         `json:"to_description"`
 	Bytes       uint64         `json:"bytes"`
 	Utilization float64        `json:"utilization_pct"` // of capacity over the range
-	// Anonymized: another user's job, shown to a user only as "other-N".
-	Anonymized bool `json:"anonymized,omitempty"`
+	// Anonymized: another user's job, shown to a user only as "other-N",
+	// with its bytes rounded (BytesRounded, see coarsen).
+	Anonymized   bool `json:"anonymized,omitempty"`
+	BytesRounded bool `json:"bytes_rounded,omitempty"`
+}
+
+// roundBytes rounds b to two significant digits, half up (123,456 is
+// 120,000; below 100 it is exact). Other users' jobs are numbered
+// "other-N" afresh in every answer, but an exact byte count is a
+// fingerprint that would tell the same job apart across answers, links and
+// ranges; two digits still say how much of a link it takes.
+func roundBytes(b uint64) uint64 {
+	if b < 100 {
+		return b
+	}
+	p := uint64(1)
+	for b/p >= 100 {
+		p *= 10
+	}
+	q := b / p
+	if b%p >= p/2 {
+		q++
+	}
+	if q > math.MaxUint64/p { // only within 5% of 2^64: round down instead
+		q--
+	}
+	return q * p
+}
+
+// coarsen rounds an anonymized job's bytes, and its utilization with
+// them, which would otherwise give the exact bytes back.
+func coarsen(d *dirJob, seconds float64) {
+	if !d.Anonymized {
+		return
+	}
+	d.Bytes = roundBytes(d.Bytes)
+	d.Utilization = utilization(d.Bytes, d.Link.Capacity, seconds)
+	d.BytesRounded = true
+}
+
+func coarsenAll(ds []dirJob, seconds float64) {
+	for i := range ds {
+		coarsen(&ds[i], seconds)
+	}
 }
 
 func ends(l *fabric.Link) linkEnds {
@@ -197,6 +242,43 @@ type directionJSON struct {
 	Explained              *float64       `json:"explained_pct"` // null when nothing was measured
 	Jobs                   []dirJob       `json:"jobs"`
 	UnmonitoredUtilization float64        `json:"unmonitored_utilization_pct"`
+	// MonitoredRounded: monitored_bytes and what follows from it sum the
+	// jobs as shown, some of them rounded (coarsenDirection).
+	MonitoredRounded bool `json:"monitored_rounded,omitempty"`
+}
+
+// total sets the monitored bytes to the sum of d's jobs, and the figures
+// that follow from them and the measured bytes.
+func (d *directionJSON) total(capacity, seconds float64) {
+	d.Monitored = 0
+	for _, j := range d.Jobs {
+		d.Monitored += j.Bytes
+	}
+	d.MonitoredUtilization = utilization(d.Monitored, capacity, seconds)
+	d.Explained, d.Unmonitored = nil, 0
+	if d.Measured.Measured && d.Measured.Bytes > 0 {
+		pct := min(100, 100*float64(d.Monitored)/float64(d.Measured.Bytes))
+		d.Explained = &pct
+		if d.Measured.Bytes > d.Monitored {
+			d.Unmonitored = d.Measured.Bytes - d.Monitored
+		}
+	}
+	d.UnmonitoredUtilization = utilization(d.Unmonitored, capacity, seconds)
+}
+
+// coarsenDirection rounds the anonymized jobs of d and sums its monitored
+// bytes again from the jobs as shown: the exact total less the user's own
+// job would give the others' exact bytes back.
+func coarsenDirection(d *directionJSON, capacity, seconds float64) {
+	for i := range d.Jobs {
+		if d.Jobs[i].Anonymized {
+			d.MonitoredRounded = true
+			coarsen(&d.Jobs[i], seconds)
+		}
+	}
+	if d.MonitoredRounded {
+		d.total(capacity, seconds)
+	}
 }
 
 // splitLink builds both directions of l over [from, to]; got is the
@@ -230,21 +312,12 @@ func (a *attribAPI) splitLink(ctx context.Context, t *fabric.Topology, l *fabric
 			dj, _ := newDirJob(t, e[0], x.Job, x.Bytes, seconds)
 			dj.User = users[x.Job]
 			d.Jobs = append(d.Jobs, dj)
-			d.Monitored += x.Bytes
 		}
 		sortDirJobs(d.Jobs)
 		all = append(all, d.Jobs...)
 		d.Measured = measure(samples, e[0], e[1])
 		d.MeasuredUtilization = utilization(d.Measured.Bytes, l.Capacity(), seconds)
-		d.MonitoredUtilization = utilization(d.Monitored, l.Capacity(), seconds)
-		if d.Measured.Measured && d.Measured.Bytes > 0 {
-			pct := min(100, 100*float64(d.Monitored)/float64(d.Measured.Bytes))
-			d.Explained = &pct
-			if d.Measured.Bytes > d.Monitored {
-				d.Unmonitored = d.Measured.Bytes - d.Monitored
-			}
-		}
-		d.UnmonitoredUtilization = utilization(d.Unmonitored, l.Capacity(), seconds)
+		d.total(l.Capacity(), seconds)
 		out[i] = d
 	}
 	sortDirJobs(all)
@@ -281,8 +354,11 @@ func (a *attribAPI) linkJobs(r *http.Request) (any, error) {
 	}
 	anon := newAnonymizer(r.Context(), owners)
 	anon.applyAll(all)
+	seconds := to.Sub(from).Seconds()
+	coarsenAll(all, seconds)
 	for i := range dirs {
 		anon.applyAll(dirs[i].Jobs)
+		coarsenDirection(&dirs[i], l.Capacity(), seconds)
 	}
 	return map[string]any{"link": ends(l), "from": from, "to": to, "seconds": to.Sub(from).Seconds(),
 		"directions": dirs, "jobs": all}, nil
@@ -645,6 +721,7 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 		Others      []dirJob `json:"others"`
 	}
 	out := []linkWhy{}
+	seconds := to.Sub(from).Seconds()
 	others := map[string]uint64{}
 	anon := newAnonymizer(r.Context(), a.s.owners(r.Context()))
 	for _, x := range got {
@@ -661,26 +738,33 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 			d = dirs[1]
 		}
 		w := linkWhy{directionJSON: d, Link: ends(l), JobBytes: x.Bytes, Others: []dirJob{}}
-		w.Utilization = max(d.MeasuredUtilization, d.MonitoredUtilization)
-		if d.Monitored > 0 {
-			w.JobShare = 100 * float64(x.Bytes) / float64(d.Monitored)
-		}
 		for _, o := range d.Jobs {
 			if o.Job != js.ID {
-				w.Others = append(w.Others, o)
-				others[o.Job] += o.Bytes
+				shown := o
+				anon.apply(&shown)
+				coarsen(&shown, seconds)
+				w.Others = append(w.Others, shown)
+				// The sum over links adds the figures shown, so that it
+				// is no more exact than they are.
+				others[o.Job] += shown.Bytes
 			}
 		}
 		anon.applyAll(w.Jobs)
-		anon.applyAll(w.Others)
+		coarsenDirection(&w.directionJSON, l.Capacity(), seconds)
+		w.Utilization = max(w.MeasuredUtilization, w.MonitoredUtilization)
+		if w.Monitored > 0 {
+			w.JobShare = 100 * float64(x.Bytes) / float64(w.Monitored)
+		}
 		out = append(out, w)
 	}
 	type other struct {
 		Job   string `json:"job"`
 		User  string `json:"user,omitempty"`
 		Bytes uint64 `json:"bytes"` // on the links this job crosses
-		// Anonymized: another user's job, shown to a user as "other-N".
-		Anonymized bool `json:"anonymized,omitempty"`
+		// Anonymized: another user's job, shown to a user as "other-N";
+		// its bytes are the sum of its rounded bytes on each link.
+		Anonymized   bool `json:"anonymized,omitempty"`
+		BytesRounded bool `json:"bytes_rounded,omitempty"`
 	}
 	sharing := []other{}
 	ids := map[string]bool{}
@@ -691,7 +775,7 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 	for id, b := range others {
 		d := dirJob{Job: id, User: users[id]}
 		anon.apply(&d)
-		sharing = append(sharing, other{Job: d.Job, User: d.User, Bytes: b, Anonymized: d.Anonymized})
+		sharing = append(sharing, other{Job: d.Job, User: d.User, Bytes: b, Anonymized: d.Anonymized, BytesRounded: d.Anonymized})
 	}
 	slices.SortFunc(sharing, func(x, y other) int {
 		if c := cmp.Compare(y.Bytes, x.Bytes); c != 0 {

@@ -59,6 +59,9 @@ func (a *attribAPI) placement(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// No more nodes may be named than the fabric has hosts: the hostlist
+	// is counted against that before it is expanded (place.JobRequest).
+	opt.FabricHosts = routes.Topology().Counts().CAs
 	req, err := place.JobRequest(j, opt)
 	var adv *place.Advice
 	if err == nil {
@@ -71,6 +74,12 @@ func (a *attribAPI) placement(r *http.Request) (any, error) {
 		return nil, err
 	}
 	adv.Job = j.ID
+	// A user chooses the nodes (where to run next) and sees the answer's
+	// figures, but not the switches the routes between them cross
+	// (docs/security.md): that is the fabric's topology.
+	if !isAdmin(r.Context()) {
+		adv.HideFabric()
+	}
 	var file bytes.Buffer
 	if err := place.Write(&file, format, adv.Mapping); err != nil {
 		return nil, err

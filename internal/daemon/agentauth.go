@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync/atomic"
 
+	"github.com/netloom/netloom/internal/api"
 	"github.com/netloom/netloom/internal/auth"
 	"github.com/netloom/netloom/internal/ingest"
 	"github.com/netloom/netloom/internal/munge"
@@ -27,14 +28,25 @@ func (c Config) validateAgentAuth() error {
 // it is not libmunge's default (/run/munge/munge.socket.2).
 const MungeSocketEnv = "NETLOOM_MUNGE_SOCKET"
 
+// Agent authentication in force, as /api/v1/status shows administrators.
+const (
+	AgentAuthMunge    = "munge"
+	AgentAuthNone     = "none"
+	AgentAuthRefusing = "refusing"
+)
+
 // agentAuth turns agent_auth and agent_networks into what the agent
-// listener accepts. "munge" needs a munged that answers now; "auto" uses
-// it when it does and says which way it went.
-func (d *Daemon) agentAuth() (ingest.AuthOptions, error) {
+// listener accepts, and says which it is. "munge" needs a munged that
+// answers now; "auto" uses it when it does, and otherwise refuses every
+// datagram: unverified datagrams name any user they like (a job appears in
+// another user's list, another user's rank or job is taken over), so they
+// are accepted only when an administrator chose agent_auth none.
+func (d *Daemon) agentAuth() (ingest.AuthOptions, api.AgentAuth, error) {
 	var opt ingest.AuthOptions
+	st := api.AgentAuth{Networks: d.cfg.AgentNetworks}
 	nets, err := auth.ParseNetworks("agent_networks", d.cfg.AgentNetworks)
 	if err != nil {
-		return opt, err
+		return opt, st, err
 	}
 	if len(nets) > 0 {
 		opt.Source = func(a netip.Addr) bool { return auth.Contains(nets, a) }
@@ -55,12 +67,19 @@ func (d *Daemon) agentAuth() (ingest.AuthOptions, error) {
 		c := munge.Client{Socket: sock}
 		if err := c.Check(); err != nil {
 			if mode == "munge" {
-				return opt, fmt.Errorf("agent_auth munge: munged at %s does not answer (start munged, or set %s to its socket): %w",
+				return opt, st, fmt.Errorf("agent_auth munge: munged at %s does not answer (start munged, or set %s to its socket): %w",
 					where, MungeSocketEnv, err)
 			}
-			d.log.Warn("agent authentication: none (agent_auth auto and munged does not answer): agents' datagrams are accepted unverified",
+			opt.Refuse = fmt.Sprintf("munged at %s did not answer when the daemon started (agent_auth auto)", where)
+			st.Mode = AgentAuthRefusing
+			st.Reason = fmt.Sprintf("agent_auth auto and munged at %s does not answer (%v): every agent datagram is refused. "+
+				"Start munged (or set %s to its socket) and restart the daemon, or set agent_auth: none (--agent-auth none) "+
+				"to accept unverified datagrams", where, err, MungeSocketEnv)
+			d.log.Warn("agent authentication: REFUSING ALL AGENT DATAGRAMS: agent_auth auto and munged does not answer, "+
+				"so no datagram can be verified. Fix: start munged (or set "+MungeSocketEnv+" to its socket) and restart, "+
+				"or set agent_auth: none (--agent-auth none) to accept unverified datagrams on a trusted network",
 				"munge_socket", where, "err", err, "agent_networks", d.cfg.AgentNetworks)
-			return opt, nil
+			return opt, st, nil
 		}
 		var open atomic.Bool
 		uid := os.Getuid()
@@ -74,10 +93,13 @@ func (d *Daemon) agentAuth() (ingest.AuthOptions, error) {
 		}
 		d.log.Info("agent authentication: munge (datagrams need a MUNGE credential; job owners are the credentials' users)",
 			"agent_auth", mode, "munge_socket", where, "agent_networks", d.cfg.AgentNetworks)
-		return opt, nil
+		st.Mode, st.Reason = AgentAuthMunge, fmt.Sprintf("agent_auth %s: datagrams need a MUNGE credential that munged at %s verifies", mode, where)
+		return opt, st, nil
 	}
-	d.log.Info("agent authentication: none (agents' datagrams are accepted unverified)", "agent_networks", d.cfg.AgentNetworks)
-	return opt, nil
+	d.log.Info("agent authentication: none (agent_auth none: agents' datagrams are accepted unverified and name any user they like)",
+		"agent_networks", d.cfg.AgentNetworks)
+	st.Mode, st.Reason = AgentAuthNone, "agent_auth none: datagrams are accepted unverified; the user each claims is believed"
+	return opt, st, nil
 }
 
 // schedOwns says whether a verified datagram's user may report for a job

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/netloom/netloom/internal/fabric/sim"
 	"github.com/netloom/netloom/internal/ingest"
 	"github.com/netloom/netloom/internal/ingest/agentpb"
@@ -91,5 +93,48 @@ func TestSchedulerOwnsJob(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), ingest.ReasonJobMismatch) {
 			t.Errorf("error %v", err)
 		}
+	}
+}
+
+// TestAgentAuthAutoRefuses: agent_auth auto without munged refuses every
+// agent datagram (unauthenticated) and says so in /api/v1/status; only
+// agent_auth none accepts them, and says that.
+func TestAgentAuthAutoRefuses(t *testing.T) {
+	t.Setenv(MungeSocketEnv, filepath.Join(t.TempDir(), "no-munged.sock"))
+	for _, mode := range []string{"", "auto", "none"} {
+		t.Run("mode="+mode, func(t *testing.T) {
+			s := startDaemon(t, filepath.Join(t.TempDir(), "netloom.db"), "fat-tree:hosts=8,radix=8", func(c *Config) {
+				c.AgentListen, c.AgentAddressFile, c.AgentAuth = "127.0.0.1:0", "-", mode
+			})
+			var st struct {
+				AgentAuth struct{ Mode, Reason string } `json:"agent_auth"`
+			}
+			if s.get("/api/v1/status", &st) != 200 {
+				t.Fatal("status")
+			}
+			want := "refusing"
+			if mode == "none" {
+				want = "none"
+			}
+			if st.AgentAuth.Mode != want || (want == "refusing" && !strings.Contains(st.AgentAuth.Reason, "agent_auth: none")) {
+				t.Errorf("status agent_auth %+v, want mode %s", st.AgentAuth, want)
+			}
+			conn, err := net.Dial("udp", s.d.AgentAddr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			b, _ := proto.Marshal(ringSnapshot("forged", 0, 1, 1, time.Now().Add(-time.Second), false))
+			conn.Write(b)
+			var list struct{ Total int }
+			if want == "refusing" {
+				s.waitFor("the datagram refused", func() bool { return s.dropCount(ingest.ReasonUnauthenticated) == 1 })
+				if s.get("/api/v1/jobs?state=all", &list) != 200 || list.Total != 0 {
+					t.Errorf("%d jobs", list.Total)
+				}
+				return
+			}
+			s.waitFor("the job", func() bool { return s.get("/api/v1/jobs?state=all", &list) == 200 && list.Total == 1 })
+		})
 	}
 }

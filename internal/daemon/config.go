@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"time"
 
@@ -54,7 +55,8 @@ type Config struct {
 	AgentReadBuffer int `yaml:"agent_read_buffer_mib"`
 	// AgentAuth says which agent datagrams are accepted: "auto" (default:
 	// MUNGE credentials are required when munged answers at start, else
-	// any), "munge" (required; no start without munged) or "none".
+	// none are accepted at all), "munge" (required; no start without
+	// munged) or "none" (any, unverified: an administrator's choice).
 	// AgentNetworks, when set, accepts datagrams only from these source
 	// networks (CIDR), with or without MUNGE.
 	AgentAuth     string   `yaml:"agent_auth"`
@@ -65,6 +67,8 @@ type Config struct {
 	// JobTimeout ends a job that sent nothing for this long (at least 6
 	// of its snapshot intervals).
 	JobTimeout time.Duration `yaml:"job_timeout"`
+	// AgentLimits bound the live jobs agents may make the daemon hold.
+	AgentLimits AgentLimits `yaml:"agent_limits"`
 
 	// Scheduler names the batch scheduler jobs are learnt from: "none"
 	// (default) or "slurm" (with options, e.g. "slurm:accounting=off"),
@@ -74,6 +78,8 @@ type Config struct {
 	// NodeMap is a file mapping node names to host adapters where their
 	// descriptions do not start with the node name (docs/operations.md).
 	NodeMap string `yaml:"node_map"`
+	// Model is what the API's what-if predictions read and run.
+	Model ModelConfig `yaml:"model"`
 
 	// StoreBacklogMiB bounds, in MiB of estimated memory, the writes held
 	// while the database is unreachable (default 1024); beyond it the
@@ -90,6 +96,63 @@ type Config struct {
 	// TLSCert and TLSKey, when set, serve HTTPS with this certificate.
 	TLSCert string `yaml:"tls_cert"`
 	TLSKey  string `yaml:"tls_key"`
+}
+
+// AgentLimits bound the live jobs (running, and finished ones for 2
+// minutes) held for agents, so that one sender or one user cannot fill the
+// table and have everyone else's new jobs refused (docs/security.md,
+// "Agent data"). A refused job is not lost: its ranks send again at their
+// next snapshot, counters cumulative, and it starts then.
+type AgentLimits struct {
+	// MaxJobs bounds live jobs in all (too_many_jobs beyond).
+	MaxJobs int `yaml:"max_jobs"`
+	// MaxJobsPerUser bounds one user's live jobs (too_many_user_jobs
+	// beyond; default a quarter of MaxJobs; negative: no limit). The user
+	// is the verified one, or without authentication the one claimed.
+	MaxJobsPerUser int `yaml:"max_jobs_per_user"`
+	// NewJobsPerSource is how many new jobs a second one source address
+	// may start on average, NewJobsBurst how many at once (new_job_rate
+	// beyond; NewJobsPerSource negative: no limit).
+	NewJobsPerSource float64 `yaml:"new_jobs_per_source"`
+	NewJobsBurst     int     `yaml:"new_jobs_burst"`
+}
+
+// Defaults of AgentLimits. A node starts a job's ranks, and sends its
+// first datagram, from its own address: 200 at once covers a node of 200
+// cores filled with single-rank MPI jobs at one moment, and 10 a second
+// sustained is more than any batch scheduler starts on one node (Slurm's
+// whole-cluster throughput is some hundreds a second). A flooding sender
+// then holds at most 200 + 10/s × (job_timeout + the 2-minute linger) =
+// 1,700 jobs at the defaults, a sixth of the table, where it filled the
+// table in a second before. A quarter of the table per user leaves room
+// for three more such users and is above Slurm's default largest job
+// array (1,001).
+const (
+	DefaultAgentMaxJobs          = 10000
+	DefaultAgentNewJobsPerSource = 10
+	DefaultAgentNewJobsBurst     = 200
+)
+
+func (l AgentLimits) withDefaults() AgentLimits {
+	set(&l.MaxJobs, DefaultAgentMaxJobs)
+	set(&l.MaxJobsPerUser, max(l.MaxJobs/4, 1))
+	set(&l.NewJobsPerSource, DefaultAgentNewJobsPerSource)
+	set(&l.NewJobsBurst, DefaultAgentNewJobsBurst)
+	return l
+}
+
+func (l AgentLimits) validate() error {
+	switch {
+	case l.MaxJobs < 1 || l.MaxJobs > 10_000_000:
+		return fmt.Errorf("agent_limits.max_jobs %d: must be 1..10000000", l.MaxJobs)
+	case l.MaxJobsPerUser > l.MaxJobs:
+		return fmt.Errorf("agent_limits.max_jobs_per_user %d: must be at most max_jobs (%d), or negative for no limit", l.MaxJobsPerUser, l.MaxJobs)
+	case math.IsNaN(l.NewJobsPerSource) || math.IsInf(l.NewJobsPerSource, 0) || l.NewJobsPerSource > 1e6:
+		return fmt.Errorf("agent_limits.new_jobs_per_source %g: must be a number of new jobs a second up to 1000000, or negative for no limit", l.NewJobsPerSource)
+	case l.NewJobsBurst < 1 || l.NewJobsBurst > 10_000_000:
+		return fmt.Errorf("agent_limits.new_jobs_burst %d: must be 1..10000000", l.NewJobsBurst)
+	}
+	return nil
 }
 
 // Defaults.
@@ -128,6 +191,8 @@ func (c Config) WithDefaults() Config {
 	set(&c.Scheduler, DefaultScheduler)
 	set(&c.SchedulerInterval, DefaultSchedInterval)
 	set(&c.JobTimeout, DefaultJobTimeout)
+	c.AgentLimits = c.AgentLimits.withDefaults()
+	c.Model = c.Model.withDefaults()
 	set(&c.AgentReadBuffer, DefaultAgentReadBuffer)
 	set(&c.DiscoverInterval, DefaultDiscoverInterval)
 	set(&c.StoreBacklogMiB, DefaultStoreBacklogMiB)
@@ -172,6 +237,10 @@ func (c Config) Validate() error {
 		return parseAgentListen(c.AgentListen)
 	case c.Retention.validate() != nil:
 		return c.Retention.validate()
+	case c.AgentLimits.validate() != nil:
+		return c.AgentLimits.validate()
+	case c.Model.validate() != nil:
+		return c.Model.validate()
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return errors.New("tls_cert and tls_key: set both or neither")
 	}

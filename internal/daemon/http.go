@@ -21,13 +21,13 @@ import (
 // guard, which identifies every request and bounds its cost.
 func (d *Daemon) Handler() (http.Handler, error) {
 	srv := api.New(api.Options{Store: d.st, State: d.State, Registry: d.reg, SweepInterval: d.cfg.SweepInterval, Log: d.log,
-		Behind: d.behind.Load, Role: d.cfg.Role})
+		Behind: d.behind.Load, Role: d.cfg.Role, AgentAuth: d.agents.auth.Load})
 	srv.Mux().Handle("/", api.UI(web.Dist()))
 	srv.Mux().HandleFunc("GET /api/v1/alerts", d.serveAlerts)
 	if d.cfg.Role == RoleAPI {
 		// Jobs, running or not, as the collectors last saved them.
 		srv.ServeJobs(nil)
-		srv.ServeAttribution(api.AttributionOptions{Nodes: func() api.NodeMapper {
+		srv.ServeAttribution(api.AttributionOptions{Model: d.cfg.Model.apiOptions(), Nodes: func() api.NodeMapper {
 			if nm := d.polledNodes.Load(); nm != nil {
 				return nm
 			}
@@ -36,7 +36,7 @@ func (d *Daemon) Handler() (http.Handler, error) {
 		return auth.NewGuard(d.cfg.Auth, srv, d.reg, d.log)
 	}
 	srv.ServeJobs(d.liveJobs)
-	srv.ServeAttribution(api.AttributionOptions{Jobs: d.liveJobs, Nodes: func() api.NodeMapper {
+	srv.ServeAttribution(api.AttributionOptions{Jobs: d.liveJobs, Model: d.cfg.Model.apiOptions(), Nodes: func() api.NodeMapper {
 		if v := d.attrib.Load(); v != nil && v.Nodes != nil {
 			return v.Nodes
 		}

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/netloom/netloom/internal/api"
 	"github.com/netloom/netloom/internal/ingest"
 	"github.com/netloom/netloom/internal/store"
 )
@@ -28,6 +29,11 @@ type agentSide struct {
 	m    *ingest.Metrics
 	live atomic.Pointer[ingest.Live]
 	addr string // what agents are told to send to
+	// auth is the agent authentication in force, once the socket is open.
+	auth atomic.Pointer[api.AgentAuth]
+	// admit bounds new jobs per source and live jobs per user, for all
+	// aggregators together.
+	admit *ingest.Admission
 
 	mu     sync.Mutex
 	shards []*ingest.Live // each aggregator's last view
@@ -81,7 +87,7 @@ func (d *Daemon) openIngest() error {
 	if addr == "" {
 		addr = DefaultAgentListen
 	}
-	authOpt, err := d.agentAuth()
+	authOpt, authState, err := d.agentAuth()
 	if err != nil {
 		return err
 	}
@@ -95,6 +101,10 @@ func (d *Daemon) openIngest() error {
 	}
 	d.agents.l = l
 	d.agents.addr = reachable(l.Addr())
+	d.agents.auth.Store(&authState)
+	lim := d.cfg.AgentLimits
+	d.agents.admit = ingest.NewAdmission(ingest.AdmitOptions{SourceRate: max(lim.NewJobsPerSource, 0),
+		SourceBurst: lim.NewJobsBurst, MaxJobsPerUser: max(lim.MaxJobsPerUser, 0)})
 	if l.ReadBuffer() < min(4<<20, d.cfg.AgentReadBuffer<<20) {
 		d.log.Warn("agent socket receive buffer is small; bursts from large jobs may be dropped (raise net.core.rmem_max)",
 			"bytes", l.ReadBuffer())
@@ -168,11 +178,13 @@ func (d *Daemon) aggregate(shard, shards int, q <-chan ingest.Item, rejects *rej
 		d.enqueue(saveJobs(saves))
 		saves = nil
 	}
-	// The limits of the whole daemon, shared among the aggregators.
+	// The limits of the whole daemon, shared among the aggregators (the
+	// admission limits exactly; the others evenly, as jobs are).
 	def := ingest.Options{}.WithDefaults()
 	tr := ingest.NewTracker(ingest.Options{
 		JobTimeout:           d.cfg.JobTimeout,
-		MaxJobs:              max(def.MaxJobs/shards, 1),
+		MaxJobs:              max(d.cfg.AgentLimits.MaxJobs/shards, 1),
+		Admit:                d.agents.admit,
 		MaxPendingBytes:      max(def.MaxPendingBytes/shards, 1),
 		ProcessRowsPerSecond: max(def.ProcessRowsPerSecond/shards, 1),
 		SaveJob: func(j *store.Job) {

@@ -21,13 +21,14 @@ import (
 )
 
 // startAgentDaemon runs a daemon whose agent socket is on a free local
-// port; it returns the daemon, a connection to that socket and a sender of
+// port, accepting unverified datagrams; it returns the daemon, a connection to that socket and a sender of
 // datagrams over it.
 func startAgentDaemon(t *testing.T, db string) (*simDaemon, net.Conn, func(*agentpb.Datagram)) {
 	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "agent-address")
 	s := startDaemon(t, db, "fat-tree:hosts=8,radix=8", func(c *Config) {
 		c.AgentListen, c.AgentAddressFile, c.JobTimeout = "127.0.0.1:0", addrFile, 2*time.Second
+		c.AgentAuth = "none" // these datagrams carry no credentials
 	})
 	b, err := os.ReadFile(addrFile)
 	if err != nil {
@@ -285,4 +286,78 @@ func TestDaemonTracksJobsOfAllAggregators(t *testing.T) {
 	if !strings.Contains(body, fmt.Sprintf("netloom_ingest_jobs{state=\"running\"} %d\n", jobs)) {
 		t.Errorf("jobs gauge:\n%s", regexp.MustCompile(`netloom_ingest_jobs.*`).FindAllString(body, -1))
 	}
+}
+
+// TestAgentLimitsConfig: agent_limits' defaults, and bad values named.
+func TestAgentLimitsConfig(t *testing.T) {
+	d := Config{}.WithDefaults().AgentLimits
+	if d != (AgentLimits{MaxJobs: 10000, MaxJobsPerUser: 2500, NewJobsPerSource: 10, NewJobsBurst: 200}) {
+		t.Errorf("defaults %+v", d)
+	}
+	c, err := ParseConfig([]byte("agent_limits:\n  max_jobs: 400\n  new_jobs_per_source: -1\n  new_jobs_burst: 5\n"), "ok.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := c.WithDefaults().AgentLimits; l != (AgentLimits{MaxJobs: 400, MaxJobsPerUser: 100, NewJobsPerSource: -1, NewJobsBurst: 5}) {
+		t.Errorf("parsed %+v", l)
+	}
+	for text, want := range map[string]string{
+		"agent_limits:\n  max_jobs: -3\n":                          "agent_limits.max_jobs -3",
+		"agent_limits:\n  max_jobs: 10\n  max_jobs_per_user: 11\n": "agent_limits.max_jobs_per_user 11",
+		"agent_limits:\n  new_jobs_per_source: .nan\n":             "agent_limits.new_jobs_per_source NaN",
+		"agent_limits:\n  new_jobs_burst: -1\n":                    "agent_limits.new_jobs_burst -1",
+		"agent_limits:\n  max_job: 1\n":                            "max_job",
+	} {
+		if _, err := ParseConfig([]byte(text), "bad.yaml"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("config %q: error %v, want it to name %q", text, err, want)
+		}
+	}
+}
+
+// TestNewJobsLimitedPerSource: a daemon's agents from one address start
+// new jobs at most at agent_limits' pace; the jobs it did start go on.
+func TestNewJobsLimitedPerSource(t *testing.T) {
+	addrFile := filepath.Join(t.TempDir(), "agent-address")
+	s := startDaemon(t, filepath.Join(t.TempDir(), "netloom.db"), "fat-tree:hosts=8,radix=8", func(c *Config) {
+		c.AgentListen, c.AgentAddressFile, c.AgentAuth = "127.0.0.1:0", addrFile, "none"
+		c.AgentLimits = AgentLimits{NewJobsPerSource: 0.001, NewJobsBurst: 3}
+	})
+	conn, err := net.Dial("udp", s.d.AgentAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+	for i := range 10 {
+		b, _ := proto.Marshal(ringSnapshot(fmt.Sprint("burst-", i), 0, 2, 1, start, false))
+		conn.Write(b)
+	}
+	for _, k := range []uint64{1, 2} {
+		b, _ := proto.Marshal(ringSnapshot("burst-0", 1, 2, k, start, false))
+		conn.Write(b)
+	}
+	var list struct{ Total int }
+	s.waitFor("3 jobs, 7 refused", func() bool {
+		return s.get("/api/v1/jobs?state=running", &list) == 200 && list.Total == 3 && s.dropCount(ingest.ReasonNewJobRate) == 7
+	})
+	var j struct{ Job struct{ Reporting int } }
+	if s.get("/api/v1/jobs/burst-0", &j) != 200 || j.Job.Reporting != 2 {
+		t.Errorf("burst-0: %+v", j)
+	}
+}
+
+// dropCount reads one drop reason's counter from /metrics.
+func (s *simDaemon) dropCount(reason string) int {
+	resp, err := http.Get(s.base + "/metrics")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`netloom_ingest_datagrams_dropped_total\{reason="` + reason + `"\} (\d+)`).FindSubmatch(body)
+	if m == nil {
+		return -1
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
 }

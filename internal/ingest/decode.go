@@ -41,14 +41,16 @@ const (
 	ReasonChunksChanged  = "chunks_changed"    // chunks of one snapshot disagree on their header
 	ReasonTooManyJobs    = "too_many_jobs"
 	ReasonReassemblyFull = "reassembly_full"
-	ReasonQueueFull      = "queue_full" // the aggregator (or credential decoding) fell behind the socket
+	ReasonQueueFull      = "queue_full"         // the aggregator (or credential decoding) fell behind the socket
+	ReasonNewJobRate     = "new_job_rate"       // a new job from a source address that starts jobs too fast (AdmitOptions)
+	ReasonUserJobs       = "too_many_user_jobs" // a new job of a user who has MaxJobsPerUser live jobs
 
-	// Authenticated agent data (AuthOptions, docs/agent-auth.md).
+	// Authenticated agent data (AuthOptions, docs/security.md "Agent data").
 	ReasonSourceNetwork    = "source_network"    // sent from outside agent_networks
-	ReasonUnauthenticated  = "unauthenticated"   // no credential where one is required
+	ReasonUnauthenticated  = "unauthenticated"   // no credential where one is required, or none can be checked (AuthOptions.Refuse)
 	ReasonBadCredential    = "bad_credential"    // munged refused it (invalid, expired, replayed) or not a netloom one
 	ReasonBadMAC           = "bad_mac"           // mac missing, not last, or not under the credential's key
-	ReasonJobMismatch      = "job_mismatch"      // job id not the credential's, or the job belongs to another user
+	ReasonJobMismatch      = "job_mismatch"      // job id not the credential's, or the job belongs to another user (verified or claimed)
 	ReasonUserMismatch     = "user_mismatch"     // claimed user is not the credential's uid
 	ReasonReplayed         = "replayed"          // a (snapshot, chunk) this credential signed was accepted before
 	ReasonMungeUnavailable = "munge_unavailable" // the daemon's munged did not answer
@@ -58,8 +60,8 @@ const (
 var Reasons = []string{ReasonEmpty, ReasonOversized, ReasonMalformed, ReasonVersion, ReasonJobID, ReasonWorldSize,
 	ReasonRank, ReasonChunk, ReasonTime, ReasonPeer, ReasonHistogram, ReasonString, ReasonTooMany, ReasonValue,
 	ReasonWorldChanged, ReasonBackwards, ReasonStale, ReasonDuplicate, ReasonIncomplete, ReasonChunksChanged,
-	ReasonTooManyJobs, ReasonReassemblyFull, ReasonQueueFull, ReasonSourceNetwork, ReasonUnauthenticated, ReasonBadCredential,
-	ReasonBadMAC, ReasonJobMismatch, ReasonUserMismatch, ReasonReplayed, ReasonMungeUnavailable}
+	ReasonTooManyJobs, ReasonReassemblyFull, ReasonQueueFull, ReasonNewJobRate, ReasonUserJobs, ReasonSourceNetwork,
+	ReasonUnauthenticated, ReasonBadCredential, ReasonBadMAC, ReasonJobMismatch, ReasonUserMismatch, ReasonReplayed, ReasonMungeUnavailable}
 
 // Limits bound what one datagram and one job may hold. The zero value
 // means the defaults.

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"errors"
+	"net/netip"
 	"slices"
 	"sync"
 	"unicode/utf8"
@@ -46,6 +47,10 @@ type Datagram struct {
 	rows  nodeRows
 	peers packedPeers
 	own   storage // where unmarshal puts the message
+	// from is the address it came from (invalid when not read from a
+	// socket); it travels with the datagram while its credential is
+	// decoded, for the limits on new jobs per source (AdmitOptions).
+	from netip.Addr
 }
 
 // nodeRows are destination-node rows as the reader decoded them, one

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"net"
+	"net/netip"
 	"runtime"
 	"sync"
 	"time"
@@ -54,6 +55,9 @@ type Item struct {
 	Verified bool
 	UID      uint32
 	User     string
+	// From is the address the datagram came from (invalid: not from a
+	// socket, e.g. an offline report).
+	From netip.Addr
 }
 
 // Listener reads agent datagrams from a UDP socket, decodes and validates
@@ -187,7 +191,7 @@ func (l *Listener) Run(ctx context.Context) error {
 			wg.Go(func() {
 				var ms macState
 				for r := range workers[i] {
-					l.handle((*r.buf)[:r.n], &ms)
+					l.handle((*r.buf)[:r.n], r.from, &ms)
 					pool.Put(r.buf)
 				}
 			})
@@ -216,27 +220,38 @@ func (l *Listener) Run(ctx context.Context) error {
 			l.reject(reject(ReasonSourceNetwork, "datagram from %s, outside agent_networks", from.Addr().Unmap()))
 			continue
 		}
+		addr := from.Addr().Unmap()
 		if workers == nil {
-			l.handle((*buf)[:n], &own)
+			l.handle((*buf)[:n], addr, &own)
 			pool.Put(buf)
 			continue
 		}
-		workers[shard((*buf)[:n], len(workers))] <- received{buf, n}
+		workers[shard((*buf)[:n], len(workers))] <- received{buf, n, addr}
 	}
 }
 
 // received is a datagram read, for a decode worker.
 type received struct {
-	buf *[]byte
-	n   int
+	buf  *[]byte
+	n    int
+	from netip.Addr
 }
 
-// handle decodes, validates and verifies one datagram, and queues it for
-// the aggregator. b is not kept.
-func (l *Listener) handle(b []byte, ms *macState) {
+// handle decodes, validates and verifies one datagram that came from
+// from, and queues it for the aggregator. b is not kept.
+func (l *Listener) handle(b []byte, from netip.Addr, ms *macState) {
 	d, err := Decode(b, l.opt.Limits)
 	if err != nil {
 		l.reject(err)
+		return
+	}
+	d.from = from
+	if why := l.opt.Auth.Refuse; why != "" {
+		if len(d.Credential) == 0 {
+			l.reject(reject(ReasonUnauthenticated, "job %s rank %d: no credential, and %s", d.JobId, d.Rank, why))
+		} else {
+			l.reject(reject(ReasonMungeUnavailable, "job %s rank %d: its credential cannot be checked: %s", d.JobId, d.Rank, why))
+		}
 		return
 	}
 	now := time.Now()
@@ -288,6 +303,7 @@ func shard(b []byte, n int) int {
 var shardSeed = maphash.MakeSeed()
 
 func (l *Listener) push(it Item) {
+	it.From = it.D.from
 	q := l.out[0]
 	if len(l.out) > 1 {
 		q = l.out[maphash.String(shardSeed, it.D.JobId)%uint64(len(l.out))]

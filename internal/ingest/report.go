@@ -44,7 +44,11 @@ func FindProfileDirFS(fsys fs.FS, name string) (string, error) {
 	}
 	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
-		return "", fmt.Errorf("profile directory: %w", err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // its path is fsys's, not the one the user gave
+		}
+		return "", fmt.Errorf("profile directory %s: %w", name, err)
 	}
 	var jobs []string
 	for _, e := range entries {

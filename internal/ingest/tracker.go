@@ -60,6 +60,9 @@ type Options struct {
 	// samples. Either may be nil. Both are called from Add, Tick or Flush.
 	SaveJob func(*store.Job)
 	Samples func([]store.ProcessSample)
+	// Admit, when set, bounds new jobs per source address and live jobs
+	// per user; one Admission is shared by all of a daemon's trackers.
+	Admit *Admission
 }
 
 // WithDefaults fills zero fields.
@@ -208,6 +211,12 @@ type jobState struct {
 	// verified: the job's datagrams carry MUNGE credentials, all of uid.
 	verified bool
 	uid      uint32
+	// owner is the job's user: the verified one, or without
+	// authentication the one its first datagram that named a user
+	// claimed. A datagram naming another is dropped (job_mismatch), so a
+	// job or a rank once seen cannot be taken over by another user's
+	// datagrams; "" until a datagram names one.
+	owner string
 	// waiting: snapshots applied since the view was last rebuilt; shown:
 	// those in the rebuilt view, until it is published (for the metrics).
 	waiting, shown []arrival
@@ -352,9 +361,12 @@ func (t *Tracker) Add(d *Datagram, size int, now time.Time) error {
 
 // AddItem is Add of a datagram from a Listener: a verified one also binds
 // its job to the credential's uid, and is dropped (job_mismatch) when the
-// job already belongs to another uid, or was begun by unverified agents.
+// job already belongs to another uid, or was begun by unverified agents;
+// an unverified one is dropped (job_mismatch) when it claims another user
+// than the job's owner. A datagram that would start a job may be refused
+// by Options.Admit.
 func (t *Tracker) AddItem(it Item) error {
-	err := t.add(it.D, it.Size, it.At, it.Verified, it.UID)
+	err := t.add(it)
 	var re *RejectError
 	if errors.As(err, &re) {
 		t.m.drop(re.Reason, 1)
@@ -362,10 +374,32 @@ func (t *Tracker) AddItem(it Item) error {
 	return err
 }
 
-func (t *Tracker) add(d *Datagram, size int, now time.Time, verified bool, uid uint32) error {
+// userOf is the user a datagram speaks for: the verified one, else the
+// one it claims ("" when it names none: chunks after the first, or an
+// agent that could not learn its user).
+func userOf(it Item) string {
+	if it.Verified {
+		return it.User
+	}
+	if p := it.D.Process; p != nil {
+		return p.User
+	}
+	return ""
+}
+
+func (t *Tracker) add(it Item) error {
+	d, size, now, verified, uid := it.D, it.Size, it.At, it.Verified, it.UID
+	user := userOf(it)
 	j := t.jobs[d.JobId]
 	if j != nil && (j.verified != verified || j.uid != uid) {
 		return reject(ReasonJobMismatch, "job %s rank %d: datagram of %s, job of %s", d.JobId, d.Rank, owner(verified, uid), owner(j.verified, j.uid))
+	}
+	// Checked before anything else, the finished job's replacement and a
+	// rank's restart included: another user's later start must neither
+	// take a rank (whose own snapshots would then be dropped as stale)
+	// nor, by taking the rank that names the job's user, the job.
+	if j != nil && !verified && user != "" && j.owner != "" && user != j.owner {
+		return reject(ReasonJobMismatch, "job %s rank %d: datagram claims user %q, the job is %q's", d.JobId, d.Rank, user, j.owner)
 	}
 	if j != nil && j.finished {
 		// A finished job hears only from a new launch under the same id.
@@ -380,8 +414,11 @@ func (t *Tracker) add(d *Datagram, size int, now time.Time, verified bool, uid u
 		if len(t.jobs) >= t.opt.MaxJobs {
 			return reject(ReasonTooManyJobs, "job %s: %d jobs tracked already", d.JobId, len(t.jobs))
 		}
+		if err := t.opt.Admit.admit(d.JobId, it.From, user, now); err != nil {
+			return err
+		}
 		j = &jobState{id: d.JobId, world: int(d.WorldSize), ranks: map[int]*rankState{}, gen: 1,
-			verified: verified, uid: uid}
+			verified: verified, uid: uid, owner: user}
 		// Jobs' process saves are spread over ProcessSaveEvery (a job's
 		// first comes within it), so that jobs started together, or seen
 		// first at the daemon's start, do not all save at one tick: at 8x
@@ -458,6 +495,12 @@ func (t *Tracker) add(d *Datagram, size int, now time.Time, verified bool, uid u
 	if int64(p.proc.Peers.Len()+d.peers.rows.Len()) > int64(j.world) || p.rows.n+d.rows.n > t.opt.Limits.MaxNodes {
 		t.abandon(key, r, ReasonTooMany)
 		return reject(ReasonTooMany, "job %s rank %d snapshot %d: more peers or nodes than the job has", d.JobId, d.Rank, d.Seq)
+	}
+	if j.owner == "" && user != "" {
+		// The first datagram that names the job's user (it started with
+		// a chunk after the first).
+		t.opt.Admit.transfer("", user)
+		j.owner = user
 	}
 	p.got[d.Chunk/64] |= 1 << (d.Chunk % 64)
 	p.n++
@@ -997,10 +1040,16 @@ func (t *Tracker) dropJob(j *jobState) {
 			t.abandon(rankKey{j.id, rank}, r, ReasonIncomplete)
 		}
 	}
-	delete(t.jobs, j.id)
+	t.forget(j)
 	if t.live.Jobs[j.id] != nil {
 		t.publishAll()
 	}
+}
+
+// forget removes a job from the live table.
+func (t *Tracker) forget(j *jobState) {
+	delete(t.jobs, j.id)
+	t.opt.Admit.release(j.owner)
 }
 
 // Tick times out reassembly and jobs, saves running jobs on their
@@ -1031,7 +1080,7 @@ func (t *Tracker) Tick(now time.Time) {
 		case !j.finished && now.Sub(j.lastSeen) > t.jobTimeout(j):
 			t.finish(j, store.EndTimeout, now)
 		case j.finished && now.Sub(j.finishedAt) > t.opt.Linger && now.Sub(j.lastSeen) > t.opt.Linger:
-			delete(t.jobs, j.id)
+			t.forget(j)
 			t.publishAll()
 		case !j.finished && j.unsaved > 0 && now.Sub(j.lastSave) >= t.opt.SaveEvery:
 			procs := now.Sub(j.procsSaved) >= period
@@ -1154,6 +1203,9 @@ func (t *Tracker) view(j *jobState) *store.Job {
 	v = store.NewLiveJob(v.JobSummary, j.viewChunks())
 	v.TraceDir = j.traceDir
 	summarizeChunks(&v.JobSummary, j.chunkSums, j.procs, j.nodesUsed)
+	if j.owner != "" {
+		v.User = j.owner
+	}
 	j.view, j.dirty = v, false
 	j.shown = append(j.shown, j.waiting...)
 	j.waiting = j.waiting[:0]

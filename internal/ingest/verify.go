@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Authenticated datagrams (docs/agent-auth.md). An agent with MUNGE puts a
+// Authenticated datagrams (docs/security.md, "Agent data"). An agent with MUNGE puts a
 // credential in each datagram (field 20) whose payload is CredentialMagic,
 // a SessionKeyLen-byte random session key and the job id, and appends an
 // HMAC-SHA256 under that key of everything before it (field 21, last). The
@@ -55,6 +55,11 @@ type Credential struct {
 // AuthOptions say which datagrams a Listener accepts. The zero value
 // accepts any, as before authentication existed (agent_auth none).
 type AuthOptions struct {
+	// Refuse, when set, refuses every datagram and says why (agent_auth
+	// auto without munged: unverified data must not be taken for a user's
+	// unless an administrator said so): those without a credential as
+	// unauthenticated, those with one as munge_unavailable.
+	Refuse string
 	// Decode has munged decode a credential. When set, every datagram must
 	// carry a credential and a mac (agent_auth munge). An error that has
 	// an Unavailable() bool method saying true is munged's fault, not the

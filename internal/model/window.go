@@ -73,6 +73,11 @@ type shaper struct {
 	texts map[uint64]string // each signature's first action
 }
 
+// maxTexts bounds the distinct actions a rank's shaper keeps the text of:
+// a period is far shorter in real codes, and a hostile trace of distinct
+// lines would otherwise keep every one.
+const maxTexts = 1 << 14
+
 // add takes the next action: its line and its fields.
 func (s *shaper) add(line string, fields []string) {
 	key, work := line, 0.0
@@ -87,7 +92,7 @@ func (s *shaper) add(line string, fields []string) {
 	if s.texts == nil {
 		s.texts = map[uint64]string{}
 	}
-	if _, ok := s.texts[sig]; !ok {
+	if _, ok := s.texts[sig]; !ok && len(s.texts) < maxTexts {
 		s.texts[sig] = line
 	}
 	s.sig = append(s.sig, sig)
@@ -100,10 +105,14 @@ func (s *shaper) shape() *shape {
 	if !ok {
 		return sh
 	}
-	sh.start, sh.period, sh.count = start, period, count
 	for _, sig := range s.sig[start : start+period] {
-		sh.first = append(sh.first, s.texts[sig])
+		text, ok := s.texts[sig]
+		if !ok { // a period of more distinct actions than are kept
+			return &shape{lines: len(s.sig)}
+		}
+		sh.first = append(sh.first, text)
 	}
+	sh.start, sh.period, sh.count = start, period, count
 	sh.work = make([]float64, count)
 	for i, w := range s.work[start : start+count*period] {
 		sh.work[i/period] += w

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/netloom/netloom/internal/sched"
 	"github.com/netloom/netloom/internal/store"
 )
 
@@ -67,6 +68,28 @@ type Advice struct {
 	PeersTruncated bool        `json:"peers_truncated"`
 	Seconds        float64     `json:"seconds"`
 	Mapping        []RankPlace `json:"mapping"`
+	// FabricHidden: the link directions were left out (HideFabric).
+	FabricHidden bool `json:"fabric_hidden,omitempty"`
+}
+
+// HideFabric leaves out of the advice what only an administrator may see
+// of the fabric (docs/security.md): which link directions carry the load
+// (their switches' GUIDs, ports and names, and so the routes between the
+// nodes) and the list of loaded directions. What is left is the asker's
+// own question and its answer: the nodes given, the mapping, and every
+// figure (bytes, bytes x hops, the heaviest direction's load, gains),
+// which say how far apart the nodes are but not through which switches.
+func (a *Advice) HideFabric() {
+	a.FabricHidden = true
+	for _, c := range []*Cost{a.Advice, a.AsRan, a.RoundRobin, a.Block, a.Random} {
+		if c == nil {
+			continue
+		}
+		c.Links = nil
+		if h := c.HeaviestLink; h != nil {
+			c.HeaviestLink = &LinkLoad{Bytes: h.Bytes, JobBytes: h.JobBytes}
+		}
+	}
 }
 
 // InputError is a request that cannot be answered as asked (too few
@@ -92,10 +115,10 @@ func Advise(fab *Fabric, req Request) (*Advice, error) {
 	cores, seen := 0, map[string]bool{}
 	for _, n := range req.Nodes {
 		if n.Cores <= 0 {
-			return nil, inputErr("node %s: %d cores", n.Name, n.Cores)
+			return nil, inputErr("node %s: %d cores", sched.Quote(n.Name), n.Cores)
 		}
 		if seen[n.Name] {
-			return nil, inputErr("node %s is listed twice", n.Name)
+			return nil, inputErr("node %s is listed twice", sched.Quote(n.Name))
 		}
 		seen[n.Name] = true
 		cores += n.Cores

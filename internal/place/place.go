@@ -97,12 +97,16 @@ type Placement struct {
 }
 
 // LinkLoad is the bytes a placement puts on one link direction.
+//
+// Which direction it is (Link, From, To and their descriptions) names
+// switches: Advice.HideFabric clears it for those who may not see the
+// fabric, and the JSON then leaves it out.
 type LinkLoad struct {
-	Link     string         `json:"link"`
-	From     fabric.PortRef `json:"from"`
-	To       fabric.PortRef `json:"to"`
-	FromName string         `json:"from_description"`
-	ToName   string         `json:"to_description"`
+	Link     string         `json:"link,omitempty"`
+	From     fabric.PortRef `json:"from,omitzero"`
+	To       fabric.PortRef `json:"to,omitzero"`
+	FromName string         `json:"from_description,omitempty"`
+	ToName   string         `json:"to_description,omitempty"`
 	Bytes    uint64         `json:"bytes"`
 	// JobBytes is the job's own share (Bytes less the background).
 	JobBytes uint64 `json:"job_bytes"`
@@ -154,7 +158,17 @@ type evaluator struct {
 // errNotOnFabric lists node names that map to no host adapter.
 type errNotOnFabric struct{ errs []error }
 
-func (e *errNotOnFabric) Error() string { return errors.Join(e.errs...).Error() }
+// maxListed is how many of the nodes not on the fabric an error names: a
+// hostlist of thousands of unknown names must not come back as an error
+// of thousands of lines.
+const maxListed = 5
+
+func (e *errNotOnFabric) Error() string {
+	if len(e.errs) <= maxListed {
+		return errors.Join(e.errs...).Error()
+	}
+	return fmt.Sprintf("%v\n(and %d more nodes not on the fabric)", errors.Join(e.errs[:maxListed]...), len(e.errs)-maxListed)
+}
 
 func newEvaluator(fab *Fabric, names []string, t *Traffic, bg []uint64) (*evaluator, error) {
 	e := &evaluator{fab: fab, names: names, lids: make([]fabric.LID, len(names)), t: t, bg: bg}

@@ -8,41 +8,6 @@ import (
 	"time"
 )
 
-func TestExpandHostlist(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"", ""},
-		{"n1", "n1"},
-		{"n[1-3,5]", "n1 n2 n3 n5"},
-		{"n[1-3],gpu[08-10],login", "n1 n2 n3 gpu08 gpu09 gpu10 login"},
-		{"r[1-2]n[1-2]", "r1n1 r1n2 r2n1 r2n2"},
-		{"n[8-10]", "n8 n9 n10"},
-		{"n[098-101]-ib", "n098-ib n099-ib n100-ib n101-ib"},
-		{"a-[0]", "a-0"},
-	} {
-		got, err := ExpandHostlist(c.in)
-		if err != nil || strings.Join(got, " ") != c.want {
-			t.Errorf("ExpandHostlist(%q) = %q, %v; want %q", c.in, got, err, c.want)
-		}
-	}
-	for _, in := range []string{"n[", "n]", "n[1-", "n[a-b]", "n[[1]]", "n[5-1]", "n[0-99999999]", "n[0-999]x[0-9999]", "a b"} {
-		if got, err := ExpandHostlist(in); err == nil {
-			t.Errorf("ExpandHostlist(%q) = %q, want an error", in, got)
-		}
-	}
-}
-
-func FuzzExpandHostlist(f *testing.F) {
-	for _, s := range []string{"n[1-3,5]", "r[1-2]n[01-02],x", "n[0-1048575]"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		got, err := ExpandHostlist(s)
-		if err == nil && len(got) > MaxHostlist {
-			t.Fatalf("%d names", len(got))
-		}
-	})
-}
-
 func TestRegistry(t *testing.T) {
 	r := NewRegistry()
 	var gotOpts Options

@@ -229,7 +229,7 @@ func TestModel(t *testing.T) {
 		}
 		defer f.Stop()
 		d, agent := serve(t, f.Dir, f.Env(), "--fabric", "ib", "--db", filepath.Join(work, "netloom.db"), "--agent-listen", "127.0.0.1:0",
-			"--agent-address-file", "-", "--sweep-interval", "300ms", "--discover-interval", "5s", "--job-timeout", "20s")
+			"--agent-address-file", "-", "--sweep-interval", "300ms", "--discover-interval", "5s", "--job-timeout", "20s", "--trace-root", work)
 		waitAPI(t, d, 60*time.Second, "routes", func() bool {
 			var st struct{ Routes bool }
 			return d.get("/api/v1/status", &st) == 200 && st.Routes

@@ -220,6 +220,10 @@ export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", s
   const login = (name, password) => signIn(base, name, password);
   // No agent socket unless asked: tests never touch the default port or address file.
   if (!args.includes("--agent-listen")) args = [...args, "--agent-listen", "off", "--agent-address-file", "-"];
+  // The tests' agents run without munged: their datagrams are accepted
+  // unverified unless a test asks otherwise (the default, auto, would
+  // refuse them all).
+  if (!args.includes("--agent-auth")) args = [...args, "--agent-auth", "none"];
   const proc = spawn(bin, ["serve", ...(fabric ? ["--fabric", fabric] : []), "--db", join(dir, "netloom.db"), "--listen", `127.0.0.1:${port}`, "--sweep-interval", sweep, ...authArgs, ...args], {
     cwd: dir,
     env,

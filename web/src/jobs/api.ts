@@ -290,12 +290,14 @@ export interface Why {
 
 // Placement advice (docs/place.md): GET /jobs/{job}/placement.
 
+// Which direction it is (link, from, to, descriptions) is left out for a
+// regular user, who may not see the fabric's switches (fabric_hidden).
 export interface PlacementLink {
-  link: string;
-  from: { guid: string; port: number };
-  to: { guid: string; port: number };
-  from_description: string;
-  to_description: string;
+  link?: string;
+  from?: { guid: string; port: number };
+  to?: { guid: string; port: number };
+  from_description?: string;
+  to_description?: string;
   bytes: number;
   job_bytes: number;
 }
@@ -336,6 +338,7 @@ export interface Placement {
   peers_truncated: boolean;
   seconds: number;
   mapping: { rank: number; node: string; core: number }[];
+  fabric_hidden?: boolean;
   file: { format: PlacementFormat; name: string; content: string };
 }
 

@@ -10,7 +10,7 @@ import { ApiError, get, isAdmin } from "../api";
 import { chartError, chartFrame, drawChart, PALETTE } from "../chart";
 import { h, link, loading, panel } from "../dom";
 import * as fmt from "../format";
-import type { FunctionTotal, Histogram, JobDetail, JobSeries, MatrixResponse, ModelResult, NodeView, Placement, PlacementCost, PlacementFormat, ProcessView, Profile, RegionTotal, Why, WhyLink } from "../jobs/api";
+import type { FunctionTotal, Histogram, JobDetail, JobSeries, MatrixResponse, ModelResult, NodeView, Placement, PlacementCost, PlacementFormat, PlacementLink, ProcessView, Profile, RegionTotal, Why, WhyLink } from "../jobs/api";
 import { jobPath } from "../jobs/api";
 import { heatmap } from "../jobs/heatmap";
 import { histogramBars } from "../jobs/histogram";
@@ -626,7 +626,7 @@ function placementView(r: Placement): HTMLElement {
         key: "heavy",
         label: "Heaviest link",
         value: (x) => x.c?.heaviest_link?.bytes ?? -1,
-        cell: (x) => (x.c?.heaviest_link ? `${fmt.bytes(x.c.heaviest_link.bytes)} (${x.c.heaviest_link.from_description} → ${x.c.heaviest_link.to_description})` : "–"),
+        cell: (x) => (x.c?.heaviest_link ? heaviestLink(x.c.heaviest_link) : "–"),
         numeric: true,
       },
       { key: "nodes", label: "Nodes used", value: (x) => x.c?.nodes_used ?? -1, cell: (x) => (x.c ? String(x.c.nodes_used) : "–"), numeric: true },
@@ -641,6 +641,13 @@ function placementView(r: Placement): HTMLElement {
     r.peers_truncated ? h("span", { class: "warn-text" }, " · some ranks reported only their top peers: the traffic is a lower bound") : "",
   );
   return h("div", { class: "placement" }, headline, about, costs, r.nothing_to_gain ? "" : download);
+}
+
+// heaviestLink is the load, and which direction carries it when the
+// answer says (an administrator's; a user's leaves the switches out).
+function heaviestLink(l: PlacementLink): string {
+  const where = l.from_description !== undefined && l.to_description !== undefined ? ` (${l.from_description} → ${l.to_description})` : "";
+  return fmt.bytes(l.bytes) + where;
 }
 
 function rankList(ranks: number[]): string {
