@@ -42,7 +42,7 @@ FUZZTIME ?= 30s
 FUZZ = FuzzParseNetfile:./internal/fabric/sim/ FuzzDecode:./internal/store/codec/ \
   FuzzDecodeDatagram:./internal/ingest/ FuzzAccountFiles:./internal/auth/ FuzzParseSqueue:./internal/sched/slurm/ \
   FuzzParseSacct:./internal/sched/slurm/ FuzzExpandHostlist:./internal/sched/ FuzzParseMapping:./internal/analysis/ \
-  FuzzDecodeProcess:./internal/store/codec/ FuzzDecodeCache:./internal/fabric/ib/ FuzzCheckActions:./internal/model/ FuzzDecodeSample:./internal/store/codec/
+  FuzzDecodeProcess:./internal/store/codec/ FuzzDecodeCache:./internal/fabric/ib/ FuzzCheckActions:./internal/model/ FuzzDecodeSample:./internal/store/codec/ FuzzReadProfile:./internal/ingest/
 fuzz: deps
 	set -e; for f in $(FUZZ); do $(GO) test -run '^$$' -fuzz "^$${f%%:*}$$" -fuzztime $(FUZZTIME) "$${f#*:}"; done
 
