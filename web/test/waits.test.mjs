@@ -61,7 +61,7 @@ describe("wait states on the job page", { skip }, () => {
     execFileSync("mpicc", ["-O1", "-o", join(dir, "imbalance"), imbalanceSrc]);
     execFileSync("mpicc", ["-O1", "-o", join(dir, "latesend"), latesendSrc]);
     agentPort = await freeUdpPort();
-    daemon = await startDaemon({ args: ["--agent-listen", `127.0.0.1:${agentPort}`, "--agent-address-file", "-", "--job-timeout", "10s"] });
+    daemon = await startDaemon({ args: ["--agent-listen", `127.0.0.1:${agentPort}`, "--agent-address-file", "-", "--job-timeout", "10s", "--trace-root", dir] });
     browser = await startBrowser();
     page = await newPage(browser, errors);
   });
