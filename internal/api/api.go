@@ -11,11 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/netloom/netloom/internal/echo"
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
 )
@@ -202,16 +202,7 @@ const maxErrorBytes = 1024
 
 // capMessage cuts msg to maxErrorBytes (at a rune boundary) and says how
 // much was left out.
-func capMessage(msg string) string {
-	if len(msg) <= maxErrorBytes {
-		return msg
-	}
-	n := maxErrorBytes
-	for n > 0 && !utf8.RuneStart(msg[n]) {
-		n--
-	}
-	return fmt.Sprintf("%s... (%d more bytes)", msg[:n], len(msg)-n)
-}
+func capMessage(msg string) string { return echo.Clip(msg, maxErrorBytes) }
 
 // parseTime accepts RFC 3339, Unix seconds (with fraction), "now", or a
 // duration before now ("-1h", "90m"). Times before 1970 or more than

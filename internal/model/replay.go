@@ -21,6 +21,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/netloom/netloom/internal/echo"
 	"github.com/netloom/netloom/internal/ingest"
 	"github.com/netloom/netloom/internal/store"
 )
@@ -607,7 +608,7 @@ func checkActions(r io.Reader, path string, rank, ranks int, sent map[int]uint64
 		}
 		fields := strings.Fields(sc.Text())
 		if len(fields) < 2 || fields[0] != strconv.Itoa(rank) {
-			return fmt.Errorf("%s line %d: not an action of rank %d: %s", path, n, rank, quoteShort(sc.Text()))
+			return fmt.Errorf("%s line %d: not an action of rank %d: %s", path, n, rank, echo.Quote(sc.Text(), 80))
 		}
 		peers := 0
 		switch fields[1] {
@@ -623,7 +624,7 @@ func checkActions(r io.Reader, path string, rank, ranks int, sent map[int]uint64
 			for _, s := range fields[2 : 2+peers] {
 				p, err := strconv.Atoi(s)
 				if err != nil || p >= ranks {
-					return fmt.Errorf("%s line %d: %s: rank %s out of range", path, n, fields[1], quoteShort(s))
+					return fmt.Errorf("%s line %d: %s: rank %s out of range", path, n, fields[1], echo.Quote(s, 80))
 				}
 				if p < 0 {
 					return fmt.Errorf("%s line %d: %s: the sender of a receive from MPI_ANY_SOURCE is not known (the program ignored its status): SMPI cannot replay it", path, n, fields[1])
@@ -634,7 +635,7 @@ func checkActions(r io.Reader, path string, rank, ranks int, sent map[int]uint64
 			peer, _ := strconv.Atoi(fields[2])
 			b, err := strconv.ParseFloat(fields[4], 64)
 			if err != nil || b < 0 {
-				return fmt.Errorf("%s line %d: %s: size %s", path, n, fields[1], quoteShort(fields[4]))
+				return fmt.Errorf("%s line %d: %s: size %s", path, n, fields[1], echo.Quote(fields[4], 80))
 			}
 			sent[peer] += uint64(b)
 		}
@@ -649,14 +650,6 @@ func checkActions(r io.Reader, path string, rank, ranks int, sent map[int]uint64
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
-}
-
-// quoteShort quotes a line for a message, cut at 80 bytes.
-func quoteShort(s string) string {
-	if len(s) <= 80 {
-		return strconv.Quote(s)
-	}
-	return strconv.Quote(s[:80]) + fmt.Sprintf(" (and %d bytes more)", len(s)-80)
 }
 
 // Functions lists the functions of some predictions and a measurement,

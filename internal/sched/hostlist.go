@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+
+	"github.com/netloom/netloom/internal/echo"
 )
 
 // MaxHostlist bounds how many names ExpandHostlist produces, so a hostile
@@ -80,35 +82,10 @@ func CountHostlist(s string) (uint64, error) {
 
 // Quote quotes s for an error message, at most quoteLimit bytes of it and
 // how many more there were: user input is echoed, but boundedly.
-func Quote(s string) string {
-	head, more := cut(s)
-	if more == 0 {
-		return strconv.Quote(s)
-	}
-	return fmt.Sprintf("%s... (%d more bytes)", strconv.Quote(head), more)
-}
+func Quote(s string) string { return echo.Quote(s, quoteLimit) }
 
 // clip is Quote without the quotes, for text already set off by brackets.
-func clip(s string) string {
-	head, more := cut(s)
-	if more == 0 {
-		return s
-	}
-	return fmt.Sprintf("%s... (%d more bytes)", head, more)
-}
-
-// cut is s's first quoteLimit bytes, backed up so as not to split a UTF-8
-// sequence, and the number of bytes left out.
-func cut(s string) (head string, more int) {
-	if len(s) <= quoteLimit {
-		return s, 0
-	}
-	n := quoteLimit
-	for n > 0 && s[n]&0xc0 == 0x80 {
-		n--
-	}
-	return s[:n], len(s) - n
-}
+func clip(s string) string { return echo.Clip(s, quoteLimit) }
 
 // hostItem is one comma-separated name: segments, each a literal followed
 // by the bracketed ranges that vary there (none in the last segment).
