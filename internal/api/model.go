@@ -50,16 +50,21 @@ type ModelOptions struct {
 	MaxScenarios int
 }
 
+// DefaultModelOptions are the bounds where ModelOptions set none.
+var DefaultModelOptions = ModelOptions{MaxActions: 2_000_000, Files: jobfiles.DefaultLimits, Timeout: 2 * time.Minute,
+	PerUser: 4, Queue: 8, Replays: 1, MaxScenarios: 8}
+
 func (o ModelOptions) withDefaults() ModelOptions {
-	o.MaxActions = cmp.Or(max(o.MaxActions, 0), 2_000_000)
+	d := DefaultModelOptions
+	o.MaxActions = cmp.Or(max(o.MaxActions, 0), d.MaxActions)
 	if o.Files == (jobfiles.Limits{}) {
-		o.Files = jobfiles.DefaultLimits
+		o.Files = d.Files
 	}
-	o.Timeout = cmp.Or(max(o.Timeout, 0), 2*time.Minute)
-	o.PerUser = cmp.Or(max(o.PerUser, 0), 4)
-	o.Queue = cmp.Or(max(o.Queue, 0), 8)
-	o.Replays = cmp.Or(max(o.Replays, 0), 1)
-	o.MaxScenarios = cmp.Or(max(o.MaxScenarios, 0), 8)
+	o.Timeout = cmp.Or(max(o.Timeout, 0), d.Timeout)
+	o.PerUser = cmp.Or(max(o.PerUser, 0), d.PerUser)
+	o.Queue = cmp.Or(max(o.Queue, 0), d.Queue)
+	o.Replays = cmp.Or(max(o.Replays, 0), d.Replays)
+	o.MaxScenarios = cmp.Or(max(o.MaxScenarios, 0), d.MaxScenarios)
 	return o
 }
 
@@ -175,14 +180,14 @@ func (a *attribAPI) modelAnswer(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	print, err := fingerprint(fsys)
+	files, err := fingerprint(fsys)
 	if err != nil {
 		return nil, &httpError{http.StatusNotFound, "no_trace", "job " + j.ID + ": " + err.Error()}
 	}
 	// The answer depends on the job as it ran (its id, start and owner),
 	// the files as they are now, the fabric's version and the question:
 	// never on a name another user can reuse.
-	parts := []string{j.ID, j.Start.UTC().Format(time.RFC3339Nano), owner, j.TraceDir, print, strconv.FormatInt(v.version, 10)}
+	parts := []string{j.ID, j.Start.UTC().Format(time.RFC3339Nano), owner, j.TraceDir, files, strconv.FormatInt(v.version, 10)}
 	if v.live == nil { // a past view's time; the live one's changes each request, its version does not
 		parts = append(parts, v.at.UTC().Format(time.RFC3339Nano))
 	}
@@ -209,7 +214,9 @@ func (a *attribAPI) modelAnswer(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	ran := false // this request's own function computed the answer
 	ch := m.flight.DoChan(key, func() (any, error) {
+		ran = true
 		ctx, cancel := context.WithTimeout(context.Background(), m.opt.Timeout)
 		defer cancel()
 		select {
@@ -253,7 +260,7 @@ func (a *attribAPI) modelAnswer(r *http.Request) (any, error) {
 	})
 	select {
 	case out := <-ch:
-		if out.Shared {
+		if out.Shared && !ran { // ran is read after fn returned: the channel orders it
 			m.counted.WithLabelValues("joined").Inc()
 		}
 		var he *httpError

@@ -37,14 +37,15 @@ type ModelConfig struct {
 }
 
 func (m ModelConfig) withDefaults() ModelConfig {
-	set(&m.MaxActions, 2_000_000)
-	set(&m.MaxTraceMiB, int(jobfiles.DefaultLimits.MaxTotalBytes>>20))
-	set(&m.MaxFileMiB, int(jobfiles.DefaultLimits.MaxFileBytes>>20))
-	set(&m.Timeout, 2*time.Minute)
-	set(&m.PerUser, 4)
-	set(&m.Queue, 8)
-	set(&m.Replays, 1)
-	set(&m.MaxScenarios, 8)
+	d := api.DefaultModelOptions
+	set(&m.MaxActions, d.MaxActions)
+	set(&m.MaxTraceMiB, int(d.Files.MaxTotalBytes>>20))
+	set(&m.MaxFileMiB, int(d.Files.MaxFileBytes>>20))
+	set(&m.Timeout, d.Timeout)
+	set(&m.PerUser, d.PerUser)
+	set(&m.Queue, d.Queue)
+	set(&m.Replays, d.Replays)
+	set(&m.MaxScenarios, d.MaxScenarios)
 	return m
 }
 
@@ -69,6 +70,6 @@ func (m ModelConfig) validate() error {
 // apiOptions is the config as the API takes it.
 func (m ModelConfig) apiOptions() api.ModelOptions {
 	return api.ModelOptions{TraceRoot: m.TraceRoot, MaxActions: m.MaxActions,
-		Files:   jobfiles.Limits{MaxFileBytes: int64(m.MaxFileMiB) << 20, MaxTotalBytes: int64(m.MaxTraceMiB) << 20, MaxEntries: jobfiles.DefaultLimits.MaxEntries},
+		Files:   jobfiles.Limits{MaxFileBytes: int64(m.MaxFileMiB) << 20, MaxTotalBytes: int64(m.MaxTraceMiB) << 20, MaxEntries: api.DefaultModelOptions.Files.MaxEntries},
 		Timeout: m.Timeout, PerUser: m.PerUser, Queue: m.Queue, Replays: m.Replays, MaxScenarios: m.MaxScenarios}
 }

@@ -85,9 +85,6 @@ func Open(ctx context.Context, root, dir string, uid uint32, lim Limits) (*FS, e
 // Dir is the job folder's path, for messages.
 func (f *FS) Dir() string { return filepath.Join(append([]string{f.root}, f.below...)...) }
 
-// BytesRead is what the FS has read so far.
-func (f *FS) BytesRead() int64 { return f.read.Load() }
-
 // walk opens the job folder's components and then those of name, each
 // with O_NOFOLLOW below the root, and checks each: a directory owned by
 // uid, or (last, unless dir) a regular file owned by uid. It returns the

@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -106,7 +105,11 @@ func LoadFrom(src Source) (*Job, []string, error) {
 		return nil, nil, err
 	}
 	jobDir := filepath.Join(src.Name, sub)
-	prof, warns, err := ingest.ReadProfileFS(src.FS, src.Name, src.MaxRecord)
+	jobFS, err := fs.Sub(src.FS, sub)
+	if err != nil {
+		return nil, nil, err
+	}
+	prof, warns, err := ingest.ReadProfileFS(jobFS, jobDir, src.MaxRecord)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -114,7 +117,7 @@ func LoadFrom(src Source) (*Job, []string, error) {
 	for _, w := range warns {
 		warnings = append(warnings, w.Error())
 	}
-	j := &Job{ID: prof.ID, Dir: jobDir, Ranks: prof.Ranks, Profile: prof, fsys: src.FS, maxActions: src.MaxActions, maxLine: src.MaxLine}
+	j := &Job{ID: prof.ID, Dir: jobDir, Ranks: prof.Ranks, Profile: prof, fsys: jobFS, maxActions: src.MaxActions, maxLine: src.MaxLine}
 	if j.Ranks == 0 {
 		return nil, warnings, fmt.Errorf("%s: no ranks in the profile", jobDir)
 	}
@@ -128,13 +131,13 @@ func LoadFrom(src Source) (*Job, []string, error) {
 		if j.Nodes[r] == "" {
 			return nil, warnings, fmt.Errorf("%s: rank %d has no profile (rank-%d.pb)", jobDir, r, r)
 		}
-		name := path.Join(sub, fmt.Sprintf("rank-%d.ti.gz", r))
-		if _, err := fs.Stat(src.FS, name); err != nil {
+		name := fmt.Sprintf("rank-%d.ti.gz", r)
+		if _, err := fs.Stat(jobFS, name); err != nil {
 			return nil, warnings, fmt.Errorf("%s: rank %d has no replay trace (run the job with netloom run --trace --output DIR, or NETLOOM_TRACE=1): %w", jobDir, r, err)
 		}
 		j.names = append(j.names, name)
 		var m traceMeta
-		b, err := readSmall(src.FS, strings.TrimSuffix(name, ".gz")+".json", 1<<16)
+		b, err := readSmall(jobFS, strings.TrimSuffix(name, ".gz")+".json", 1<<16)
 		if err == nil {
 			err = json.Unmarshal(b, &m)
 		}
@@ -155,7 +158,7 @@ func LoadFrom(src Source) (*Job, []string, error) {
 		if j.maxActions > 0 && j.Events > j.maxActions {
 			return nil, warnings, fmt.Errorf("%s: the traces hold more than %d actions, the most this daemon replays (model_max_actions): replay them with netloom model", jobDir, j.maxActions)
 		}
-		j.Traces = append(j.Traces, filepath.Join(src.Name, name))
+		j.Traces = append(j.Traces, filepath.Join(jobDir, name))
 	}
 	return j, warnings, nil
 }
