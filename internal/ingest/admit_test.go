@@ -22,7 +22,8 @@ func addFrom(t *testing.T, tr *Tracker, d *agentpb.Datagram, from string, now ti
 	if from != "" {
 		a = netip.MustParseAddr(from)
 	}
-	return tr.AddItem(Item{D: dd, Size: len(b), At: now, From: a})
+	dd.from = a
+	return tr.AddItem(Item{D: dd, Size: len(b), At: now})
 }
 
 // claiming is d with its process's user set to user.
@@ -248,8 +249,8 @@ func TestListenerRefuses(t *testing.T) {
 	conn.Write(encode(t, snapshot("r", 0, 2, 0, false)))
 	select {
 	case it := <-items:
-		if it.From != netip.MustParseAddr("127.0.0.1") {
-			t.Errorf("item from %v", it.From)
+		if it.D.from != netip.MustParseAddr("127.0.0.1") {
+			t.Errorf("item from %v", it.D.from)
 		}
 	case <-time.After(5 * time.Second):
 		t.Error("nothing queued")

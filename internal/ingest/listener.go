@@ -55,9 +55,6 @@ type Item struct {
 	Verified bool
 	UID      uint32
 	User     string
-	// From is the address the datagram came from (invalid: not from a
-	// socket, e.g. an offline report).
-	From netip.Addr
 }
 
 // Listener reads agent datagrams from a UDP socket, decodes and validates
@@ -303,7 +300,6 @@ func shard(b []byte, n int) int {
 var shardSeed = maphash.MakeSeed()
 
 func (l *Listener) push(it Item) {
-	it.From = it.D.from
 	q := l.out[0]
 	if len(l.out) > 1 {
 		q = l.out[maphash.String(shardSeed, it.D.JobId)%uint64(len(l.out))]

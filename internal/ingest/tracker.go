@@ -414,7 +414,7 @@ func (t *Tracker) add(it Item) error {
 		if len(t.jobs) >= t.opt.MaxJobs {
 			return reject(ReasonTooManyJobs, "job %s: %d jobs tracked already", d.JobId, len(t.jobs))
 		}
-		if err := t.opt.Admit.admit(d.JobId, it.From, user, now); err != nil {
+		if err := t.opt.Admit.admit(d.JobId, d.from, user, now); err != nil {
 			return err
 		}
 		j = &jobState{id: d.JobId, world: int(d.WorldSize), ranks: map[int]*rankState{}, gen: 1,
