@@ -7,15 +7,12 @@ package e2e
 // job, nor fill the live-job table so that real jobs are refused.
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -27,42 +24,6 @@ import (
 
 	"github.com/netloom/netloom/internal/ingest/agentpb"
 )
-
-// serveBare starts `netloom serve --listen 127.0.0.1:0 --log-level debug
-// ARGS` with none of serve's test-bench defaults: the daemon as an
-// administrator who sets nothing else gets it.
-func serveBare(t *testing.T, dir string, env []string, args ...string) (*daemon, string) {
-	t.Helper()
-	cmd := exec.Command(netloomBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--log-level", "debug"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	d := &daemon{t: t, cmd: cmd, log: &bytes.Buffer{}}
-	cmd.Stderr = d.log
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.kill)
-	r := bufio.NewReader(out)
-	var agent string
-	for d.base == "" || agent == "" {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("daemon did not start: %v\n%s", err, d.log)
-		}
-		if m := httpLine.FindStringSubmatch(line); m != nil {
-			d.base = m[1] + "://" + m[2]
-		}
-		if m := udpLine.FindStringSubmatch(line); m != nil {
-			agent = m[1]
-		}
-	}
-	go io.Copy(io.Discard, out)
-	return d, agent
-}
 
 // snap is a one-datagram snapshot of a rank as an agent sends it, claiming
 // user: every snapshot of a run has the run's start, a later seq and time,

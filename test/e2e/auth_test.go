@@ -111,21 +111,8 @@ func TestWhoSeesWhat(t *testing.T) {
 
 	// Accounts: an administrator and the two users, from the CLI.
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "netloom.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("auth:\n  users_file: %s/htpasswd\n  groups_file: %s/groups\n  tokens_file: %s/tokens\n  rate_limit: 50\n  rate_burst: 100\n",
-		dir, dir, dir)), 0o600)
 	pw := map[string]string{"root-admin": "admin-pass-1", userA: "a-pass-123", userB: "b-pass-123"}
-	for u, p := range pw {
-		args := []string{"user", "add", u, "--config", cfg, "--password-stdin"}
-		if u == "root-admin" {
-			args = append(args, "--admin")
-		}
-		cmd := exec.Command(netloomBin, args...)
-		cmd.Stdin = strings.NewReader(p + "\n")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("netloom user add %s: %v\n%s", u, err, out)
-		}
-	}
+	cfg := addAccounts(t, dir, pw, "  rate_limit: 50\n  rate_burst: 100\n")
 	out, err := exec.Command(netloomBin, "token", "add", userB, "--config", cfg, "--label", "flood").Output()
 	if err != nil {
 		t.Fatal(err)

@@ -103,16 +103,24 @@ var (
 )
 
 // serve starts `netloom serve --listen 127.0.0.1:0 --log-level debug
-// --anonymous admin --agent-auth none ARGS` in dir with env added, and
-// returns once it printed its HTTP address and, unless ARGS turn agents
-// off, its agent address (returned too).
+// --anonymous admin --agent-auth none ARGS` in dir with env added, as
+// serveBare does.
 func serve(t *testing.T, dir string, env []string, args ...string) (*daemon, string) {
 	t.Helper()
 	// Anonymous admin, and agents' datagrams accepted unverified (these
 	// tests' agents run without munged: the default, auto, would refuse
 	// them all), unless a test says otherwise (a later flag wins).
-	cmd := exec.Command(netloomBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--log-level", "debug", "--anonymous", "admin",
-		"--agent-auth", "none"}, args...)...)
+	return serveBare(t, dir, env, append([]string{"--anonymous", "admin", "--agent-auth", "none"}, args...)...)
+}
+
+// serveBare starts `netloom serve --listen 127.0.0.1:0 --log-level debug
+// ARGS` in dir with env added, with none of serve's test-bench defaults
+// (the daemon as an administrator who sets nothing else gets it), and
+// returns once it printed its HTTP address and, unless ARGS turn agents
+// off, its agent address (returned too).
+func serveBare(t *testing.T, dir string, env []string, args ...string) (*daemon, string) {
+	t.Helper()
+	cmd := exec.Command(netloomBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--log-level", "debug"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	d := &daemon{t: t, cmd: cmd, log: &bytes.Buffer{}}

@@ -16,14 +16,15 @@ import (
 	"github.com/netloom/netloom/internal/fabric"
 )
 
-// addAccounts writes a daemon config naming account files in dir and adds
-// an administrator "root-admin" and the users named, with the passwords
-// given, through the CLI; it returns the config's path.
-func addAccounts(t *testing.T, dir string, passwords map[string]string) string {
+// addAccounts writes a daemon config naming account files in dir (and
+// authExtra, more lines of its auth block) and adds an administrator
+// "root-admin" and the users named, with the passwords given, through the
+// CLI; it returns the config's path.
+func addAccounts(t *testing.T, dir string, passwords map[string]string, authExtra string) string {
 	t.Helper()
 	cfg := filepath.Join(dir, "netloom.yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("auth:\n  users_file: %s/htpasswd\n  groups_file: %s/groups\n  tokens_file: %s/tokens\n",
-		dir, dir, dir)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("auth:\n  users_file: %s/htpasswd\n  groups_file: %s/groups\n  tokens_file: %s/tokens\n%s",
+		dir, dir, dir, authExtra)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for u, p := range passwords {
@@ -93,7 +94,7 @@ func TestPlacementBounds(t *testing.T) {
 	}
 	dir := t.TempDir()
 	pw := map[string]string{"root-admin": "admin-pass-1", userA: "a-pass-123", userB: "b-pass-123"}
-	cfg := addAccounts(t, dir, pw)
+	cfg := addAccounts(t, dir, pw, "")
 	d, agent := serve(t, f.Dir, append(f.Env(), c.Env()...), "--config", cfg, "--anonymous", "none",
 		"--fabric", "ib", "--db", filepath.Join(dir, "netloom.db"), "--agent-listen", "127.0.0.1:0", "--agent-address-file", "-",
 		"--scheduler", "slurm", "--scheduler-interval", "500ms", "--sweep-interval", "300ms", "--discover-interval", "5s",

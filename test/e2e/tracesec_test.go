@@ -78,7 +78,7 @@ func TestTraceReadingIsBounded(t *testing.T) {
 
 	// The daemon, with accounts for both users and an administrator.
 	dir := t.TempDir()
-	cfg := addAccounts(t, dir, map[string]string{"root-admin": "admin-pass-1", userA: "a-pass-123", userB: "b-pass-123"})
+	cfg := addAccounts(t, dir, map[string]string{"root-admin": "admin-pass-1", userA: "a-pass-123", userB: "b-pass-123"}, "")
 	tokens := map[string]string{}
 	for _, u := range []string{"root-admin", userA, userB} {
 		out, err := exec.Command(netloomBin, "token", "add", u, "--config", cfg, "--label", "t").Output()
