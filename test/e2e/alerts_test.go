@@ -110,12 +110,7 @@ func TestAlertsNameJobs(t *testing.T) {
 		t.Fatalf("mpicc: %v\n%s", err, out)
 	}
 	// The job runs as nltest-a, who cannot reach the test's build folders.
-	bin, agentLib := filepath.Join(c.Shared, "netloom"), filepath.Join(c.Shared, filepath.Base(lib))
-	for src, dst := range map[string]string{netloomBin: bin, lib: agentLib} {
-		if out, err := exec.Command("cp", src, dst).CombinedOutput(); err != nil {
-			t.Fatalf("cp: %v: %s", err, out)
-		}
-	}
+	bin, agentLib := shareTools(t, c, lib)
 	hook := newAMHook(t)
 	am, err := prom.StartAlertmanager(ctx, t.TempDir(), hook.srv.URL)
 	if err != nil {

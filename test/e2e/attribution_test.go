@@ -72,6 +72,20 @@ type attribJob struct {
 	} `json:"host_links"`
 }
 
+// shareTools copies netloom and the agent library lib into the cluster's
+// shared folder, where other users' jobs (who cannot reach the test's
+// build folders) find them, and returns their paths there.
+func shareTools(t *testing.T, c *slurmtest.Cluster, lib string) (bin, agentLib string) {
+	t.Helper()
+	bin, agentLib = filepath.Join(c.Shared, "netloom"), filepath.Join(c.Shared, filepath.Base(lib))
+	for src, dst := range map[string]string{netloomBin: bin, lib: agentLib} {
+		if out, err := exec.Command("cp", src, dst).CombinedOutput(); err != nil {
+			t.Fatalf("cp: %v: %s", err, out)
+		}
+	}
+	return bin, agentLib
+}
+
 // slurmOnFabric skips unless Slurm, mpicc and the agent library are there;
 // else it starts a 4-host ibsim fat tree and a Slurm cluster of n1..n3,
 // makes the local users named, and compiles the ring program into the

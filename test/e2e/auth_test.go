@@ -102,12 +102,7 @@ func TestWhoSeesWhat(t *testing.T) {
 	const userA, userB = "nltest-a", "nltest-b"
 	f, c, ctx, lib, prog := slurmOnFabric(t, userA, userB)
 	// The agent and netloom where other users' jobs reach them.
-	bin, sharedLib := filepath.Join(c.Shared, "netloom"), filepath.Join(c.Shared, "libnetloom-ompi.so")
-	for src, dst := range map[string]string{netloomBin: bin, lib: sharedLib} {
-		if out, err := exec.Command("cp", src, dst).CombinedOutput(); err != nil {
-			t.Fatalf("cp: %v %s", err, out)
-		}
-	}
+	bin, sharedLib := shareTools(t, c, lib)
 
 	// Accounts: an administrator and the two users, from the CLI.
 	dir := t.TempDir()

@@ -86,12 +86,7 @@ func roundTwoDigits(b uint64) uint64 {
 func TestPlacementBounds(t *testing.T) {
 	const userA, userB = "nltest-a", "nltest-b"
 	f, c, ctx, lib, prog := slurmOnFabric(t, userA, userB)
-	bin, sharedLib := filepath.Join(c.Shared, "netloom"), filepath.Join(c.Shared, "libnetloom-ompi.so")
-	for src, dst := range map[string]string{netloomBin: bin, lib: sharedLib} {
-		if out, err := exec.Command("cp", src, dst).CombinedOutput(); err != nil {
-			t.Fatalf("cp: %v %s", err, out)
-		}
-	}
+	bin, sharedLib := shareTools(t, c, lib)
 	dir := t.TempDir()
 	pw := map[string]string{"root-admin": "admin-pass-1", userA: "a-pass-123", userB: "b-pass-123"}
 	cfg := addAccounts(t, dir, pw, "")
