@@ -64,7 +64,10 @@ type Datagram struct {
 	// (bytes 0xAA 0x01 0x20 and the 32-byte MAC) after serializing the rest,
 	// so that the daemon verifies the prefix exactly as received; protobuf
 	// parsers take concatenated fields as one message.
-	Mac           []byte `protobuf:"bytes,21,opt,name=mac,proto3" json:"mac,omitempty"`
+	Mac []byte `protobuf:"bytes,21,opt,name=mac,proto3" json:"mac,omitempty"`
+	// Only in chunk 0: what the rank's GPU side did (docs/gpu.md). Absent in a
+	// process without CUDA and from agents older than it.
+	Gpu           *Gpu `protobuf:"bytes,22,opt,name=gpu,proto3" json:"gpu,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -232,6 +235,504 @@ func (x *Datagram) GetMac() []byte {
 	return nil
 }
 
+func (x *Datagram) GetGpu() *Gpu {
+	if x != nil {
+		return x.Gpu
+	}
+	return nil
+}
+
+// Gpu is a rank's GPU side: the kinds of the buffers its MPI calls named
+// (MPI agent, when the process has CUDA loaded), or its NCCL operations
+// (the NCCL profiler plugin, libnetloom-nccl.so).
+type Gpu struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The CUDA driver was asked the kind of every buffer (libcuda.so.1 was
+	// loaded in the process). False: the counts below are empty.
+	Probed bool `protobuf:"varint,1,opt,name=probed,proto3" json:"probed,omitempty"`
+	// Why probing stopped or never started although CUDA was loaded ("" if it
+	// did not): a missing symbol, a driver error.
+	ProbeError string `protobuf:"bytes,2,opt,name=probe_error,json=probeError,proto3" json:"probe_error,omitempty"`
+	// Buffer kinds per MPI function (msgs: buffers named, bytes: their bytes).
+	Functions []*GpuFunction `protobuf:"bytes,3,rep,name=functions,proto3" json:"functions,omitempty"`
+	// Buffer kinds per peer world rank: what this rank sent to it from each
+	// kind, and received from it into each kind (receives whose source is
+	// known when posted or completed).
+	Peers []*GpuPeer `protobuf:"bytes,4,rep,name=peers,proto3" json:"peers,omitempty"`
+	// NCCL (libnetloom-nccl.so): one row per communicator, operation,
+	// algorithm and protocol.
+	NcclOps               []*NcclOp `protobuf:"bytes,5,rep,name=nccl_ops,json=ncclOps,proto3" json:"nccl_ops,omitempty"`
+	NcclVersion           string    `protobuf:"bytes,6,opt,name=nccl_version,json=ncclVersion,proto3" json:"nccl_version,omitempty"`                                  // "2.28.9" when NCCL says
+	NcclProfilerInterface uint32    `protobuf:"varint,7,opt,name=nccl_profiler_interface,json=ncclProfilerInterface,proto3" json:"nccl_profiler_interface,omitempty"` // the ncclProfiler_vN NCCL took: N
+	// NCCL's network events (IB/RoCE transport): bytes per peer, where the
+	// transport reported them; peers of the communicator whose size equals
+	// the job's world size are world ranks.
+	NcclPeers []*NcclPeer `protobuf:"bytes,8,rep,name=nccl_peers,json=ncclPeers,proto3" json:"nccl_peers,omitempty"`
+	// Network events were reported (false: NCCL's transport reported none;
+	// per-peer bytes then come from the proxy operations, or are unknown).
+	NcclNetEvents bool `protobuf:"varint,9,opt,name=nccl_net_events,json=ncclNetEvents,proto3" json:"nccl_net_events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Gpu) Reset() {
+	*x = Gpu{}
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Gpu) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Gpu) ProtoMessage() {}
+
+func (x *Gpu) ProtoReflect() protoreflect.Message {
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Gpu.ProtoReflect.Descriptor instead.
+func (*Gpu) Descriptor() ([]byte, []int) {
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Gpu) GetProbed() bool {
+	if x != nil {
+		return x.Probed
+	}
+	return false
+}
+
+func (x *Gpu) GetProbeError() string {
+	if x != nil {
+		return x.ProbeError
+	}
+	return ""
+}
+
+func (x *Gpu) GetFunctions() []*GpuFunction {
+	if x != nil {
+		return x.Functions
+	}
+	return nil
+}
+
+func (x *Gpu) GetPeers() []*GpuPeer {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
+func (x *Gpu) GetNcclOps() []*NcclOp {
+	if x != nil {
+		return x.NcclOps
+	}
+	return nil
+}
+
+func (x *Gpu) GetNcclVersion() string {
+	if x != nil {
+		return x.NcclVersion
+	}
+	return ""
+}
+
+func (x *Gpu) GetNcclProfilerInterface() uint32 {
+	if x != nil {
+		return x.NcclProfilerInterface
+	}
+	return 0
+}
+
+func (x *Gpu) GetNcclPeers() []*NcclPeer {
+	if x != nil {
+		return x.NcclPeers
+	}
+	return nil
+}
+
+func (x *Gpu) GetNcclNetEvents() bool {
+	if x != nil {
+		return x.NcclNetEvents
+	}
+	return false
+}
+
+// BufferKinds counts buffers by where their memory lives.
+type BufferKinds struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pageable      *Traffic               `protobuf:"bytes,1,opt,name=pageable,proto3" json:"pageable,omitempty"` // host memory CUDA does not know (malloc, stack)
+	Pinned        *Traffic               `protobuf:"bytes,2,opt,name=pinned,proto3" json:"pinned,omitempty"`     // host memory pinned by CUDA (cudaMallocHost, cudaHostRegister)
+	Device        *Traffic               `protobuf:"bytes,3,opt,name=device,proto3" json:"device,omitempty"`     // device memory (cudaMalloc)
+	Managed       *Traffic               `protobuf:"bytes,4,opt,name=managed,proto3" json:"managed,omitempty"`   // managed memory (cudaMallocManaged)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BufferKinds) Reset() {
+	*x = BufferKinds{}
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BufferKinds) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BufferKinds) ProtoMessage() {}
+
+func (x *BufferKinds) ProtoReflect() protoreflect.Message {
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BufferKinds.ProtoReflect.Descriptor instead.
+func (*BufferKinds) Descriptor() ([]byte, []int) {
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *BufferKinds) GetPageable() *Traffic {
+	if x != nil {
+		return x.Pageable
+	}
+	return nil
+}
+
+func (x *BufferKinds) GetPinned() *Traffic {
+	if x != nil {
+		return x.Pinned
+	}
+	return nil
+}
+
+func (x *BufferKinds) GetDevice() *Traffic {
+	if x != nil {
+		return x.Device
+	}
+	return nil
+}
+
+func (x *BufferKinds) GetManaged() *Traffic {
+	if x != nil {
+		return x.Managed
+	}
+	return nil
+}
+
+type GpuFunction struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // "MPI_Send"
+	Send          *BufferKinds           `protobuf:"bytes,2,opt,name=send,proto3" json:"send,omitempty"` // the buffers the call sends from
+	Recv          *BufferKinds           `protobuf:"bytes,3,opt,name=recv,proto3" json:"recv,omitempty"` // the buffers it receives into
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GpuFunction) Reset() {
+	*x = GpuFunction{}
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuFunction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuFunction) ProtoMessage() {}
+
+func (x *GpuFunction) ProtoReflect() protoreflect.Message {
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuFunction.ProtoReflect.Descriptor instead.
+func (*GpuFunction) Descriptor() ([]byte, []int) {
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GpuFunction) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GpuFunction) GetSend() *BufferKinds {
+	if x != nil {
+		return x.Send
+	}
+	return nil
+}
+
+func (x *GpuFunction) GetRecv() *BufferKinds {
+	if x != nil {
+		return x.Recv
+	}
+	return nil
+}
+
+type GpuPeer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Peer          uint32                 `protobuf:"varint,1,opt,name=peer,proto3" json:"peer,omitempty"`                                    // world rank
+	SentFrom      *BufferKinds           `protobuf:"bytes,2,opt,name=sent_from,json=sentFrom,proto3" json:"sent_from,omitempty"`             // sent to the peer, by this rank's buffer kind
+	ReceivedInto  *BufferKinds           `protobuf:"bytes,3,opt,name=received_into,json=receivedInto,proto3" json:"received_into,omitempty"` // received from the peer, by this rank's buffer kind
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GpuPeer) Reset() {
+	*x = GpuPeer{}
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GpuPeer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GpuPeer) ProtoMessage() {}
+
+func (x *GpuPeer) ProtoReflect() protoreflect.Message {
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GpuPeer.ProtoReflect.Descriptor instead.
+func (*GpuPeer) Descriptor() ([]byte, []int) {
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GpuPeer) GetPeer() uint32 {
+	if x != nil {
+		return x.Peer
+	}
+	return 0
+}
+
+func (x *GpuPeer) GetSentFrom() *BufferKinds {
+	if x != nil {
+		return x.SentFrom
+	}
+	return nil
+}
+
+func (x *GpuPeer) GetReceivedInto() *BufferKinds {
+	if x != nil {
+		return x.ReceivedInto
+	}
+	return nil
+}
+
+type NcclOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Comm          uint64                 `protobuf:"varint,1,opt,name=comm,proto3" json:"comm,omitempty"` // NCCL's communicator hash
+	CommRank      uint32                 `protobuf:"varint,2,opt,name=comm_rank,json=commRank,proto3" json:"comm_rank,omitempty"`
+	CommSize      uint32                 `protobuf:"varint,3,opt,name=comm_size,json=commSize,proto3" json:"comm_size,omitempty"`
+	Name          string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`           // "AllReduce", "Broadcast", "Send", "Recv", ...
+	Algorithm     string                 `protobuf:"bytes,5,opt,name=algorithm,proto3" json:"algorithm,omitempty"` // "RING", "TREE", ... where NCCL reported it
+	Protocol      string                 `protobuf:"bytes,6,opt,name=protocol,proto3" json:"protocol,omitempty"`   // "SIMPLE", "LL", "LL128" where reported
+	Calls         uint64                 `protobuf:"varint,7,opt,name=calls,proto3" json:"calls,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,8,opt,name=bytes,proto3" json:"bytes,omitempty"`                 // count x datatype size, summed over calls
+	TimeNs        uint64                 `protobuf:"varint,9,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"` // from the operation's start to its stop, summed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NcclOp) Reset() {
+	*x = NcclOp{}
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NcclOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NcclOp) ProtoMessage() {}
+
+func (x *NcclOp) ProtoReflect() protoreflect.Message {
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NcclOp.ProtoReflect.Descriptor instead.
+func (*NcclOp) Descriptor() ([]byte, []int) {
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *NcclOp) GetComm() uint64 {
+	if x != nil {
+		return x.Comm
+	}
+	return 0
+}
+
+func (x *NcclOp) GetCommRank() uint32 {
+	if x != nil {
+		return x.CommRank
+	}
+	return 0
+}
+
+func (x *NcclOp) GetCommSize() uint32 {
+	if x != nil {
+		return x.CommSize
+	}
+	return 0
+}
+
+func (x *NcclOp) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NcclOp) GetAlgorithm() string {
+	if x != nil {
+		return x.Algorithm
+	}
+	return ""
+}
+
+func (x *NcclOp) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *NcclOp) GetCalls() uint64 {
+	if x != nil {
+		return x.Calls
+	}
+	return 0
+}
+
+func (x *NcclOp) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *NcclOp) GetTimeNs() uint64 {
+	if x != nil {
+		return x.TimeNs
+	}
+	return 0
+}
+
+type NcclPeer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Comm          uint64                 `protobuf:"varint,1,opt,name=comm,proto3" json:"comm,omitempty"`
+	Peer          uint32                 `protobuf:"varint,2,opt,name=peer,proto3" json:"peer,omitempty"` // rank in the communicator
+	Sent          *Traffic               `protobuf:"bytes,3,opt,name=sent,proto3" json:"sent,omitempty"`  // network bytes and messages sent to the peer
+	Received      *Traffic               `protobuf:"bytes,4,opt,name=received,proto3" json:"received,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NcclPeer) Reset() {
+	*x = NcclPeer{}
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NcclPeer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NcclPeer) ProtoMessage() {}
+
+func (x *NcclPeer) ProtoReflect() protoreflect.Message {
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NcclPeer.ProtoReflect.Descriptor instead.
+func (*NcclPeer) Descriptor() ([]byte, []int) {
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *NcclPeer) GetComm() uint64 {
+	if x != nil {
+		return x.Comm
+	}
+	return 0
+}
+
+func (x *NcclPeer) GetPeer() uint32 {
+	if x != nil {
+		return x.Peer
+	}
+	return 0
+}
+
+func (x *NcclPeer) GetSent() *Traffic {
+	if x != nil {
+		return x.Sent
+	}
+	return nil
+}
+
+func (x *NcclPeer) GetReceived() *Traffic {
+	if x != nil {
+		return x.Received
+	}
+	return nil
+}
+
 // Traffic of one class (point-to-point, collective or one-sided).
 type Traffic struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -243,7 +744,7 @@ type Traffic struct {
 
 func (x *Traffic) Reset() {
 	*x = Traffic{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[1]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +756,7 @@ func (x *Traffic) String() string {
 func (*Traffic) ProtoMessage() {}
 
 func (x *Traffic) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[1]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +769,7 @@ func (x *Traffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Traffic.ProtoReflect.Descriptor instead.
 func (*Traffic) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Traffic) GetBytes() uint64 {
@@ -321,7 +822,7 @@ type Process struct {
 
 func (x *Process) Reset() {
 	*x = Process{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -333,7 +834,7 @@ func (x *Process) String() string {
 func (*Process) ProtoMessage() {}
 
 func (x *Process) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -346,7 +847,7 @@ func (x *Process) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Process.ProtoReflect.Descriptor instead.
 func (*Process) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Process) GetNode() string {
@@ -523,7 +1024,7 @@ type NodeTraffic struct {
 
 func (x *NodeTraffic) Reset() {
 	*x = NodeTraffic{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +1036,7 @@ func (x *NodeTraffic) String() string {
 func (*NodeTraffic) ProtoMessage() {}
 
 func (x *NodeTraffic) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +1049,7 @@ func (x *NodeTraffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTraffic.ProtoReflect.Descriptor instead.
 func (*NodeTraffic) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *NodeTraffic) GetNode() string {
@@ -605,7 +1106,7 @@ type PeerTraffic struct {
 
 func (x *PeerTraffic) Reset() {
 	*x = PeerTraffic{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +1118,7 @@ func (x *PeerTraffic) String() string {
 func (*PeerTraffic) ProtoMessage() {}
 
 func (x *PeerTraffic) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +1131,7 @@ func (x *PeerTraffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerTraffic.ProtoReflect.Descriptor instead.
 func (*PeerTraffic) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PeerTraffic) GetPeer() uint32 {
@@ -715,7 +1216,7 @@ type FunctionStat struct {
 
 func (x *FunctionStat) Reset() {
 	*x = FunctionStat{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +1228,7 @@ func (x *FunctionStat) String() string {
 func (*FunctionStat) ProtoMessage() {}
 
 func (x *FunctionStat) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +1241,7 @@ func (x *FunctionStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionStat.ProtoReflect.Descriptor instead.
 func (*FunctionStat) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FunctionStat) GetName() string {
@@ -803,7 +1304,7 @@ type Region struct {
 
 func (x *Region) Reset() {
 	*x = Region{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +1316,7 @@ func (x *Region) String() string {
 func (*Region) ProtoMessage() {}
 
 func (x *Region) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +1329,7 @@ func (x *Region) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Region.ProtoReflect.Descriptor instead.
 func (*Region) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Region) GetName() string {
@@ -891,7 +1392,7 @@ var File_netloom_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1cnetloom/agent/v1/agent.proto\x12\x10netloom.agent.v1\"\x97\x05\n" +
+	"\x1cnetloom/agent/v1/agent.proto\x12\x10netloom.agent.v1\"\xc0\x05\n" +
 	"\bDatagram\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x12\n" +
@@ -917,7 +1418,48 @@ const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"credential\x18\x14 \x01(\fR\n" +
 	"credential\x12\x10\n" +
-	"\x03mac\x18\x15 \x01(\fR\x03mac\"3\n" +
+	"\x03mac\x18\x15 \x01(\fR\x03mac\x12'\n" +
+	"\x03gpu\x18\x16 \x01(\v2\x15.netloom.agent.v1.GpuR\x03gpu\"\x9f\x03\n" +
+	"\x03Gpu\x12\x16\n" +
+	"\x06probed\x18\x01 \x01(\bR\x06probed\x12\x1f\n" +
+	"\vprobe_error\x18\x02 \x01(\tR\n" +
+	"probeError\x12;\n" +
+	"\tfunctions\x18\x03 \x03(\v2\x1d.netloom.agent.v1.GpuFunctionR\tfunctions\x12/\n" +
+	"\x05peers\x18\x04 \x03(\v2\x19.netloom.agent.v1.GpuPeerR\x05peers\x123\n" +
+	"\bnccl_ops\x18\x05 \x03(\v2\x18.netloom.agent.v1.NcclOpR\ancclOps\x12!\n" +
+	"\fnccl_version\x18\x06 \x01(\tR\vncclVersion\x126\n" +
+	"\x17nccl_profiler_interface\x18\a \x01(\rR\x15ncclProfilerInterface\x129\n" +
+	"\n" +
+	"nccl_peers\x18\b \x03(\v2\x1a.netloom.agent.v1.NcclPeerR\tncclPeers\x12&\n" +
+	"\x0fnccl_net_events\x18\t \x01(\bR\rncclNetEvents\"\xdf\x01\n" +
+	"\vBufferKinds\x125\n" +
+	"\bpageable\x18\x01 \x01(\v2\x19.netloom.agent.v1.TrafficR\bpageable\x121\n" +
+	"\x06pinned\x18\x02 \x01(\v2\x19.netloom.agent.v1.TrafficR\x06pinned\x121\n" +
+	"\x06device\x18\x03 \x01(\v2\x19.netloom.agent.v1.TrafficR\x06device\x123\n" +
+	"\amanaged\x18\x04 \x01(\v2\x19.netloom.agent.v1.TrafficR\amanaged\"\x87\x01\n" +
+	"\vGpuFunction\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x121\n" +
+	"\x04send\x18\x02 \x01(\v2\x1d.netloom.agent.v1.BufferKindsR\x04send\x121\n" +
+	"\x04recv\x18\x03 \x01(\v2\x1d.netloom.agent.v1.BufferKindsR\x04recv\"\x9d\x01\n" +
+	"\aGpuPeer\x12\x12\n" +
+	"\x04peer\x18\x01 \x01(\rR\x04peer\x12:\n" +
+	"\tsent_from\x18\x02 \x01(\v2\x1d.netloom.agent.v1.BufferKindsR\bsentFrom\x12B\n" +
+	"\rreceived_into\x18\x03 \x01(\v2\x1d.netloom.agent.v1.BufferKindsR\freceivedInto\"\xe9\x01\n" +
+	"\x06NcclOp\x12\x12\n" +
+	"\x04comm\x18\x01 \x01(\x04R\x04comm\x12\x1b\n" +
+	"\tcomm_rank\x18\x02 \x01(\rR\bcommRank\x12\x1b\n" +
+	"\tcomm_size\x18\x03 \x01(\rR\bcommSize\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12\x1c\n" +
+	"\talgorithm\x18\x05 \x01(\tR\talgorithm\x12\x1a\n" +
+	"\bprotocol\x18\x06 \x01(\tR\bprotocol\x12\x14\n" +
+	"\x05calls\x18\a \x01(\x04R\x05calls\x12\x14\n" +
+	"\x05bytes\x18\b \x01(\x04R\x05bytes\x12\x17\n" +
+	"\atime_ns\x18\t \x01(\x04R\x06timeNs\"\x98\x01\n" +
+	"\bNcclPeer\x12\x12\n" +
+	"\x04comm\x18\x01 \x01(\x04R\x04comm\x12\x12\n" +
+	"\x04peer\x18\x02 \x01(\rR\x04peer\x12-\n" +
+	"\x04sent\x18\x03 \x01(\v2\x19.netloom.agent.v1.TrafficR\x04sent\x125\n" +
+	"\breceived\x18\x04 \x01(\v2\x19.netloom.agent.v1.TrafficR\breceived\"3\n" +
 	"\aTraffic\x12\x14\n" +
 	"\x05bytes\x18\x01 \x01(\x04R\x05bytes\x12\x12\n" +
 	"\x04msgs\x18\x02 \x01(\x04R\x04msgs\"\xfe\x05\n" +
@@ -995,42 +1537,63 @@ func file_netloom_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_netloom_agent_v1_agent_proto_rawDescData
 }
 
-var file_netloom_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_netloom_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_netloom_agent_v1_agent_proto_goTypes = []any{
 	(*Datagram)(nil),     // 0: netloom.agent.v1.Datagram
-	(*Traffic)(nil),      // 1: netloom.agent.v1.Traffic
-	(*Process)(nil),      // 2: netloom.agent.v1.Process
-	(*NodeTraffic)(nil),  // 3: netloom.agent.v1.NodeTraffic
-	(*PeerTraffic)(nil),  // 4: netloom.agent.v1.PeerTraffic
-	(*FunctionStat)(nil), // 5: netloom.agent.v1.FunctionStat
-	(*Region)(nil),       // 6: netloom.agent.v1.Region
+	(*Gpu)(nil),          // 1: netloom.agent.v1.Gpu
+	(*BufferKinds)(nil),  // 2: netloom.agent.v1.BufferKinds
+	(*GpuFunction)(nil),  // 3: netloom.agent.v1.GpuFunction
+	(*GpuPeer)(nil),      // 4: netloom.agent.v1.GpuPeer
+	(*NcclOp)(nil),       // 5: netloom.agent.v1.NcclOp
+	(*NcclPeer)(nil),     // 6: netloom.agent.v1.NcclPeer
+	(*Traffic)(nil),      // 7: netloom.agent.v1.Traffic
+	(*Process)(nil),      // 8: netloom.agent.v1.Process
+	(*NodeTraffic)(nil),  // 9: netloom.agent.v1.NodeTraffic
+	(*PeerTraffic)(nil),  // 10: netloom.agent.v1.PeerTraffic
+	(*FunctionStat)(nil), // 11: netloom.agent.v1.FunctionStat
+	(*Region)(nil),       // 12: netloom.agent.v1.Region
 }
 var file_netloom_agent_v1_agent_proto_depIdxs = []int32{
-	2,  // 0: netloom.agent.v1.Datagram.process:type_name -> netloom.agent.v1.Process
-	5,  // 1: netloom.agent.v1.Datagram.functions:type_name -> netloom.agent.v1.FunctionStat
-	6,  // 2: netloom.agent.v1.Datagram.regions:type_name -> netloom.agent.v1.Region
-	3,  // 3: netloom.agent.v1.Datagram.nodes:type_name -> netloom.agent.v1.NodeTraffic
-	4,  // 4: netloom.agent.v1.Datagram.peers:type_name -> netloom.agent.v1.PeerTraffic
-	1,  // 5: netloom.agent.v1.Process.intra_node:type_name -> netloom.agent.v1.Traffic
-	1,  // 6: netloom.agent.v1.Process.inter_node:type_name -> netloom.agent.v1.Traffic
-	1,  // 7: netloom.agent.v1.NodeTraffic.p2p:type_name -> netloom.agent.v1.Traffic
-	1,  // 8: netloom.agent.v1.NodeTraffic.coll:type_name -> netloom.agent.v1.Traffic
-	1,  // 9: netloom.agent.v1.NodeTraffic.rma:type_name -> netloom.agent.v1.Traffic
-	1,  // 10: netloom.agent.v1.PeerTraffic.p2p:type_name -> netloom.agent.v1.Traffic
-	1,  // 11: netloom.agent.v1.PeerTraffic.coll:type_name -> netloom.agent.v1.Traffic
-	1,  // 12: netloom.agent.v1.PeerTraffic.rma:type_name -> netloom.agent.v1.Traffic
-	1,  // 13: netloom.agent.v1.PeerTraffic.monitored_p2p:type_name -> netloom.agent.v1.Traffic
-	1,  // 14: netloom.agent.v1.PeerTraffic.monitored_coll:type_name -> netloom.agent.v1.Traffic
-	1,  // 15: netloom.agent.v1.PeerTraffic.monitored_rma:type_name -> netloom.agent.v1.Traffic
-	1,  // 16: netloom.agent.v1.PeerTraffic.monitored_fetched:type_name -> netloom.agent.v1.Traffic
-	1,  // 17: netloom.agent.v1.Region.p2p:type_name -> netloom.agent.v1.Traffic
-	1,  // 18: netloom.agent.v1.Region.coll:type_name -> netloom.agent.v1.Traffic
-	1,  // 19: netloom.agent.v1.Region.rma:type_name -> netloom.agent.v1.Traffic
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	8,  // 0: netloom.agent.v1.Datagram.process:type_name -> netloom.agent.v1.Process
+	11, // 1: netloom.agent.v1.Datagram.functions:type_name -> netloom.agent.v1.FunctionStat
+	12, // 2: netloom.agent.v1.Datagram.regions:type_name -> netloom.agent.v1.Region
+	9,  // 3: netloom.agent.v1.Datagram.nodes:type_name -> netloom.agent.v1.NodeTraffic
+	10, // 4: netloom.agent.v1.Datagram.peers:type_name -> netloom.agent.v1.PeerTraffic
+	1,  // 5: netloom.agent.v1.Datagram.gpu:type_name -> netloom.agent.v1.Gpu
+	3,  // 6: netloom.agent.v1.Gpu.functions:type_name -> netloom.agent.v1.GpuFunction
+	4,  // 7: netloom.agent.v1.Gpu.peers:type_name -> netloom.agent.v1.GpuPeer
+	5,  // 8: netloom.agent.v1.Gpu.nccl_ops:type_name -> netloom.agent.v1.NcclOp
+	6,  // 9: netloom.agent.v1.Gpu.nccl_peers:type_name -> netloom.agent.v1.NcclPeer
+	7,  // 10: netloom.agent.v1.BufferKinds.pageable:type_name -> netloom.agent.v1.Traffic
+	7,  // 11: netloom.agent.v1.BufferKinds.pinned:type_name -> netloom.agent.v1.Traffic
+	7,  // 12: netloom.agent.v1.BufferKinds.device:type_name -> netloom.agent.v1.Traffic
+	7,  // 13: netloom.agent.v1.BufferKinds.managed:type_name -> netloom.agent.v1.Traffic
+	2,  // 14: netloom.agent.v1.GpuFunction.send:type_name -> netloom.agent.v1.BufferKinds
+	2,  // 15: netloom.agent.v1.GpuFunction.recv:type_name -> netloom.agent.v1.BufferKinds
+	2,  // 16: netloom.agent.v1.GpuPeer.sent_from:type_name -> netloom.agent.v1.BufferKinds
+	2,  // 17: netloom.agent.v1.GpuPeer.received_into:type_name -> netloom.agent.v1.BufferKinds
+	7,  // 18: netloom.agent.v1.NcclPeer.sent:type_name -> netloom.agent.v1.Traffic
+	7,  // 19: netloom.agent.v1.NcclPeer.received:type_name -> netloom.agent.v1.Traffic
+	7,  // 20: netloom.agent.v1.Process.intra_node:type_name -> netloom.agent.v1.Traffic
+	7,  // 21: netloom.agent.v1.Process.inter_node:type_name -> netloom.agent.v1.Traffic
+	7,  // 22: netloom.agent.v1.NodeTraffic.p2p:type_name -> netloom.agent.v1.Traffic
+	7,  // 23: netloom.agent.v1.NodeTraffic.coll:type_name -> netloom.agent.v1.Traffic
+	7,  // 24: netloom.agent.v1.NodeTraffic.rma:type_name -> netloom.agent.v1.Traffic
+	7,  // 25: netloom.agent.v1.PeerTraffic.p2p:type_name -> netloom.agent.v1.Traffic
+	7,  // 26: netloom.agent.v1.PeerTraffic.coll:type_name -> netloom.agent.v1.Traffic
+	7,  // 27: netloom.agent.v1.PeerTraffic.rma:type_name -> netloom.agent.v1.Traffic
+	7,  // 28: netloom.agent.v1.PeerTraffic.monitored_p2p:type_name -> netloom.agent.v1.Traffic
+	7,  // 29: netloom.agent.v1.PeerTraffic.monitored_coll:type_name -> netloom.agent.v1.Traffic
+	7,  // 30: netloom.agent.v1.PeerTraffic.monitored_rma:type_name -> netloom.agent.v1.Traffic
+	7,  // 31: netloom.agent.v1.PeerTraffic.monitored_fetched:type_name -> netloom.agent.v1.Traffic
+	7,  // 32: netloom.agent.v1.Region.p2p:type_name -> netloom.agent.v1.Traffic
+	7,  // 33: netloom.agent.v1.Region.coll:type_name -> netloom.agent.v1.Traffic
+	7,  // 34: netloom.agent.v1.Region.rma:type_name -> netloom.agent.v1.Traffic
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_netloom_agent_v1_agent_proto_init() }
@@ -1044,7 +1607,7 @@ func file_netloom_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_netloom_agent_v1_agent_proto_rawDesc), len(file_netloom_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
