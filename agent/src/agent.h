@@ -95,6 +95,12 @@ void nl_report_start(void);  /* starts the helper thread */
 void nl_report_final(void);  /* stops it, sends the final report, writes the profile */
 void nl_regions_copy(struct nl_region *out, int *n);
 
+/* gpu_report.c: the snapshot's GPU section (buffer kinds), set on d->gpu when
+ * the process has CUDA loaded; nl_gpu_take_free frees what it allocated */
+struct Netloom__Agent__V1__Datagram;
+void nl_gpu_take(struct Netloom__Agent__V1__Datagram *d);
+void nl_gpu_take_free(struct Netloom__Agent__V1__Datagram *d);
+
 /* launcher.c (helper thread and MPI_Finalize only) */
 void nl_nodemap_load(void); /* sets nodemap when the launcher says where every rank is */
 void nl_nodemap_free(void);
