@@ -51,6 +51,10 @@ type function struct {
 	ftrace, ftracePre string
 	noFortran         bool
 	handwritten       bool
+	// @bufs SEND, RECV: the buffers the call sends from and receives into
+	// (NULL for none), whose kinds are probed when the process has CUDA
+	// (src/gpu.h): the C wrappers name them before their @post accounting
+	bufs string
 }
 
 var protoRE = regexp.MustCompile(`^(\w+)\s+(MPI_\w+)\s*\((.*)\)$`)
@@ -92,6 +96,8 @@ func parseList(r io.Reader) ([]function, error) {
 				fn.ftrace = val
 			case "ftracepre":
 				fn.ftracePre = val
+			case "bufs":
+				fn.bufs = val
 			case "nofortran":
 				fn.noFortran = true
 			case "handwritten":
@@ -266,6 +272,10 @@ func writeC(w io.Writer, fns []function, fortran bool, f08 string) error {
 			}
 			stmts = append(stmts, st)
 		}
+		post := f.post // in the C wrappers: with the buffers' kinds, once CUDA is here
+		if f.bufs != "" && f.post != "" {
+			post = fmt.Sprintf("if (__builtin_expect(nl_gpu_on, 0))\n\t\t\tnl_gpu_bufs(F, %s);\n\t\t%s;\n\t\tif (__builtin_expect(nl_gpu_on, 0))\n\t\t\tnl_gpu_clear()", f.bufs, f.post)
+		}
 		if f.pre == "" && (f.post == "" || early) {
 			// A fast path without any call (nl.h, nl_fast): the wrapper
 			// keeps no frame and saves no register; anything else goes to
@@ -287,7 +297,7 @@ func writeC(w io.Writer, fns []function, fortran bool, f08 string) error {
 				fmt.Fprintf(w, "\t\t%s;\n", f.pre)
 			}
 			if early {
-				fmt.Fprintf(w, "\t\t%s;\n", f.post)
+				fmt.Fprintf(w, "\t\t%s;\n", post)
 			}
 			fmt.Fprintf(w, "\t\treturn P%s(%s);\n\t}\n", f.name, f.args())
 		}
@@ -313,7 +323,7 @@ func writeC(w io.Writer, fns []function, fortran bool, f08 string) error {
 		}
 		fmt.Fprintf(w, "\tnl_fn_done(NL_FN_%s, nl_t0);\n", f.name)
 		if f.post != "" {
-			fmt.Fprintf(w, "\tif (rc == MPI_SUCCESS) {\n\t\t%s;\n\t}\n", f.post)
+			fmt.Fprintf(w, "\tif (rc == MPI_SUCCESS) {\n\t\t%s;\n\t}\n", post)
 		}
 		if f.trace != "" {
 			fmt.Fprintf(w, "\tif (__builtin_expect(nl_tracing, 0)) {\n\t\tif (rc == MPI_SUCCESS) {\n\t\t\t%s;\n\t\t}\n\t\tnl_trace_exit();\n\t}\n", f.trace)

@@ -97,6 +97,7 @@ void nl_regions_copy(struct nl_region *out, int *n);
 
 /* gpu_report.c: the snapshot's GPU section (buffer kinds), set on d->gpu when
  * the process has CUDA loaded; nl_gpu_take_free frees what it allocated */
+void nl_gpu_check(void); /* core.c: starts probing buffers once CUDA is here */
 struct Netloom__Agent__V1__Datagram;
 void nl_gpu_take(struct Netloom__Agent__V1__Datagram *d);
 void nl_gpu_take_free(struct Netloom__Agent__V1__Datagram *d);
@@ -105,15 +106,7 @@ void nl_gpu_take_free(struct Netloom__Agent__V1__Datagram *d);
 void nl_nodemap_load(void); /* sets nodemap when the launcher says where every rank is */
 void nl_nodemap_free(void);
 
-/* auth.c: MUNGE credentials and the HMAC of each datagram (helper thread
- * and MPI_Finalize only) */
-#define NL_AUTH_KEY 32
-#define NL_AUTH_OVERHEAD 35   /* the mac field: tag (2), length (1), HMAC-SHA256 (32) */
-#define NL_AUTH_CRED_MAX 4096 /* the daemon's limit */
-void nl_auth_start(void);          /* starts the signer thread, once; no-op without MUNGE */
-void nl_auth_wait_first(int ms);   /* waits at most ms for the signer's first answer */
-void nl_auth_stop(void);           /* tells the signer to end (never waits for it) */
-int nl_auth_get(char *cred, size_t cap, size_t *len, uint8_t key[NL_AUTH_KEY]); /* 0: a credential */
-size_t nl_auth_sign(uint8_t *buf, size_t len, const uint8_t key[NL_AUTH_KEY]); /* appends the mac field; 0 on failure */
+/* auth.c (auth.h) and wire.c (wire.h), MUNGE signing and the transport,
+ * know nothing of MPI: report.c includes their headers itself. */
 
 #endif

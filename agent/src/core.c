@@ -17,6 +17,9 @@ struct nl_peer *nl_peers;
 int nl_world_size, nl_world_rank_self;
 int nl_mt;
 unsigned nl_slow = NL_SLOW_INIT;
+struct nl_gpu_counts nl_gfns[NL_NFUNCS];
+struct nl_gpu_counts *nl_gpeers;
+__thread unsigned char nl_gk[2] __attribute__((tls_model("initial-exec"))) = {NL_KIND_NONE, NL_KIND_NONE};
 struct nl_agent nl_agent = {
 	.region_lock = PTHREAD_MUTEX_INITIALIZER,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -582,7 +585,7 @@ void nl_start(int f, MPI_Request req)
 	long s = slot_find(rtab, sizeof rtab[0], RTAB_BITS, key, 0, NULL);
 	if (s < 0)
 		return; /* a receive, or a request we do not know */
-	nl_add(&nl_fns[f].sent, rtab[s].bytes);
+	nl_fn_sent(f, rtab[s].bytes);
 	nl_peer_add(rtab[s].world, NL_P2P, rtab[s].bytes);
 }
 
@@ -614,13 +617,13 @@ static inline void coll_send(int f, const struct nl_comm *e, int i, uint64_t b)
 {
 	if (i == e->rank)
 		return;
-	nl_add(&nl_fns[f].sent, b);
+	nl_fn_sent(f, b);
 	nl_peer_add(wrank(e, i), NL_COLL, b);
 }
 
 static inline void coll_recv(int f, uint64_t b)
 {
-	nl_add(&nl_fns[f].recvd, b);
+	nl_fn_recvd(f, b);
 }
 
 /* intra returns the communicator's entry if its collectives are accounted:
@@ -843,7 +846,7 @@ static void neighbour_blocks(int f, MPI_Comm comm, const int *scounts, int scoun
 		int c = scounts ? scounts[i] : scount;
 		if (dst[i] >= 0 && dst[i] != self && c > 0) {
 			uint64_t b = (uint64_t)c * ssize(st, i);
-			nl_add(&nl_fns[f].sent, b);
+			nl_fn_sent(f, b);
 			nl_peer_add(dst[i], NL_COLL, b);
 		}
 	}
@@ -931,11 +934,14 @@ void nl_rma(int f, int count, MPI_Datatype t, int target, MPI_Win win)
 	if (!e || target >= e->size)
 		return;
 	uint64_t b = (uint64_t)count * nl_type_size(t);
-	if (f == NL_FN_MPI_Get || f == NL_FN_MPI_Rget)
-		nl_add(&nl_fns[f].recvd, b);
+	int get = f == NL_FN_MPI_Get || f == NL_FN_MPI_Rget;
+	if (get)
+		nl_fn_recvd(f, b);
 	else
-		nl_add(&nl_fns[f].sent, b);
+		nl_fn_sent(f, b);
 	nl_peer_add(wrank(e, target), NL_RMA, b);
+	if (__builtin_expect(nl_gpu_on, 0) && get) /* fetched from the target into origin_addr */
+		nl_gpu_peer(wrank(e, target), 1, b);
 }
 
 void nl_io(int f, int count, MPI_Datatype t, int write)
@@ -943,7 +949,10 @@ void nl_io(int f, int count, MPI_Datatype t, int write)
 	if (count <= 0)
 		return;
 	uint64_t b = (uint64_t)count * nl_type_size(t);
-	nl_add(write ? &nl_fns[f].sent : &nl_fns[f].recvd, b);
+	if (write)
+		nl_fn_sent(f, b);
+	else
+		nl_fn_recvd(f, b);
 	nl_add(&nl_io_bytes[write ? 1 : 0], b);
 }
 
@@ -1387,8 +1396,25 @@ void nl_start_agent(void)
 	physical_alloc(nl_world_size);
 	__atomic_store_n(&nl_peers, peers, __ATOMIC_RELEASE);
 	__atomic_fetch_and(&nl_slow, ~NL_SLOW_INIT, __ATOMIC_RELEASE); /* the wrappers' fast path may read nl_peers now */
+	nl_gpu_check();
 	nl_trace_start();
 	nl_report_start();
+}
+
+/* nl_gpu_check starts probing buffers once the process has CUDA (gpu.h):
+ * MPI_Init, then each snapshot. The per-peer counts come first, then every
+ * wrapper leaves its fast path (NL_SLOW_GPU) for the one naming buffers. */
+void nl_gpu_check(void)
+{
+	if (__atomic_load_n(&nl_slow, __ATOMIC_RELAXED) & NL_SLOW_GPU || !nl_peers || !nl_gpu_poll())
+		return;
+	struct nl_gpu_counts *g = calloc((size_t)nl_world_size, sizeof *g);
+	if (!g) {
+		fprintf(stderr, "netloom: out of memory for %d peers' buffer kinds\n", nl_world_size);
+		return; /* kinds per function only */
+	}
+	__atomic_store_n(&nl_gpeers, g, __ATOMIC_RELEASE);
+	__atomic_fetch_or(&nl_slow, NL_SLOW_GPU, __ATOMIC_RELEASE);
 }
 
 void nl_stop_agent(void)

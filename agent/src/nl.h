@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "fnids.h"
+#include "gpu.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
@@ -70,10 +71,68 @@ extern int nl_mt;                 /* MPI_THREAD_MULTIPLE: use atomic read-modify
  * below is for the single-threaded steady state only). Bits: */
 #define NL_SLOW_MT 2u   /* MPI_THREAD_MULTIPLE (set once at init) */
 #define NL_SLOW_INIT 4u /* before the agent started (cleared once nl_peers is set) */
+#define NL_SLOW_GPU 8u  /* CUDA in the process: buffers are probed (set once, nl_gpu_check) */
 extern unsigned nl_slow;
+
+/* Buffer kinds (gpu.h), counted once the process has CUDA (nl_gpu_on):
+ * [0] the buffers sent from, [1] those received into; b: bytes, m: buffers
+ * named (per function) or messages (per peer). */
+struct nl_gpu_counts {
+	uint64_t b[2][NL_NKIND], m[2][NL_NKIND];
+};
+extern struct nl_gpu_counts nl_gfns[NL_NFUNCS];
+extern struct nl_gpu_counts *nl_gpeers; /* world_size entries, set before NL_SLOW_GPU */
+/* the kinds of the call in progress on this thread, NL_KIND_NONE outside
+ * one (nl_gpu_bufs sets them before the accounting, nl_gpu_clear after) */
+extern __thread unsigned char nl_gk[2] __attribute__((tls_model("initial-exec")));
 #pragma GCC visibility pop
 
 #define NL_INLINE static inline __attribute__((always_inline))
+
+/* nl_gpu_bufs: the wrappers of the calls naming buffers (mpi.list, @bufs)
+ * call it when nl_gpu_on, before their accounting, with the buffer sent
+ * from (s) and the one received into (r), NULL for none; MPI_IN_PLACE means
+ * the other one. The accounting below then adds bytes by kind. */
+NL_INLINE void nl_gpu_bufs(int f, const void *s, const void *r)
+{
+	if (s == MPI_IN_PLACE)
+		s = r;
+	if (r == MPI_IN_PLACE)
+		r = s;
+	/* MPI_BOTTOM and the sentinels: not memory */
+	unsigned ks = (uintptr_t)s < 4096 || s == MPI_IN_PLACE ? NL_KIND_NONE : nl_gpu_kind(s);
+	unsigned kr = (uintptr_t)r < 4096 || r == MPI_IN_PLACE ? NL_KIND_NONE : nl_gpu_kind(r);
+	nl_gk[0] = (unsigned char)ks;
+	nl_gk[1] = (unsigned char)kr;
+	if (ks < NL_NKIND)
+		__atomic_fetch_add(&nl_gfns[f].m[0][ks], 1, __ATOMIC_RELAXED);
+	if (kr < NL_NKIND)
+		__atomic_fetch_add(&nl_gfns[f].m[1][kr], 1, __ATOMIC_RELAXED);
+}
+
+NL_INLINE void nl_gpu_clear(void)
+{
+	nl_gk[0] = nl_gk[1] = NL_KIND_NONE;
+}
+
+/* bytes of function f sent (d = 0) or received (d = 1) by the current call's kind */
+NL_INLINE void nl_gpu_fn(int f, int d, uint64_t b)
+{
+	unsigned k = nl_gk[d];
+	if (k < NL_NKIND)
+		__atomic_fetch_add(&nl_gfns[f].b[d][k], b, __ATOMIC_RELAXED);
+}
+
+/* one message of b bytes sent to (d = 0) or received from (d = 1) world rank w */
+NL_INLINE void nl_gpu_peer(int w, int d, uint64_t b)
+{
+	unsigned k = nl_gk[d];
+	struct nl_gpu_counts *g = __atomic_load_n(&nl_gpeers, __ATOMIC_ACQUIRE);
+	if (k >= NL_NKIND || !g)
+		return;
+	__atomic_fetch_add(&g[w].b[d][k], b, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&g[w].m[d][k], 1, __ATOMIC_RELAXED);
+}
 
 NL_INLINE uint64_t nl_ticks(void)
 {
@@ -223,6 +282,8 @@ NL_INLINE void nl_peer_addm(int mt, int w, int c, uint64_t b)
 	struct nl_peer *p = &nl_peers[w];
 	nl_addm(mt, &p->bytes[c], b);
 	nl_addm(mt, &p->msgs[c], 1);
+	if (__builtin_expect(nl_gpu_on, 0))
+		nl_gpu_peer(w, 0, b);
 	if (c == NL_P2P) {
 		uint64_t *h = __atomic_load_n(&p->hist, __ATOMIC_ACQUIRE);
 		if (__builtin_expect(!h, 0))
@@ -245,15 +306,40 @@ NL_INLINE void nl_p2p(int f, int count, MPI_Datatype t, int dest, MPI_Comm comm)
 	const int mt = nl_mt; /* one load for all the counters */
 	uint64_t b = (uint64_t)count * nl_type_size(t);
 	nl_addm(mt, &nl_fns[f].sent, b);
+	if (__builtin_expect(nl_gpu_on, 0))
+		nl_gpu_fn(f, 0, b);
 	nl_peer_addm(mt, nl_world_rank(comm, dest), NL_P2P, b);
 }
 
-/* Receive posted for count x datatype (the posted size, not the matched one). */
-NL_INLINE void nl_recvd(int f, int count, MPI_Datatype t, int source)
+/* nl_fn_sent, nl_fn_recvd: b bytes of a call of f sent or received */
+NL_INLINE void nl_fn_sent(int f, uint64_t b)
+{
+	nl_add(&nl_fns[f].sent, b);
+	if (__builtin_expect(nl_gpu_on, 0))
+		nl_gpu_fn(f, 0, b);
+}
+
+NL_INLINE void nl_fn_recvd(int f, uint64_t b)
+{
+	nl_add(&nl_fns[f].recvd, b);
+	if (__builtin_expect(nl_gpu_on, 0))
+		nl_gpu_fn(f, 1, b);
+}
+
+/* Receive posted for count x datatype from source in comm (the posted
+ * size, not the matched one). With buffers probed, a receive from a known
+ * source counts for that peer (MPI_ANY_SOURCE: for none). */
+NL_INLINE void nl_recvd(int f, int count, MPI_Datatype t, int source, MPI_Comm comm)
 {
 	if (source == MPI_PROC_NULL || count <= 0)
 		return;
-	nl_add(&nl_fns[f].recvd, (uint64_t)count * nl_type_size(t));
+	uint64_t b = (uint64_t)count * nl_type_size(t);
+	nl_fn_recvd(f, b);
+	if (__builtin_expect(nl_gpu_on, 0) && source >= 0) {
+		int w = nl_world_rank(comm, source);
+		if ((unsigned)w < (unsigned)nl_world_size)
+			nl_gpu_peer(w, 1, b);
+	}
 }
 
 /* The fast path of the generated wrappers of the untimed calls that count
@@ -340,8 +426,9 @@ struct nl_recvd_x {
 	uint64_t b; /* 0: nothing to count */
 };
 
-NL_INLINE int nl_recvd_ok(struct nl_recvd_x *x, int count, MPI_Datatype t, int source)
+NL_INLINE int nl_recvd_ok(struct nl_recvd_x *x, int count, MPI_Datatype t, int source, MPI_Comm comm)
 {
+	(void)comm; /* used with buffers probed only, never on this path */
 	x->b = 0;
 	if (source == MPI_PROC_NULL || count <= 0) /* as nl_recvd */
 		return 1;
