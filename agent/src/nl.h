@@ -89,51 +89,6 @@ extern __thread unsigned char nl_gk[2] __attribute__((tls_model("initial-exec"))
 
 #define NL_INLINE static inline __attribute__((always_inline))
 
-/* nl_gpu_bufs: the wrappers of the calls naming buffers (mpi.list, @bufs)
- * call it when nl_gpu_on, before their accounting, with the buffer sent
- * from (s) and the one received into (r), NULL for none; MPI_IN_PLACE means
- * the other one. The accounting below then adds bytes by kind. */
-NL_INLINE void nl_gpu_bufs(int f, const void *s, const void *r)
-{
-	if (s == MPI_IN_PLACE)
-		s = r;
-	if (r == MPI_IN_PLACE)
-		r = s;
-	/* MPI_BOTTOM and the sentinels: not memory */
-	unsigned ks = (uintptr_t)s < 4096 || s == MPI_IN_PLACE ? NL_KIND_NONE : nl_gpu_kind(s);
-	unsigned kr = (uintptr_t)r < 4096 || r == MPI_IN_PLACE ? NL_KIND_NONE : nl_gpu_kind(r);
-	nl_gk[0] = (unsigned char)ks;
-	nl_gk[1] = (unsigned char)kr;
-	if (ks < NL_NKIND)
-		__atomic_fetch_add(&nl_gfns[f].m[0][ks], 1, __ATOMIC_RELAXED);
-	if (kr < NL_NKIND)
-		__atomic_fetch_add(&nl_gfns[f].m[1][kr], 1, __ATOMIC_RELAXED);
-}
-
-NL_INLINE void nl_gpu_clear(void)
-{
-	nl_gk[0] = nl_gk[1] = NL_KIND_NONE;
-}
-
-/* bytes of function f sent (d = 0) or received (d = 1) by the current call's kind */
-NL_INLINE void nl_gpu_fn(int f, int d, uint64_t b)
-{
-	unsigned k = nl_gk[d];
-	if (k < NL_NKIND)
-		__atomic_fetch_add(&nl_gfns[f].b[d][k], b, __ATOMIC_RELAXED);
-}
-
-/* one message of b bytes sent to (d = 0) or received from (d = 1) world rank w */
-NL_INLINE void nl_gpu_peer(int w, int d, uint64_t b)
-{
-	unsigned k = nl_gk[d];
-	struct nl_gpu_counts *g = __atomic_load_n(&nl_gpeers, __ATOMIC_ACQUIRE);
-	if (k >= NL_NKIND || !g)
-		return;
-	__atomic_fetch_add(&g[w].b[d][k], b, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&g[w].m[d][k], 1, __ATOMIC_RELAXED);
-}
-
 NL_INLINE uint64_t nl_ticks(void)
 {
 #ifdef NL_HAVE_TSC
@@ -165,6 +120,53 @@ NL_INLINE void nl_addm(int mt, uint64_t *p, uint64_t v)
 NL_INLINE void nl_add(uint64_t *p, uint64_t v)
 {
 	nl_addm(nl_mt, p, v);
+}
+
+/* nl_gpu_bufs: the wrappers of the calls naming buffers (mpi.list, @bufs)
+ * call it when nl_gpu_on, before their accounting, with the buffer sent
+ * from (s) and the one received into (r), NULL for none; MPI_IN_PLACE means
+ * the other one. The accounting below then adds bytes by kind. */
+NL_INLINE void nl_gpu_bufs(int f, const void *s, const void *r)
+{
+	if (s == MPI_IN_PLACE)
+		s = r;
+	if (r == MPI_IN_PLACE)
+		r = s;
+	/* MPI_BOTTOM and the sentinels: not memory */
+	unsigned ks = (uintptr_t)s < 4096 || s == MPI_IN_PLACE ? NL_KIND_NONE : nl_gpu_kind(s);
+	unsigned kr = (uintptr_t)r < 4096 || r == MPI_IN_PLACE ? NL_KIND_NONE : nl_gpu_kind(r);
+	nl_gk[0] = (unsigned char)ks;
+	nl_gk[1] = (unsigned char)kr;
+	const int mt = nl_mt;
+	if (ks < NL_NKIND)
+		nl_addm(mt, &nl_gfns[f].m[0][ks], 1);
+	if (kr < NL_NKIND)
+		nl_addm(mt, &nl_gfns[f].m[1][kr], 1);
+}
+
+NL_INLINE void nl_gpu_clear(void)
+{
+	nl_gk[0] = nl_gk[1] = NL_KIND_NONE;
+}
+
+/* bytes of function f sent (d = 0) or received (d = 1) by the current call's kind */
+NL_INLINE void nl_gpu_fn(int f, int d, uint64_t b)
+{
+	unsigned k = nl_gk[d];
+	if (k < NL_NKIND)
+		nl_addm(nl_mt, &nl_gfns[f].b[d][k], b);
+}
+
+/* one message of b bytes sent to (d = 0) or received from (d = 1) world rank w */
+NL_INLINE void nl_gpu_peer(int w, int d, uint64_t b)
+{
+	unsigned k = nl_gk[d];
+	struct nl_gpu_counts *g = __atomic_load_n(&nl_gpeers, __ATOMIC_ACQUIRE);
+	if (k >= NL_NKIND || !g)
+		return;
+	const int mt = nl_mt;
+	nl_addm(mt, &g[w].b[d][k], b);
+	nl_addm(mt, &g[w].m[d][k], 1);
 }
 
 void nl_wait_before(int f, MPI_Comm comm);
