@@ -191,6 +191,11 @@ func readProfiles(t *testing.T, dir string, np int) []*agentpb.Datagram {
 		if want := fmt.Sprintf("rank-%d.pb", d.Rank); filepath.Base(f) != want {
 			t.Errorf("%s holds rank %d", f, d.Rank)
 		}
+		// no CUDA on this machine: no buffer probed, no GPU section
+		// (test/gpu checks the probe where there is a GPU)
+		if d.Gpu != nil {
+			t.Errorf("%s: a GPU section in a process without CUDA: %v", f, d.Gpu)
+		}
 		out[d.Rank] = d
 	}
 	return out
