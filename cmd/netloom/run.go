@@ -13,7 +13,7 @@ func runCmd() *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "run [flags] [--] LAUNCHER [LAUNCHER ARGS...] PROGRAM [ARGS...]",
-		Short: "run an MPI job with the Netloom agent preloaded",
+		Short: "run an MPI or NCCL job with the Netloom agent preloaded",
 		Long: `Runs an MPI job with the Netloom agent (libnetloom) preloaded into every
 rank, and exits with the job's exit status.
 
@@ -36,9 +36,18 @@ Under Open MPI, netloom run turns Open MPI's monitoring on
 (OMPI_MCA_pml_monitoring_enable=1, no output files) unless the environment
 sets it: the agent then also counts what the library really sends to each
 peer, collectives as decomposed, and the daemon puts those bytes on the
-links (traffic_model physical). --logical leaves it off.`,
+links (traffic_model physical). --logical leaves it off.
+
+A torchrun job (torchrun, or python -m torch.distributed.run) is an NCCL
+job: netloom run sets NCCL_PROFILER_PLUGIN to libnetloom-nccl.so (found as
+above) and the NETLOOM_* settings in the environment torchrun passes to
+its workers; nothing is preloaded. Each worker reports as one rank
+(RANK, WORLD_SIZE) of the job: its NCCL operations beside MPI's functions
+(docs/nccl.md). --nccl loads the plugin into the ranks of an MPI job that
+also uses NCCL.`,
 		Example: `  netloom run --daemon mgmt:8467 -- mpirun -np 64 ./app
-  netloom run --output /tmp/prof -- mpiexec.mpich -n 4 ./app && netloom report /tmp/prof`,
+  netloom run --output /tmp/prof -- mpiexec.mpich -n 4 ./app && netloom report /tmp/prof
+  netloom run --output /tmp/prof -- torchrun --nproc-per-node 8 train.py`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("missing LAUNCHER")
@@ -73,7 +82,8 @@ links (traffic_model physical). --logical leaves it off.`,
 	f.BoolVar(&o.Waits, "waits", false, "time apart the wait for the last rank before each blocking collective (a barrier before it) and the wait for a late sender in each MPI_Recv (a probe before it): agent/README.md, \"Wait states\"")
 	f.BoolVar(&o.Trace, "trace", false, "record the replay trace netloom model needs (with --output: DIR/JOB/rank-N.ti.gz; agent/README.md, \"Replay trace\")")
 	f.BoolVar(&o.Logical, "logical", false, "under Open MPI, leave its monitoring off: the agent then counts the application's calls only, not the messages the library sends for them (agent/README.md, \"Physical traffic\")")
-	enumFlag(c, &o.MPI, "mpi", "auto", "MPI `flavour`: ompi, mpich or auto", "ompi", "mpich", "auto")
+	f.BoolVar(&o.NCCL, "nccl", false, "also load the NCCL profiler plugin (libnetloom-nccl.so) into the ranks: their NCCL operations are reported beside MPI's (docs/nccl.md)")
+	enumFlag(c, &o.MPI, "mpi", "auto", "MPI `flavour`: ompi, mpich, nccl (NCCL without MPI: torchrun) or auto", "ompi", "mpich", "nccl", "auto")
 	f.StringVar(&o.Lib, "lib", "", "agent library `path` (default: found as above)")
 	f.StringVar(&o.JobID, "job-id", "", "job `id` (default: the scheduler's, else one generated)")
 	f.BoolVar(&quiet, "quiet", false, "do not print the job id and library")

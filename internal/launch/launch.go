@@ -12,16 +12,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
 
-// MPI flavours, named as the agent libraries are (libnetloom-<mpi>.so).
+// MPI flavours, named as the agent libraries are (libnetloom-<mpi>.so);
+// NCCL: a job whose ranks use NCCL without MPI (torchrun), profiled by the
+// NCCL profiler plugin libnetloom-nccl.so alone.
 const (
 	OpenMPI = "ompi"
 	MPICH   = "mpich"
+	NCCL    = "nccl"
 )
 
 // Options say how to run a job.
@@ -38,7 +42,11 @@ type Options struct {
 	// on, the agent knows only the application's calls, not the messages
 	// the library sent (TrafficModel).
 	Logical bool
-	Env     []string // the environment (default os.Environ())
+	// NCCL also loads the NCCL profiler plugin (libnetloom-nccl.so, found
+	// beside the MPI agent) into the ranks of an MPI job that uses NCCL:
+	// NCCL_PROFILER_PLUGIN. A torchrun job gets it anyway.
+	NCCL bool
+	Env  []string // the environment (default os.Environ())
 }
 
 // Plan is the command to run and what was decided.
@@ -68,8 +76,8 @@ func Prepare(ctx context.Context, opt Options, argv []string) (*Plan, error) {
 			return nil, err
 		}
 	}
-	if mpi != OpenMPI && mpi != MPICH {
-		return nil, fmt.Errorf("--mpi %q: want ompi, mpich or auto", mpi)
+	if mpi != OpenMPI && mpi != MPICH && mpi != NCCL {
+		return nil, fmt.Errorf("--mpi %q: want ompi, mpich, nccl or auto", mpi)
 	}
 	lib := opt.Lib
 	if lib == "" {
@@ -87,6 +95,17 @@ func Prepare(ctx context.Context, opt Options, argv []string) (*Plan, error) {
 	}
 	p := &Plan{MPI: mpi, Lib: abs, JobID: opt.JobID}
 	set := map[string]string{}
+	// NCCL loads its profiler plugin from NCCL_PROFILER_PLUGIN (a path),
+	// in every process that makes a communicator (docs/nccl.md).
+	if mpi == NCCL {
+		set["NCCL_PROFILER_PLUGIN"] = abs
+	} else if opt.NCCL {
+		plugin, err := FindLibrary(NCCL, append([]string{"NETLOOM_LIB_DIR=" + filepath.Dir(abs)}, env...))
+		if err != nil {
+			return nil, fmt.Errorf("--nccl: %w", err)
+		}
+		set["NCCL_PROFILER_PLUGIN"] = plugin
+	}
 	if opt.Daemon != "" {
 		set["NETLOOM_DAEMON"] = opt.Daemon
 	}
@@ -128,6 +147,13 @@ func Prepare(ctx context.Context, opt Options, argv []string) (*Plan, error) {
 		set["NETLOOM_JOB_ID"] = p.JobID
 	}
 	p.Env = setenv(env, set)
+	if mpi == NCCL {
+		// torchrun and its like start the ranks with their own
+		// environment: NCCL_PROFILER_PLUGIN and NETLOOM_* reach them as
+		// they are; nothing is preloaded.
+		p.Argv = slices.Clone(argv)
+		return p, nil
+	}
 	preload := abs
 	if old := getenv(env, "LD_PRELOAD"); old != "" {
 		preload += ":" + old
@@ -143,7 +169,7 @@ func Prepare(ctx context.Context, opt Options, argv []string) (*Plan, error) {
 	case mpi == OpenMPI:
 		extra = []string{"-x", "LD_PRELOAD=" + preload}
 		for _, kv := range p.Env {
-			if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "NETLOOM_") {
+			if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "NETLOOM_") || k == "NCCL_PROFILER_PLUGIN" {
 				extra = append(extra, "-x", k)
 			}
 		}
@@ -159,6 +185,8 @@ func Prepare(ctx context.Context, opt Options, argv []string) (*Plan, error) {
 func Detect(ctx context.Context, argv []string, env []string) (string, error) {
 	name := filepath.Base(argv[0])
 	switch {
+	case name == "torchrun" || len(argv) > 2 && strings.HasPrefix(name, "python") && argv[1] == "-m" && argv[2] == "torch.distributed.run":
+		return NCCL, nil
 	case strings.HasSuffix(name, ".openmpi") || name == "orterun" || name == "prterun":
 		return OpenMPI, nil
 	case strings.HasSuffix(name, ".mpich") || strings.Contains(name, "hydra"):

@@ -102,3 +102,47 @@ func TestPrepare(t *testing.T) {
 		t.Error("missing library accepted")
 	}
 }
+
+// TestPrepareNCCL: a torchrun job gets the NCCL plugin through the
+// environment its workers inherit, nothing preloaded and its command line
+// unchanged; an MPI job with --nccl gets it beside the MPI agent, passed
+// to the ranks as the NETLOOM_* settings are.
+func TestPrepareNCCL(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"libnetloom-ompi.so", "libnetloom-nccl.so"} {
+		os.WriteFile(filepath.Join(dir, n), nil, 0o644)
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "NETLOOM_LIB_DIR=" + dir}
+	argv := []string{"torchrun", "--nproc-per-node", "2", "train.py"}
+	if got, err := Detect(context.Background(), argv, env); err != nil || got != NCCL {
+		t.Errorf("Detect(torchrun) = %q, %v", got, err)
+	}
+	if got, _ := Detect(context.Background(), []string{"python3", "-m", "torch.distributed.run", "x.py"}, env); got != NCCL {
+		t.Errorf("Detect(python3 -m torch.distributed.run) = %q", got)
+	}
+	p, err := Prepare(context.Background(), Options{Output: "out", Env: env, JobID: "j2"}, argv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugin := filepath.Join(dir, "libnetloom-nccl.so")
+	if p.MPI != NCCL || p.Lib != plugin || !slices.Equal(p.Argv, argv) {
+		t.Errorf("plan %s %s %q", p.MPI, p.Lib, p.Argv)
+	}
+	if getenv(p.Env, "NCCL_PROFILER_PLUGIN") != plugin || getenv(p.Env, "NETLOOM_JOB_ID") != "j2" || getenv(p.Env, "LD_PRELOAD") != "" ||
+		!filepath.IsAbs(getenv(p.Env, "NETLOOM_OUTPUT")) {
+		t.Errorf("env %q", p.Env)
+	}
+	p, err = Prepare(context.Background(), Options{MPI: "ompi", NCCL: true, Env: env, JobID: "j3"}, []string{"mpirun", "-np", "2", "./app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if getenv(p.Env, "NCCL_PROFILER_PLUGIN") != plugin || !slices.Contains(p.Argv, "NCCL_PROFILER_PLUGIN") ||
+		!slices.Contains(p.Argv, "LD_PRELOAD="+filepath.Join(dir, "libnetloom-ompi.so")) {
+		t.Errorf("--nccl: env %q argv %q", p.Env, p.Argv)
+	}
+	os.Remove(plugin)
+	if _, err := Prepare(context.Background(), Options{MPI: "ompi", NCCL: true, Env: env}, []string{"mpirun", "./app"}); err == nil ||
+		!strings.Contains(err.Error(), "libnetloom-nccl.so") {
+		t.Errorf("--nccl without the plugin: %v", err)
+	}
+}
