@@ -16,7 +16,9 @@
  * munge_encode is a round trip to munged that libmunge bounds only by its
  * own timeouts (2 s per attempt, up to 5 attempts); it runs on the signer
  * thread alone, so neither the application nor the helper ever waits for
- * it, and MPI_Finalize does not join it. Nothing here calls MPI. */
+ * it, and the final report does not join it. Nothing here knows MPI or
+ * NCCL (auth.h): the MPI agent and the NCCL plugin both use it, passing the
+ * job id and rank in at nl_auth_start. */
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -29,7 +31,7 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "agent.h"
+#include "auth.h"
 
 #define KEY_LEN 32
 #define MAC_LEN 32
@@ -63,6 +65,8 @@ static struct {
 	int debug;
 	int restrict_uid; /* NETLOOM_MUNGE_UID given: only that uid may decode */
 	uid_t decoder;
+	char job_id[128]; /* the credentials' job id, from nl_auth_start */
+	int rank;         /* for NETLOOM_DEBUG's messages */
 
 	munge_encode_fn encode;
 	munge_ctx_create_fn ctx_create;
@@ -82,7 +86,7 @@ static int debug_on(void)
 static void say(const char *why)
 {
 	if (au.debug)
-		fprintf(stderr, "netloom: rank %d: datagrams unauthenticated: %s\n", nl_world_rank_self, why);
+		fprintf(stderr, "netloom: rank %d: datagrams unauthenticated: %s\n", au.rank, why);
 }
 
 static void *sym(void *lib, const char *name)
@@ -122,15 +126,15 @@ static int load(void)
 /* encode_once asks munged for a credential with a new key; 0 when it gave one. */
 static int encode_once(void)
 {
-	uint8_t payload[sizeof MAGIC - 1 + KEY_LEN + sizeof nl_agent.job_id];
+	uint8_t payload[sizeof MAGIC - 1 + KEY_LEN + sizeof au.job_id];
 	uint8_t *key = payload + sizeof MAGIC - 1;
-	size_t jl = strnlen(nl_agent.job_id, sizeof nl_agent.job_id);
+	size_t jl = strnlen(au.job_id, sizeof au.job_id);
 	memcpy(payload, MAGIC, sizeof MAGIC - 1);
 	if (getrandom(key, KEY_LEN, 0) != KEY_LEN) {
 		say("getrandom failed");
 		return -1;
 	}
-	memcpy(key + KEY_LEN, nl_agent.job_id, jl);
+	memcpy(key + KEY_LEN, au.job_id, jl);
 	void *ctx = au.ctx_create();
 	char *cred = NULL;
 	int e = ctx ? 0 : 5; /* EMUNGE_NO_MEMORY */
@@ -198,7 +202,7 @@ static void *signer(void *arg)
 	return NULL;
 }
 
-void nl_auth_start(void)
+void nl_auth_start(const char *job_id, int rank)
 {
 	pthread_mutex_lock(&au.lock);
 	int tried = au.tried;
@@ -206,6 +210,8 @@ void nl_auth_start(void)
 	pthread_mutex_unlock(&au.lock);
 	if (tried)
 		return;
+	snprintf(au.job_id, sizeof au.job_id, "%s", job_id ? job_id : "");
+	au.rank = rank;
 	au.debug = debug_on();
 	const char *v = getenv("NETLOOM_MUNGE");
 	if (v && strcmp(v, "0") == 0) {
