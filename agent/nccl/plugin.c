@@ -485,6 +485,18 @@ static void kch_start(void **h, void *parent)
 
 /* ------------------------------------------------- NCCL's entry points */
 
+/* NETLOOM_DEBUG=1: the events NCCL started, by type, told at the end (what
+ * a release of NCCL sends this plugin) */
+static int debug;
+static uint64_t seen[16];
+
+static void saw(uint64_t type)
+{
+	if (__builtin_expect(debug, 0))
+		__atomic_fetch_add(&seen[type ? __builtin_ctzll(type) & 15 : 15], 1, __ATOMIC_RELAXED);
+}
+
+
 /* The descriptors of v4 and v5 name the same members alike: one body. The
  * context is dereferenced only for events of this process's own
  * communicators (a PXN proxy operation carries another process's). */
@@ -534,6 +546,23 @@ static nl_nccl_result start_v5(void *context, void **h, struct nl_nccl_descr_v5 
 	if (!d || LD(&g.disabled))
 		return NL_NCCL_SUCCESS;
 	struct comm *c = context;
+	saw(d->type);
+	/* one rank: the API calls are the operations (init_common), and an
+	 * operation event, should one come, is not counted twice */
+	if (c && c->nranks == 1) {
+		switch ((uint64_t)d->type) {
+		case NL_NCCL_COLL_API:
+			op_start(c, h, K_COLL, d->coll_api.func, d->coll_api.count, d->coll_api.datatype, NULL, NULL);
+			return NL_NCCL_SUCCESS;
+		case NL_NCCL_P2P_API:
+			op_start(c, h, K_P2P, d->p2p_api.func, d->p2p_api.count, d->p2p_api.datatype, NULL, NULL);
+			return NL_NCCL_SUCCESS;
+		case NL_NCCL_COLL:
+		case NL_NCCL_P2P:
+			*h = TOKEN(K_OTHER);
+			return NL_NCCL_SUCCESS;
+		}
+	}
 	DISPATCH(c, h, d);
 	return NL_NCCL_SUCCESS;
 }
@@ -975,6 +1004,13 @@ static void stop_reporter(void)
 /* under g.lock: the final report, the profile file */
 static void final_report(void)
 {
+	if (debug) {
+		fprintf(stderr, "netloom: NCCL events started, by type bit:");
+		for (int i = 0; i < 16; i++)
+			if (seen[i])
+				fprintf(stderr, " %d:%llu", i, (unsigned long long)seen[i]);
+		fprintf(stderr, "\n");
+	}
 	stop_reporter();
 	nl_auth_wait_first(500); /* a job shorter than munged's first answer */
 	send_snapshot(1);
@@ -1050,6 +1086,14 @@ static nl_nccl_result init_common(void **context, int *mask, uint64_t hash, int 
 		goto out;
 	}
 	*mask = EVENTS;
+	debug = getenv("NETLOOM_DEBUG") && *getenv("NETLOOM_DEBUG") == '1';
+	/* A one-rank communicator's collectives are a local copy that NCCL
+	 * launches without its operation events: v5 tells their API calls. */
+	if (iface >= 5 && nranks == 1)
+		*mask |= NL_NCCL_COLL_API | NL_NCCL_P2P_API;
+	if (debug)
+		fprintf(stderr, "netloom: NCCL communicator %llx, rank %d of %d, profiler v%d, events 0x%x\n",
+		        (unsigned long long)hash, rank, nranks, iface, *mask);
 	if (nranks <= 0 || rank < 0 || rank >= nranks)
 		goto out; /* a communicator it cannot count: its events are ignored */
 	if (!g.started) {

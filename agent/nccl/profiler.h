@@ -104,7 +104,7 @@ struct nl_nccl_descr_v5 {
 	int rank;     /* the rank in the communicator */
 	union {
 		struct {
-			bool graph_captured;
+			int graph_captured;
 			int group_depth;
 		} group_api;
 		struct {

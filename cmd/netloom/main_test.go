@@ -113,7 +113,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"serve", "--anonymous", "user"}, `"--anonymous"`},
 		{[]string{"serve", "--listen"}, "flag needs an argument: --listen"},
 		{[]string{"run"}, "missing LAUNCHER"},
-		{[]string{"run", "--mpi", "lam", "--", "mpirun"}, `invalid argument "lam" for "--mpi" flag: want ompi, mpich or auto`},
+		{[]string{"run", "--mpi", "lam", "--", "mpirun"}, `invalid argument "lam" for "--mpi" flag: want ompi, mpich, nccl or auto`},
 		{[]string{"run", "--interval", "soon", "--", "mpirun"}, `"--interval"`},
 		{[]string{"report"}, "missing DIR"},
 		{[]string{"report", "a", "b"}, `unexpected argument "b"`},

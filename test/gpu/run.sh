@@ -62,10 +62,12 @@ mpirun --oversubscribe -np 2 $agent -x NETLOOM_JOB_ID=cpu -x NETLOOM_OUTPUT="$ch
 
 step "3. NCCL from PyTorch, one rank, with libnetloom-nccl.so"
 if [ -f "$bin/lib/libnetloom-nccl.so" ]; then
-	NCCL_PROFILER_PLUGIN="$bin/lib/libnetloom-nccl.so" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV NETLOOM_JOB_ID=nccl \
+	NCCL_PROFILER_PLUGIN="$bin/lib/libnetloom-nccl.so" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,COLL NETLOOM_DEBUG=1 NETLOOM_JOB_ID=nccl \
 		NETLOOM_OUTPUT="$chk/nccl" NETLOOM_DAEMON=127.0.0.1:9 RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 \
 		timeout 300 python3 test/gpu/nccl_ops.py >"$out/nccl.out" 2>"$out/nccl.err" || fail "nccl_ops.py"
-	cat "$out/nccl.out"
+	grep -v 'NCCL INFO' "$out/nccl.out"
+	# NCCL's own log (NCCL_DEBUG_SUBSYS=COLL: a line per call) and the plugin's, for TestNCCL
+	[ -d "$chk/nccl" ] && cat "$out/nccl.out" "$out/nccl.err" >"$chk/nccl/log.txt"
 	grep -i 'profil\|netloom' "$out/nccl.err" | head -20
 else
 	fail "no libnetloom-nccl.so in $bin/lib"
