@@ -934,14 +934,11 @@ void nl_rma(int f, int count, MPI_Datatype t, int target, MPI_Win win)
 	if (!e || target >= e->size)
 		return;
 	uint64_t b = (uint64_t)count * nl_type_size(t);
-	int get = f == NL_FN_MPI_Get || f == NL_FN_MPI_Rget;
-	if (get)
+	if (f == NL_FN_MPI_Get || f == NL_FN_MPI_Rget)
 		nl_fn_recvd(f, b);
 	else
 		nl_fn_sent(f, b);
 	nl_peer_add(wrank(e, target), NL_RMA, b);
-	if (__builtin_expect(nl_gpu_on, 0) && get) /* fetched from the target into origin_addr */
-		nl_gpu_peer(wrank(e, target), 1, b);
 }
 
 void nl_io(int f, int count, MPI_Datatype t, int write)

@@ -157,7 +157,10 @@ NL_INLINE void nl_gpu_fn(int f, int d, uint64_t b)
 		nl_addm(nl_mt, &nl_gfns[f].b[d][k], b);
 }
 
-/* one message of b bytes sent to (d = 0) or received from (d = 1) world rank w */
+/* one point-to-point message of b bytes sent to (d = 0) or received from
+ * (d = 1) world rank w: both ends count the same messages, which the daemon
+ * pairs into paths (collectives and one-sided count by function only: the
+ * other end of their messages is not known) */
 NL_INLINE void nl_gpu_peer(int w, int d, uint64_t b)
 {
 	unsigned k = nl_gk[d];
@@ -284,7 +287,7 @@ NL_INLINE void nl_peer_addm(int mt, int w, int c, uint64_t b)
 	struct nl_peer *p = &nl_peers[w];
 	nl_addm(mt, &p->bytes[c], b);
 	nl_addm(mt, &p->msgs[c], 1);
-	if (__builtin_expect(nl_gpu_on, 0))
+	if (__builtin_expect(nl_gpu_on, 0) && c == NL_P2P)
 		nl_gpu_peer(w, 0, b);
 	if (c == NL_P2P) {
 		uint64_t *h = __atomic_load_n(&p->hist, __ATOMIC_ACQUIRE);

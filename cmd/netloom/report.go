@@ -19,12 +19,15 @@ NETLOOM_OUTPUT/JOB/ at MPI_Finalize, e.g. with netloom run --output DIR) and
 prints MPInside-style tables: time per MPI function per rank; requests and
 bytes sent and received per function; the rank-to-rank SIZE (bytes) and
 REQUEST (messages) matrices of point-to-point, collective and one-sided
-traffic; regions. DIR is the job's directory, or the output directory when
-it holds one job.
+traffic; regions; for GPU jobs, the MPI buffers' paths between host and
+device memory (H->H, H->D, D->H, D->D, inside and across nodes) and kinds
+per function, and the NCCL operations (docs/gpu.md). DIR is the job's
+directory, or the output directory when it holds one job.
 
 --json prints one document instead (docs/cli.md): "ranks", "matrix" with
 p2p, coll and rma, each with "bytes" and "msgs" as rank-by-rank arrays
-(row = sender), "processes", "nodes", "profile", "histogram", "regions".
+(row = sender), "processes", "nodes", "profile", "histogram", "regions",
+"gpu" (as GET /api/v1/jobs/{job}/gpu gives it).
 --csv also writes ranks.csv, functions.csv and matrix-CLASS-METRIC.csv.`,
 		Example: `  netloom report /tmp/prof --json`,
 		Args:    posArgs("DIR"),

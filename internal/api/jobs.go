@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/netloom/netloom/internal/gpupath"
 	"github.com/netloom/netloom/internal/ingest"
 	"github.com/netloom/netloom/internal/store"
 )
@@ -32,6 +33,7 @@ func (s *Server) ServeJobs(live func() *ingest.Live) {
 	s.userRoute("GET /api/v1/jobs/{job}/histogram", j.histogram)
 	s.userRoute("GET /api/v1/jobs/{job}/profile", j.profile)
 	s.userRoute("GET /api/v1/jobs/{job}/regions", j.regions)
+	s.userRoute("GET /api/v1/jobs/{job}/gpu", j.gpu)
 }
 
 type jobsAPI struct {
@@ -617,4 +619,19 @@ func (a *jobsAPI) regions(r *http.Request) (any, error) {
 		return nil, err
 	}
 	return map[string]any{"job": j.ID, "regions": ingest.BuildRegions(j)}, nil
+}
+
+// gpu is the job's GPU side (docs/gpu.md): its MPI buffers' paths between
+// host and device memory, per rank pair (at most pairs, the largest), and
+// its NCCL operations summed over ranks.
+func (a *jobsAPI) gpu(r *http.Request) (any, error) {
+	pairs, err := intParam(r, "pairs", 100, 0, 10000)
+	if err != nil {
+		return nil, err
+	}
+	j, err := a.job(r)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"job": j.ID, "gpu": gpupath.Summarize(j, pairs)}, nil
 }

@@ -10,6 +10,7 @@ package ingest
 import (
 	"fmt"
 	"math"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -76,6 +77,8 @@ type Limits struct {
 	MaxNodes      int // destination nodes per datagram; default 1<<16
 	MaxBins       int // histogram bins; default 65 (sizes up to 2^64)
 	MaxCredential int // default 4096
+	MaxNCCLOps    int // NCCL operation rows of the GPU section; default 4096
+	MaxNCCLPeers  int // NCCL peer rows of the GPU section; default 65536
 }
 
 // WithDefaults fills zero fields.
@@ -95,6 +98,8 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.MaxNodes, 1<<16)
 	def(&l.MaxBins, 65)
 	def(&l.MaxCredential, 4096)
+	def(&l.MaxNCCLOps, 4096)
+	def(&l.MaxNCCLPeers, 1<<16)
 	return l
 }
 
@@ -147,8 +152,8 @@ func Validate(d *Datagram, lim Limits) error {
 	if d.Chunks == 0 || int64(d.Chunks) > int64(lim.MaxChunks) || d.Chunk >= d.Chunks {
 		return reject(ReasonChunk, "job %s rank %d: chunk %d of %d (limit %d)", d.JobId, d.Rank, d.Chunk, d.Chunks, lim.MaxChunks)
 	}
-	if d.Chunk != 0 && (d.Process != nil || len(d.Functions) > 0 || len(d.Regions) > 0) {
-		return reject(ReasonChunk, "job %s rank %d: chunk %d carries process, functions or regions (only chunk 0 may)", d.JobId, d.Rank, d.Chunk)
+	if d.Chunk != 0 && (d.Process != nil || len(d.Functions) > 0 || len(d.Regions) > 0 || d.Gpu != nil) {
+		return reject(ReasonChunk, "job %s rank %d: chunk %d carries process, functions, regions or gpu (only chunk 0 may)", d.JobId, d.Rank, d.Chunk)
 	}
 	if d.TimeUnixNs <= 0 || d.StartUnixNs < 0 || d.StartUnixNs > d.TimeUnixNs || d.TimeUnixNs > math.MaxInt64/2 {
 		return reject(ReasonTime, "job %s rank %d: start %d, time %d", d.JobId, d.Rank, d.StartUnixNs, d.TimeUnixNs)
@@ -200,6 +205,11 @@ func Validate(d *Datagram, lim Limits) error {
 			}
 		}
 	}
+	if d.Gpu != nil {
+		if err := validateGPU(d, lim, where); err != nil {
+			return err
+		}
+	}
 	if pp := &d.peers; pp.rows.Len() > 0 {
 		switch {
 		case int64(pp.rows.Len()) > int64(d.WorldSize):
@@ -211,6 +221,61 @@ func Validate(d *Datagram, lim Limits) error {
 		case pp.maxBins > lim.MaxBins:
 			return reject(ReasonHistogram, "%s: a peer's histogram of %d bins, limit %d", where(), pp.maxBins, lim.MaxBins)
 		}
+	}
+	return nil
+}
+
+// validateGPU checks the GPU section (field 22): its rows within bounds,
+// peers world ranks each once, names 1..MaxString bytes.
+func validateGPU(d *Datagram, lim Limits, where func() string) error {
+	g := d.Gpu
+	for _, s := range []struct{ name, v string }{{"probe_error", g.ProbeError}, {"nccl_version", g.NcclVersion}} {
+		if len(s.v) > lim.MaxString {
+			return reject(ReasonString, "%s: gpu.%s of %d bytes, limit %d", where(), s.name, len(s.v), lim.MaxString)
+		}
+	}
+	if len(g.Functions) > lim.MaxFunctions {
+		return reject(ReasonTooMany, "%s: gpu.functions: %d rows, limit %d", where(), len(g.Functions), lim.MaxFunctions)
+	}
+	for i, f := range g.Functions {
+		if f.Name == "" || len(f.Name) > lim.MaxString {
+			return reject(ReasonString, "%s: gpu.functions[%d].name of %d bytes, want 1..%d", where(), i, len(f.Name), lim.MaxString)
+		}
+	}
+	if int64(len(g.Peers)) > int64(d.WorldSize) {
+		return reject(ReasonTooMany, "%s: gpu.peers: %d rows for world size %d", where(), len(g.Peers), d.WorldSize)
+	}
+	if len(g.Peers) > 0 {
+		peers := make([]uint32, len(g.Peers))
+		for i, p := range g.Peers {
+			if p.Peer >= d.WorldSize {
+				return reject(ReasonPeer, "%s: gpu.peers[%d].peer %d of world size %d", where(), i, p.Peer, d.WorldSize)
+			}
+			peers[i] = p.Peer
+		}
+		slices.Sort(peers)
+		for i := 1; i < len(peers); i++ {
+			if peers[i] == peers[i-1] {
+				return reject(ReasonPeer, "%s: gpu.peers: peer %d twice", where(), peers[i])
+			}
+		}
+	}
+	if len(g.NcclOps) > lim.MaxNCCLOps {
+		return reject(ReasonTooMany, "%s: gpu.nccl_ops: %d rows, limit %d", where(), len(g.NcclOps), lim.MaxNCCLOps)
+	}
+	for i, o := range g.NcclOps {
+		if o.Name == "" || len(o.Name) > lim.MaxString {
+			return reject(ReasonString, "%s: gpu.nccl_ops[%d].name of %d bytes, want 1..%d", where(), i, len(o.Name), lim.MaxString)
+		}
+		if len(o.Algorithm) > lim.MaxString || len(o.Protocol) > lim.MaxString {
+			return reject(ReasonString, "%s: gpu.nccl_ops[%d]: algorithm of %d bytes, protocol of %d, limit %d", where(), i, len(o.Algorithm), len(o.Protocol), lim.MaxString)
+		}
+		if o.CommSize > 0 && o.CommRank >= o.CommSize {
+			return reject(ReasonValue, "%s: gpu.nccl_ops[%d]: comm_rank %d of comm_size %d", where(), i, o.CommRank, o.CommSize)
+		}
+	}
+	if len(g.NcclPeers) > lim.MaxNCCLPeers {
+		return reject(ReasonTooMany, "%s: gpu.nccl_peers: %d rows, limit %d", where(), len(g.NcclPeers), lim.MaxNCCLPeers)
 	}
 	return nil
 }

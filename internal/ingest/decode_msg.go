@@ -3,6 +3,7 @@ package ingest
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"unicode/utf8"
 
@@ -104,6 +105,17 @@ func (d *Datagram) field(b []byte, num protowire.Number, typ protowire.Type, at 
 			r := new(agentpb.Region)
 			m.Regions = append(m.Regions, r)
 			return next, proto.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(v, r)
+		case 22:
+			// Small and in chunk 0 only (and absent without CUDA): not
+			// worth decoding by hand. Sent twice, the sections merge, as
+			// proto.Unmarshal merges them.
+			if m.Gpu == nil {
+				m.Gpu = new(agentpb.Gpu)
+			}
+			if err := (proto.UnmarshalOptions{DiscardUnknown: true, Merge: true}).Unmarshal(v, m.Gpu); err != nil {
+				return 0, fmt.Errorf("gpu (field 22): %w", err)
+			}
+			return next, nil
 		case 20:
 			m.Credential = append([]byte{}, v...)
 		case 21:

@@ -608,6 +608,11 @@ func FuzzDecodeDatagram(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{0x08, 0x01})
+	// With a GPU section (field 22): as an agent with CUDA sends it, one
+	// with its section only, and one in chunk 1 (refused).
+	f.Add(encode(f, withGPU(snapshot("42", 1, 4, 0, false), 1)))
+	f.Add(encode(f, &agentpb.Datagram{Version: 1, JobId: "g", Rank: 0, WorldSize: 2, Chunks: 1, TimeUnixNs: 1, Gpu: gpuSection(3)}))
+	f.Add(encode(f, &agentpb.Datagram{Version: 1, JobId: "g", Rank: 0, WorldSize: 2, Chunk: 1, Chunks: 2, TimeUnixNs: 1, Gpu: &agentpb.Gpu{Probed: true}}))
 	lim := Limits{}.WithDefaults()
 	tr := NewTracker(Options{MaxJobs: 64, MaxPendingBytes: 1 << 20}, nil)
 	now := t0
@@ -633,6 +638,16 @@ func FuzzDecodeDatagram(f *testing.F) {
 		}
 		if d.Rank >= d.WorldSize || d.Chunk >= d.Chunks || d.Version != WireVersion {
 			t.Fatalf("accepted an invalid datagram: %v", d)
+		}
+		if g := d.Gpu; g != nil {
+			if d.Chunk != 0 || len(g.Functions) > lim.MaxFunctions || len(g.Peers) > int(d.WorldSize) || len(g.NcclOps) > lim.MaxNCCLOps || len(g.NcclPeers) > lim.MaxNCCLPeers {
+				t.Fatalf("accepted a bad gpu section: %v", g)
+			}
+			for _, p := range g.Peers {
+				if p.Peer >= d.WorldSize {
+					t.Fatalf("accepted gpu peer %d of world size %d", p.Peer, d.WorldSize)
+				}
+			}
 		}
 		last := -1
 		for p := range d.peers.rows.All() {

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/netloom/netloom/internal/gpupath"
 	"github.com/netloom/netloom/internal/ingest/agentpb"
 	"github.com/netloom/netloom/internal/store"
 )
@@ -229,9 +231,16 @@ type Report struct {
 	// ranks: part of the MPI and wall times (which both start at
 	// MPI_Init's entry), given apart so that start-up does not swamp the
 	// profile.
-	Startup  Startup  `json:"startup"`
-	Warnings []string `json:"warnings,omitempty"`
+	Startup Startup `json:"startup"`
+	// GPU is the ranks' GPU side: their MPI buffers by kind and path
+	// between host and device memory, and their NCCL operations.
+	GPU      *gpupath.Summary `json:"gpu"`
+	Warnings []string         `json:"warnings,omitempty"`
 }
+
+// maxReportPairs bounds the rank pairs of a report's GPU section (the
+// paths table sums them all).
+const maxReportPairs = 4096
 
 // Startup is the seconds all ranks spent starting and stopping MPI.
 type Startup struct {
@@ -243,7 +252,7 @@ type Startup struct {
 func BuildReport(j *store.Job, warnings []error) (*Report, error) {
 	r := &Report{Job: j.JobSummary, Ranks: j.Ranks, Nodes: Nodes(j), Processes: make([]ProcessView, len(j.Processes)),
 		Profile: BuildProfile(j), Matrix: map[string]map[string][][]uint64{}, NodeMatrix: map[string]map[string]map[string]any{},
-		Histogram: BuildHistogram(j, -1), Regions: BuildRegions(j)}
+		Histogram: BuildHistogram(j, -1), Regions: BuildRegions(j), GPU: gpupath.Summarize(j, maxReportPairs)}
 	for i := range j.Processes {
 		r.Processes[i] = ViewProcess(&j.Processes[i])
 	}
@@ -382,7 +391,88 @@ func WriteText(w io.Writer, r *Report) error {
 		}
 		tw.Flush()
 	}
+	writeGPU(bw, r.GPU)
 	return bw.Flush()
+}
+
+// writeGPU prints the GPU buffers' paths and kinds per function, when
+// any rank was probed (else one line saying why none was), and the NCCL
+// operations, when any rank reported some.
+func writeGPU(bw *bufio.Writer, g *gpupath.Summary) {
+	if g == nil {
+		return
+	}
+	b := &g.Buffers
+	if b.ProbedRanks == 0 {
+		fmt.Fprintf(bw, "\nGPU buffers not probed: %s\n", b.NotProbed)
+	} else {
+		fmt.Fprintf(bw, "\nGPU buffers (%s; %d of %d ranks probed): bytes and messages by path, sender's memory -> receiver's\n", b.Source, b.ProbedRanks, b.Ranks)
+		for _, e := range b.ProbeErrors {
+			fmt.Fprintf(bw, "probe failed on %d ranks (rank %d first): %s\n", e.Ranks, e.FirstRank, e.Error)
+		}
+		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "path\twhere\tbytes\tmessages\tsplit\t")
+		for _, p := range b.Paths {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t\n", p.Path, p.Locality, p.Bytes, p.Msgs, splitText(p.Split))
+		}
+		tw.Flush()
+		if len(b.Paths) == 0 {
+			fmt.Fprintln(bw, "(no traffic between probed ranks)")
+		}
+		fmt.Fprintln(bw, "(H: host memory, pageable or pinned; D: device or managed memory; point-to-point messages; exact: both sides counted the same messages and bytes and one side used one kind of memory, so the other side's split is the paths')")
+		undetermined := slices.ContainsFunc(b.Paths, func(p gpupath.PathRow) bool { return !p.Exact })
+		if undetermined {
+			fmt.Fprintln(bw, "(mixed: both sides used both kinds, the paths are not determined: H->? and D->? are the sender's count, ?->H and ?->D the receiver's,"+
+				" of the same messages; counts differ: the sides did not count the same messages and bytes (a receive posted larger than its message, or in flight), so the paths are not determined either; receiver unknown: the receiver has no row for that sender (not probed, MPI_ANY_SOURCE, or not among its busiest peers); sender unknown: likewise the sender)")
+		}
+		if len(b.Functions) > 0 {
+			fmt.Fprintf(bw, "\nBuffer kinds per function, all probed ranks (bytes/buffers)\n")
+			tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "function\tranks\tsend pageable\tsend pinned\tsend device\tsend managed\trecv pageable\trecv pinned\trecv device\trecv managed\t")
+			kinds := func(k store.BufferKinds) string {
+				var s strings.Builder
+				for _, t := range []store.Traffic{k.Pageable, k.Pinned, k.Device, k.Managed} {
+					fmt.Fprintf(&s, "%d/%d\t", t.Bytes, t.Msgs)
+				}
+				return s.String()
+			}
+			for _, f := range b.Functions {
+				fmt.Fprintf(tw, "%s\t%d\t%s%s\n", f.Name, f.Ranks, kinds(f.Send), kinds(f.Recv))
+			}
+			tw.Flush()
+		}
+	}
+	n := &g.NCCL
+	if len(n.Ops) == 0 {
+		return
+	}
+	fmt.Fprintf(bw, "\nNCCL operations (%s; %d ranks", n.Source, n.Ranks)
+	if len(n.Versions) > 0 {
+		fmt.Fprintf(bw, "; NCCL %s", strings.Join(n.Versions, ", "))
+	}
+	for _, v := range n.ProfilerInterfaces {
+		fmt.Fprintf(bw, "; profiler interface v%d", v)
+	}
+	fmt.Fprintln(bw, "), all ranks")
+	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "communicator\tsize\toperation\talgorithm\tprotocol\tranks\tcalls\tbytes\ttime (s)\t")
+	dash := func(s string) string { return cmp.Or(s, "-") }
+	for _, o := range n.Ops {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%.6f\t\n", o.Comm, o.CommSize, o.Name, dash(o.Algorithm), dash(o.Protocol), o.Ranks, o.Calls, o.Bytes, float64(o.TimeNS)/1e9)
+	}
+	tw.Flush()
+	fmt.Fprintf(bw, "network bytes per peer: %s; link attribution: %s\n", n.PeersFrom, n.LinkAttribution)
+}
+
+// splitText is how a path row's split reads in the report.
+func splitText(split string) string {
+	switch split {
+	case gpupath.Mixed:
+		return "mixed: not determined"
+	case gpupath.CountsDiffer:
+		return "counts differ: not determined"
+	}
+	return split
 }
 
 func writeMatrix(w io.Writer, m [][]uint64) {

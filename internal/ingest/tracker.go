@@ -600,6 +600,9 @@ func (t *Tracker) mergeChunk(j *jobState, pend *pending, d *Datagram, prev *stor
 		p.Regions = append(p.Regions, store.Region{Name: t.like(r.Name, name), Entries: r.Entries, TimeNS: r.TimeNs, MPITimeNS: r.MpiTimeNs,
 			WaitNS: r.WaitNs, Classes: store.Classes{P2P: traffic(r.P2P), Coll: traffic(r.Coll), RMA: traffic(r.Rma)}})
 	}
+	if d.Gpu != nil {
+		p.GPU = gpuOf(d.Gpu)
+	}
 	// The decoder made the rows; a one-chunk snapshot keeps them.
 	if pend.rows.n == 0 {
 		pend.rows = d.rows
@@ -625,6 +628,47 @@ func (t *Tracker) mergeChunk(j *jobState, pend *pending, d *Datagram, prev *stor
 	}
 }
 
+// gpuOf converts a GPU section, its peers sorted (Validate checked them
+// world ranks, each once); empty lists are nil, as the store reads them.
+func gpuOf(g *agentpb.Gpu) *store.GPU {
+	out := &store.GPU{Probed: g.Probed, ProbeError: g.ProbeError, NCCLVersion: g.NcclVersion,
+		NCCLProfilerInterface: g.NcclProfilerInterface, NCCLNetEvents: g.NcclNetEvents}
+	if len(g.Functions) > 0 {
+		out.Functions = make([]store.GPUFunction, len(g.Functions))
+		for i, f := range g.Functions {
+			out.Functions[i] = store.GPUFunction{Name: f.Name, Send: bufferKinds(f.Send), Recv: bufferKinds(f.Recv)}
+		}
+	}
+	if len(g.Peers) > 0 {
+		out.Peers = make([]store.GPUPeer, len(g.Peers))
+		for i, p := range g.Peers {
+			out.Peers[i] = store.GPUPeer{Peer: int(p.Peer), SentFrom: bufferKinds(p.SentFrom), ReceivedInto: bufferKinds(p.ReceivedInto)}
+		}
+		slices.SortFunc(out.Peers, func(a, b store.GPUPeer) int { return cmp.Compare(a.Peer, b.Peer) })
+	}
+	if len(g.NcclOps) > 0 {
+		out.NCCLOps = make([]store.NCCLOp, len(g.NcclOps))
+		for i, o := range g.NcclOps {
+			out.NCCLOps[i] = store.NCCLOp{Comm: store.CommHash(o.Comm), CommRank: o.CommRank, CommSize: o.CommSize, Name: o.Name,
+				Algorithm: o.Algorithm, Protocol: o.Protocol, Calls: o.Calls, Bytes: o.Bytes, TimeNS: o.TimeNs}
+		}
+	}
+	if len(g.NcclPeers) > 0 {
+		out.NCCLPeers = make([]store.NCCLPeer, len(g.NcclPeers))
+		for i, p := range g.NcclPeers {
+			out.NCCLPeers[i] = store.NCCLPeer{Comm: store.CommHash(p.Comm), Peer: p.Peer, Sent: traffic(p.Sent), Received: traffic(p.Received)}
+		}
+	}
+	return out
+}
+
+func bufferKinds(k *agentpb.BufferKinds) store.BufferKinds {
+	if k == nil {
+		return store.BufferKinds{}
+	}
+	return store.BufferKinds{Pageable: traffic(k.Pageable), Pinned: traffic(k.Pinned), Device: traffic(k.Device), Managed: traffic(k.Managed)}
+}
+
 func traffic(t *agentpb.Traffic) store.Traffic {
 	if t == nil {
 		return store.Traffic{}
@@ -644,6 +688,12 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 		np.VmSize, np.VmPeak, np.VmRSS, np.VmHWM = old.VmSize, old.VmPeak, old.VmRSS, old.VmHWM
 		np.IORead, np.IOWrite, np.MPIIORead, np.MPIIOWrite = old.IORead, old.IOWrite, old.MPIIORead, old.MPIIOWrite
 		np.IntraNode, np.InterNode, np.AgentDrops = old.IntraNode, old.InterNode, old.AgentDrops
+	}
+	if np.GPU == nil && r.has {
+		// Cumulative like the rest: a snapshot without the section (sent
+		// before CUDA was loaded, or by an agent that leaves it out when
+		// nothing changed) keeps the last one.
+		np.GPU = r.cur.GPU
 	}
 	if p.hasDup {
 		t.m.drop(ReasonPeer, int(p.n)-1) // Add counts the last one

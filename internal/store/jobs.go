@@ -182,6 +182,9 @@ type Process struct {
 	ToNodes        NodeRows   `json:"to_nodes"`
 	Peers          PeerRows   `json:"peers"` // sorted by peer
 	PeersTruncated bool       `json:"peers_truncated"`
+	// GPU is the rank's GPU side (nil: its agent reported none, as for a
+	// process without CUDA).
+	GPU *GPU `json:"gpu,omitempty"`
 }
 
 // Sent is what the rank sent, by class (summed over destination nodes,

@@ -255,9 +255,11 @@ type Gpu struct {
 	ProbeError string `protobuf:"bytes,2,opt,name=probe_error,json=probeError,proto3" json:"probe_error,omitempty"`
 	// Buffer kinds per MPI function (msgs: buffers named, bytes: their bytes).
 	Functions []*GpuFunction `protobuf:"bytes,3,rep,name=functions,proto3" json:"functions,omitempty"`
-	// Buffer kinds per peer world rank: what this rank sent to it from each
-	// kind, and received from it into each kind (receives whose source is
-	// known when posted or completed).
+	// Buffer kinds per peer world rank, point-to-point messages only (both
+	// ends count the same messages): what this rank sent to it from each
+	// kind, and received from it into each kind (receives posted with its
+	// rank as the source, at their posted size). At most the 256 busiest
+	// peers.
 	Peers []*GpuPeer `protobuf:"bytes,4,rep,name=peers,proto3" json:"peers,omitempty"`
 	// NCCL (libnetloom-nccl.so): one row per communicator, operation,
 	// algorithm and protocol.

@@ -17,7 +17,7 @@ import (
 // bytes, strings as a length and bytes):
 //
 //	rank, node, host, pid, cpu, mpi_library, program, user, start_ns, time_ns,
-//	seq, flags (1 final, 2 peers truncated, 4 wait times, 8 region wait times), cpu_user, cpu_system, wall, mpi,
+//	seq, flags (1 final, 2 peers truncated, 4 wait times, 8 region wait times, 16 a GPU section), cpu_user, cpu_system, wall, mpi,
 //	vm_size, vm_peak, vm_rss, vm_hwm, io_read, io_write, mpiio_read,
 //	mpiio_write, intra_node bytes and msgs, inter_node bytes and msgs, agent_drops,
 //	functions: count, then name, calls, time_ns, bytes_sent, bytes_received
@@ -28,6 +28,7 @@ import (
 //	  with the previous name, the rest as a string, and classes,
 //	peers: count, then the peer as the difference from the previous one,
 //	  classes, histogram (count and bins), monitored (0, or 1 and classes),
+//	with flag 16, the GPU section (appendGPU),
 //
 // where classes are a byte saying which of p2p, coll and rma bytes and
 // msgs are not zero, then those. It replaced rows of
@@ -97,6 +98,9 @@ func EncodeProcess(dst []byte, p *store.Process) []byte {
 	if regionWaits {
 		flags |= 8 // each region has its wait time after its MPI time
 	}
+	if p.GPU != nil {
+		flags |= 16 // the GPU section after the peer rows
+	}
 	dst = binary.AppendUvarint(dst, flags)
 	for _, f := range [...]float64{p.CPUUser, p.CPUSystem, p.Wall, p.MPI} {
 		dst = appendFloat(dst, f)
@@ -144,7 +148,11 @@ func EncodeProcess(dst []byte, p *store.Process) []byte {
 	}
 	// Peer rows are kept packed as they are stored (store.AppendPeer).
 	dst = binary.AppendUvarint(dst, uint64(p.Peers.Len()))
-	return append(dst, p.Peers.Packed()...)
+	dst = append(dst, p.Peers.Packed()...)
+	if p.GPU != nil {
+		dst = appendGPU(dst, p.GPU)
+	}
+	return dst
 }
 
 // rowReader reads a process row, remembering the first error.
@@ -343,6 +351,9 @@ func DecodeProcess(b []byte) (store.Process, error) {
 	}
 	if r.err == nil {
 		p.Peers = store.PackedPeers(slices.Clone(at[:len(at)-len(r.b)]), peers)
+	}
+	if flags&16 != 0 && r.err == nil {
+		p.GPU = r.gpu()
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%d bytes after the row", len(r.b))

@@ -42,6 +42,12 @@ func testJobs(t *testing.T, s store.Store) {
 		t.Fatalf("Job(unknown): %v, want ErrNotFound", err)
 	}
 	j := Job("1234", 4, T0, store.JobRunning)
+	// Rank 1 had CUDA loaded and ran NCCL: its GPU section is kept as is.
+	j.Processes[1].GPU = &store.GPU{Probed: true,
+		Functions:   []store.GPUFunction{{Name: "MPI_Send", Send: store.BufferKinds{Device: store.Traffic{Bytes: 2000, Msgs: 1}}}},
+		Peers:       []store.GPUPeer{{Peer: 0, ReceivedInto: store.BufferKinds{Pinned: store.Traffic{Bytes: 1000, Msgs: 1}}}, {Peer: 2, SentFrom: store.BufferKinds{Device: store.Traffic{Bytes: 2000, Msgs: 1}}}},
+		NCCLOps:     []store.NCCLOp{{Comm: 0xfedcba9876543210, CommSize: 4, CommRank: 1, Name: "AllReduce", Algorithm: "RING", Protocol: "LL", Calls: 3, Bytes: 3 << 20, TimeNS: 4e6}},
+		NCCLVersion: "2.28.9", NCCLProfilerInterface: 5}
 	if err := s.SaveJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}

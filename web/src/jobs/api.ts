@@ -365,3 +365,88 @@ export interface ModelResult {
   what_ifs: ModelPrediction[];
   warnings?: string[];
 }
+
+// GET /jobs/{job}/gpu (docs/gpu.md): MPI buffers by path between host (H)
+// and device (D) memory, and NCCL operations summed over ranks.
+
+/** Traffic by buffer kind. */
+export interface BufferKinds {
+  pageable: Traffic;
+  pinned: Traffic;
+  device: Traffic;
+  managed: Traffic;
+}
+
+/** One row of the paths table: "H->H" … "D->D" when exact; "H->?", "D->?"
+ * (the sender's count) and "?->H", "?->D" (the receiver's) when not. */
+export interface GpuPathRow extends Traffic {
+  path: string;
+  locality: "intra-node" | "inter-node" | "unknown" | "all";
+  split: "exact" | "mixed" | "counts differ" | "receiver unknown" | "sender unknown";
+  exact: boolean;
+}
+
+export interface GpuSide {
+  host: Traffic;
+  device: Traffic;
+}
+
+export interface GpuPair {
+  from: number;
+  to: number;
+  locality: string;
+  sender: GpuSide | null;
+  receiver: GpuSide | null;
+  split: GpuPathRow["split"];
+  exact: boolean;
+  paths?: Record<"H->H" | "H->D" | "D->H" | "D->D", Traffic>;
+}
+
+export interface GpuFunctionKinds {
+  name: string;
+  ranks: number;
+  send: BufferKinds;
+  recv: BufferKinds;
+}
+
+export interface GpuBuffers {
+  source: string;
+  ranks: number;
+  probed_ranks: number;
+  not_probed?: string;
+  probe_errors?: { error: string; ranks: number; first_rank: number }[];
+  paths: GpuPathRow[];
+  path_totals: GpuPathRow[];
+  pairs: GpuPair[];
+  pairs_total: number;
+  functions: GpuFunctionKinds[];
+}
+
+export interface NcclOpTotal {
+  comm: string; // 16 hex digits
+  comm_size: number;
+  name: string;
+  algorithm: string;
+  protocol: string;
+  ranks: number;
+  calls: number;
+  bytes: number;
+  time_ns: number;
+}
+
+export interface NcclSummary {
+  source: string;
+  ranks: number;
+  versions: string[];
+  profiler_interfaces: number[];
+  ops: NcclOpTotal[];
+  nccl_peers_from: "network events" | "proxy operations" | "none reported";
+  link_attribution: string;
+  peers: { rank: number; comm: string; peer: number; sent: Traffic; received: Traffic }[];
+  peers_total: number;
+}
+
+export interface GpuSummary {
+  buffers: GpuBuffers;
+  nccl: NcclSummary;
+}

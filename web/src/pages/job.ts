@@ -10,8 +10,9 @@ import { ApiError, get, isAdmin } from "../api";
 import { chartError, chartFrame, drawChart, PALETTE } from "../chart";
 import { h, link, loading, panel } from "../dom";
 import * as fmt from "../format";
-import type { FunctionTotal, Histogram, JobDetail, JobSeries, MatrixResponse, ModelResult, NodeView, Placement, PlacementCost, PlacementFormat, PlacementLink, ProcessView, Profile, RegionTotal, Why, WhyLink } from "../jobs/api";
+import type { FunctionTotal, GpuSummary, Histogram, JobDetail, JobSeries, MatrixResponse, ModelResult, NodeView, Placement, PlacementCost, PlacementFormat, PlacementLink, ProcessView, Profile, RegionTotal, Why, WhyLink } from "../jobs/api";
 import { jobPath } from "../jobs/api";
+import { buffersView, hasBuffers, hasNccl, ncclView } from "../jobs/gpu";
 import { heatmap } from "../jobs/heatmap";
 import { histogramBars } from "../jobs/histogram";
 import { jobLabel } from "../jobs/linkjobs";
@@ -133,6 +134,15 @@ export async function jobPage(ctx: PageContext): Promise<void> {
   const profileBox = h("div", { class: "profile-box" }, loading("Loading the profile…"));
   const functionsBox = h("div", {}, "");
   const waitsBox = h("div", { class: "waits-box" }, loading("Loading waits…"));
+  // GPU jobs only: shown once the daemon has buffer kinds or NCCL
+  // operations for the job.
+  const gpuBox = h("div", {}, "");
+  const ncclBox = h("div", {}, "");
+  const gpuPanel = panel("GPU buffers: paths between host and device memory", gpuBox);
+  const ncclPanel = panel("NCCL operations", ncclBox);
+  gpuPanel.classList.add("gpu-panel");
+  ncclPanel.classList.add("nccl-panel");
+  gpuPanel.hidden = ncclPanel.hidden = true;
   const linksBox = h("div", {}, loading("Loading links…"));
   const placeBox = h("div", {}, loading("Computing placement advice…"));
   const modelBox = h("div", { class: "model-box" }, loading("Replaying the job's trace…"));
@@ -175,6 +185,8 @@ export async function jobPage(ctx: PageContext): Promise<void> {
         h("label", { class: "check" }, outsideBox, " time outside MPI"),
       ),
     ),
+    gpuPanel,
+    ncclPanel,
     panel("Where the ranks wait", waitsBox),
     panel("Links the job's traffic crosses", linksBox),
     panel("Placement advice", placeBox, placeFormat),
@@ -421,6 +433,23 @@ export async function jobPage(ctx: PageContext): Promise<void> {
     }
   };
 
+  // The GPU side: hidden for a job without it (and for a daemon that does
+  // not serve it).
+  const loadGpu = async () => {
+    try {
+      const r = await get<{ gpu: GpuSummary }>(jobPath(id, "/gpu"), { pairs: 0 }, signal);
+      gpuPanel.hidden = !hasBuffers(r.gpu.buffers);
+      ncclPanel.hidden = !hasNccl(r.gpu.nccl);
+      if (!gpuPanel.hidden) gpuBox.replaceChildren(buffersView(r.gpu.buffers));
+      if (!ncclPanel.hidden) ncclBox.replaceChildren(ncclView(r.gpu.nccl));
+    } catch (err) {
+      if (signal.aborted) return;
+      if (err instanceof ApiError && (err.status === 404 || err.status === 405)) return;
+      gpuPanel.hidden = false;
+      gpuBox.replaceChildren(h("div", { class: "state error" }, `GPU figures unavailable: ${err instanceof Error ? err.message : String(err)}`));
+    }
+  };
+
   // A finished job's links open over the time it ran (a minute either
   // side), not the last minutes, which may hold none of its traffic (and a
   // user may only see links their jobs crossed in the range shown).
@@ -522,10 +551,10 @@ export async function jobPage(ctx: PageContext): Promise<void> {
 
   const loadAll = async () => {
     await loadDetail();
-    await Promise.all([loadSeries(), loadMatrices(), loadHistogram(), loadRegions(), loadProfile(), loadLinks()]);
+    await Promise.all([loadSeries(), loadMatrices(), loadHistogram(), loadRegions(), loadProfile(), loadGpu(), loadLinks()]);
   };
   await loadDetail();
-  await Promise.all([loadSeries(), loadMatrices(), loadHistogram(), loadRegions(), loadProfile(), loadLinks(), loadPlacement(), loadModel()]);
+  await Promise.all([loadSeries(), loadMatrices(), loadHistogram(), loadRegions(), loadProfile(), loadGpu(), loadLinks(), loadPlacement(), loadModel()]);
   root.dataset.ready = "true";
 
   // Live: refresh while the job runs, once more when it ends, then stop.
