@@ -336,10 +336,12 @@ NL_INLINE void nl_fn_recvd(int f, uint64_t b)
  * source counts for that peer (MPI_ANY_SOURCE: for none). */
 NL_INLINE void nl_recvd(int f, int count, MPI_Datatype t, int source, MPI_Comm comm)
 {
-	if (source == MPI_PROC_NULL || count <= 0)
+	if (source == MPI_PROC_NULL || count < 0)
 		return;
-	uint64_t b = (uint64_t)count * nl_type_size(t);
-	nl_fn_recvd(f, b);
+	uint64_t b = count ? (uint64_t)count * nl_type_size(t) : 0;
+	if (b)
+		nl_fn_recvd(f, b);
+	/* a zero-count receive is a message too, as its zero-count send is */
 	if (__builtin_expect(nl_gpu_on, 0) && source >= 0) {
 		int w = nl_world_rank(comm, source);
 		if ((unsigned)w < (unsigned)nl_world_size)

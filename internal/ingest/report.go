@@ -444,6 +444,10 @@ func writeGPU(bw *bufio.Writer, g *gpupath.Summary) {
 	}
 	n := &g.NCCL
 	if len(n.Ops) == 0 {
+		if len(n.Versions) > 0 { // the plugin ran, NCCL told it no operation
+			fmt.Fprintf(bw, "\nNCCL operations: none reported (NCCL %s told the plugin of no operation; NCCL starts no profiler event for a one-rank communicator)\n",
+				strings.Join(n.Versions, ", "))
+		}
 		return
 	}
 	fmt.Fprintf(bw, "\nNCCL operations (%s; %d ranks", n.Source, n.Ranks)

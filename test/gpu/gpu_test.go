@@ -7,6 +7,7 @@ package gpu
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,7 +16,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/netloom/netloom/internal/gpupath"
+	"github.com/netloom/netloom/internal/ingest"
 	"github.com/netloom/netloom/internal/ingest/agentpb"
+	"github.com/netloom/netloom/internal/store"
 )
 
 // checkDir is the folder run.sh wrote: paths/ (the MPI program's profile),
@@ -126,7 +130,7 @@ func TestBufferPaths(t *testing.T) {
 		{2, 0, true, "pinned", k * 5000, k}, {2, 0, false, "managed", k * 5000, k}, // H->D
 		{1, 2, true, "managed", k * 3000, k}, {1, 2, false, "pageable", k * 3000, k}, // D->H
 		{0, 2, true, "managed", k * 7000, k}, {0, 2, false, "managed", k * 7000, k}, // D->D
-		{0, 1, true, "device", 0, 1}, // the zero-count send from device memory
+		{1, 0, true, "device", 0, 1}, {1, 0, false, "device", 0, 1}, // D->D: the zero-count message, device memory
 	}
 	for _, w := range want {
 		var got *agentpb.Traffic
@@ -181,12 +185,37 @@ func TestBufferPaths(t *testing.T) {
 	fcheck(1, "MPI_Allreduce", "pageable", "pageable", 1)
 	fcheck(2, "MPI_Isend", "pinned", "", k)
 	fcheck(2, "MPI_Irecv", "", "pageable", k)
-	fcheck(1, "MPI_Send", "managed", "", k)
-	if g := gpuFn(r[0], "MPI_Send"); kind(g.Send, "device").Msgs != 1 || kind(g.Send, "pageable").Msgs != k || kind(g.Send, "managed").Msgs != k {
-		t.Errorf("rank 0 MPI_Send buffers %s, want 1 device, %d pageable, %d managed", kinds(g.Send), k, k)
+	fcheck(1, "MPI_Recv", "", "pinned", k)
+	if g := gpuFn(r[1], "MPI_Send"); kind(g.Send, "device").Msgs != 1 || kind(g.Send, "device").Bytes != 0 ||
+		kind(g.Send, "managed").Msgs != k || kind(g.Send, "managed").Bytes != k*3000 {
+		t.Errorf("rank 1 MPI_Send buffers %s, want 1 device of 0 bytes, %d managed of %d", kinds(g.Send), k, k*3000)
 	}
-	if g := gpuFn(r[1], "MPI_Recv"); kind(g.Recv, "device").Msgs != 1 || kind(g.Recv, "pinned").Msgs != k {
-		t.Errorf("rank 1 MPI_Recv buffers %s, want 1 device, %d pinned", kinds(g.Recv), k)
+	if g := gpuFn(r[0], "MPI_Send"); kind(g.Send, "pageable").Msgs != k || kind(g.Send, "managed").Msgs != k || kind(g.Send, "device").Msgs != 0 {
+		t.Errorf("rank 0 MPI_Send buffers %s, want %d pageable, %d managed", kinds(g.Send), k, k)
+	}
+	if g := gpuFn(r[0], "MPI_Recv"); kind(g.Recv, "device").Msgs != 1 || kind(g.Recv, "managed").Msgs != k {
+		t.Errorf("rank 0 MPI_Recv buffers %s, want 1 device, %d managed", kinds(g.Recv), k)
+	}
+
+	// the daemon's pairing of the two ends into paths, on this profile:
+	// every pair exact, each path what paths.cu sent
+	job, errs, err := ingest.ReadProfile(filepath.Join(checkDir(t, "paths"), "paths"))
+	if err != nil || len(errs) > 0 {
+		t.Fatalf("reading the profile: %v %v", err, errs)
+	}
+	got := map[string]store.Traffic{}
+	for _, p := range gpupath.Summarize(job, -1).Buffers.PathTotals {
+		if !p.Exact {
+			t.Errorf("path %s %s: %s, want every pair exact", p.Path, p.Locality, p.Split)
+		}
+		got[p.Path] = p.Traffic
+	}
+	wantPaths := map[string]store.Traffic{
+		gpupath.HH: {Bytes: k * 1000, Msgs: k}, gpupath.HD: {Bytes: k * 5000, Msgs: k},
+		gpupath.DH: {Bytes: k * 3000, Msgs: k}, gpupath.DD: {Bytes: k * 7000, Msgs: k + 1},
+	}
+	if !maps.Equal(got, wantPaths) {
+		t.Errorf("paths %v, want %v", got, wantPaths)
 	}
 }
 

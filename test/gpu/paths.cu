@@ -8,7 +8,7 @@
  *   2 -> 0  pinned   -> managed   H->D  4 x 5000 bytes
  *   1 -> 2  managed  -> pageable  D->H  4 x 3000 bytes
  *   0 -> 2  managed  -> managed   D->D  4 x 7000 bytes
- *   0 -> 1  device   -> device    zero bytes, one message (MPI_Send / MPI_Recv, count 0)
+ *   1 -> 0  device   -> device    D->D  zero bytes, one message (MPI_Send / MPI_Recv, count 0)
  *
  * then an MPI_Allreduce and an MPI_Bcast on pageable buffers. CUDA is
  * initialized before MPI_Init, as GPU codes do to pick their device. Each
@@ -82,10 +82,10 @@ int main(int argc, char **argv)
 		}
 	}
 	/* device memory, never touched: a zero-count message */
-	if (rank == 0)
-		MPI_Send(device, 0, MPI_BYTE, 1, 5, MPI_COMM_WORLD);
-	else if (rank == 1)
-		MPI_Recv(device, 0, MPI_BYTE, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	if (rank == 1)
+		MPI_Send(device, 0, MPI_BYTE, 0, 5, MPI_COMM_WORLD);
+	else if (rank == 0)
+		MPI_Recv(device, 0, MPI_BYTE, 1, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 	double in[1024], out[1024];
 	for (int i = 0; i < 1024; i++)
 		in[i] = rank + i;
