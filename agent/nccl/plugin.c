@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "env.h"
 #include "profiler.h"
 #include "wire.h"
 
@@ -624,54 +625,17 @@ static nl_nccl_result record_event_state(void *h, int state, union nl_nccl_state
 
 /* ------------------------------------------------- identity */
 
-static void copy_env(char *dst, size_t n, const char *a, const char *b)
-{
-	const char *v = getenv(a);
-	if ((!v || !*v) && b)
-		v = getenv(b);
-	snprintf(dst, n, "%s", v && *v ? v : "");
-}
-
-static double env_double(const char *name, double def)
-{
-	const char *v = getenv(name);
-	char *end;
-	if (!v || !*v)
-		return def;
-	double d = strtod(v, &end);
-	return end != v && d > 0 ? d : def;
-}
-
-static int env_int(const char *name, int def)
-{
-	const char *v = getenv(name);
-	char *end;
-	if (!v || !*v)
-		return def;
-	long n = strtol(v, &end, 10);
-	return end != v && !*end && n >= 0 && n < 1 << 30 ? (int)n : def;
-}
-
 /* the job: Slurm's, NETLOOM_JOB_ID (netloom run), torchrun's run id, else
  * <host>-<parent pid> (the ranks torchrun starts on one host share it) */
 static void job_id(char *out, size_t n)
 {
-	copy_env(out, n, "SLURM_JOB_ID", "NETLOOM_JOB_ID");
+	nl_env_copy(out, n, "SLURM_JOB_ID", "NETLOOM_JOB_ID");
 	if (!*out) {
-		copy_env(out, n, "TORCHELASTIC_RUN_ID", NULL);
+		nl_env_copy(out, n, "TORCHELASTIC_RUN_ID", NULL);
 		if (strcmp(out, "none") == 0) /* torchrun's default without a rendezvous id */
 			*out = 0;
 	}
-	if (!*out) {
-		char host[64];
-		gethostname(host, sizeof host);
-		host[sizeof host - 1] = 0;
-		host[strcspn(host, ".")] = 0;
-		snprintf(out, n, "%s-%d", host, (int)getppid());
-	}
-	for (char *p = out; *p; p++) /* it names a directory */
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '-' || *p == '_'))
-			*p = '_';
+	nl_job_id_finish(out, n);
 }
 
 static void identity(int nranks, int rank)
@@ -679,11 +643,11 @@ static void identity(int nranks, int rank)
 	g.pid = getpid();
 	g.start_unix_ns = unix_ns();
 	g.start_mono_ns = mono_ns();
-	g.interval_s = env_double("NETLOOM_INTERVAL", 5.0);
-	copy_env(g.out, sizeof g.out, "NETLOOM_OUTPUT", NULL);
+	g.interval_s = nl_env_double("NETLOOM_INTERVAL", 5.0);
+	nl_env_copy(g.out, sizeof g.out, "NETLOOM_OUTPUT", NULL);
 	gethostname(g.host, sizeof g.host);
 	g.host[sizeof g.host - 1] = 0;
-	copy_env(g.node, sizeof g.node, "NETLOOM_NODE", "SLURMD_NODENAME");
+	nl_env_copy(g.node, sizeof g.node, "NETLOOM_NODE", "SLURMD_NODENAME");
 	if (!*g.node)
 		memcpy(g.node, g.host, sizeof g.node);
 	job_id(g.job, sizeof g.job);
@@ -709,12 +673,12 @@ static void identity(int nranks, int rank)
 	snprintf(g.library, sizeof g.library, "NCCL%s%s", *g.version ? " " : "", g.version);
 
 	/* the rank: torchrun's, Slurm's, else NCCL's in the first communicator */
-	g.rank = env_int("RANK", -1);
+	g.rank = nl_env_count("RANK", -1);
 	if (g.rank < 0)
-		g.rank = env_int("SLURM_PROCID", -1);
-	g.world = env_int("WORLD_SIZE", 0);
+		g.rank = nl_env_count("SLURM_PROCID", -1);
+	g.world = nl_env_count("WORLD_SIZE", 0);
 	if (g.world <= 0)
-		g.world = env_int("SLURM_NTASKS", 0);
+		g.world = nl_env_count("SLURM_NTASKS", 0);
 	if (g.rank < 0)
 		g.rank = rank;
 	if (g.world <= 0)
@@ -932,16 +896,6 @@ static void send_snapshot(int final)
 
 /* ------------------------------------------------- the reporting thread */
 
-static void add_ns(struct timespec *t, uint64_t ns)
-{
-	t->tv_sec += (time_t)(ns / 1000000000u);
-	t->tv_nsec += (long)(ns % 1000000000u);
-	if (t->tv_nsec >= 1000000000) {
-		t->tv_sec++;
-		t->tv_nsec -= 1000000000;
-	}
-}
-
 static void *reporter(void *arg)
 {
 	(void)arg;
@@ -956,7 +910,7 @@ static void *reporter(void *arg)
 	clock_gettime(CLOCK_MONOTONIC, &next);
 	/* the ranks' reports spread over the interval, as the MPI agent's */
 	uint64_t ns = (uint64_t)(g.interval_s * 1e9), w = (uint64_t)g.world;
-	add_ns(&next, ns / 2 / w + ns / w * (uint64_t)g.rank);
+	nl_timespec_add(&next, ns / 2 / w + ns / w * (uint64_t)g.rank);
 	while (!g.quit) {
 		while (!g.quit && pthread_cond_timedwait(&g.wake, &g.tlock, &next) != ETIMEDOUT)
 			;
@@ -965,7 +919,7 @@ static void *reporter(void *arg)
 		pthread_mutex_unlock(&g.tlock);
 		send_snapshot(0);
 		pthread_mutex_lock(&g.tlock);
-		add_ns(&next, ns);
+		nl_timespec_add(&next, ns);
 	}
 	pthread_mutex_unlock(&g.tlock);
 	return NULL;

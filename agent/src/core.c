@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "env.h"
 
 struct nl_fn nl_fns[NL_NFUNCS];
 struct nl_peer *nl_peers;
@@ -1236,14 +1237,6 @@ void nl_regions_copy(struct nl_region *out, int *n)
 
 /* ------------------------------------------------- start and stop */
 
-static void copy_env(char *dst, size_t n, const char *a, const char *b)
-{
-	const char *v = getenv(a);
-	if ((!v || !*v) && b)
-		v = getenv(b);
-	snprintf(dst, n, "%s", v && *v ? v : "");
-}
-
 static void library_version(void)
 {
 	char v[MPI_MAX_LIBRARY_VERSION_STRING] = "";
@@ -1271,9 +1264,9 @@ static void library_version(void)
  * `netloom run`). */
 static void job_id(char *out, size_t n)
 {
-	copy_env(out, n, "SLURM_JOB_ID", "PBS_JOBID");
+	nl_env_copy(out, n, "SLURM_JOB_ID", "PBS_JOBID");
 	if (!*out)
-		copy_env(out, n, "NETLOOM_JOB_ID", NULL);
+		nl_env_copy(out, n, "NETLOOM_JOB_ID", NULL);
 	const char *ompi = getenv("OMPI_MCA_ess_base_jobid"), *hnp = getenv("OMPI_MCA_orte_hnp_uri");
 	if (!*out && ompi && *ompi) {
 		/* the HNP's URI: "<jobfam>.0;tcp://<addr>:<port>;..." */
@@ -1281,37 +1274,7 @@ static void job_id(char *out, size_t n)
 		int len = addr ? (int)strcspn(addr + 3, ";") : 0;
 		snprintf(out, n, "ompi-%s-%.*s", ompi, len, addr ? addr + 3 : "");
 	}
-	if (!*out) {
-		char host[NL_NAME_MAX];
-		gethostname(host, sizeof host);
-		host[sizeof host - 1] = 0;
-		host[strcspn(host, ".")] = 0;
-		snprintf(out, n, "%s-%d", host, (int)getppid());
-	}
-	for (char *p = out; *p; p++) /* it names a directory */
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '-' || *p == '_'))
-			*p = '_';
-}
-
-static double env_double(const char *name, double def)
-{
-	const char *v = getenv(name);
-	char *end;
-	if (!v || !*v)
-		return def;
-	double d = strtod(v, &end);
-	return end != v && d > 0 ? d : def;
-}
-
-/* env_count reads a count >= 0 (0 is a valid setting, unlike for env_double). */
-static int env_count(const char *name, int def)
-{
-	const char *v = getenv(name);
-	char *end;
-	if (!v || !*v)
-		return def;
-	long n = strtol(v, &end, 10);
-	return end != v && !*end && n >= 0 && n <= 1 << 30 ? (int)n : def;
+	nl_job_id_finish(out, n);
 }
 
 /* nl_init_begin reads the clocks at MPI_Init's entry: a rank's wall time
@@ -1323,7 +1286,7 @@ void nl_init_begin(void)
 	clock_pair(&nl_agent.start_tsc, &nl_agent.start_mono_ns);
 	nl_agent.wall_start_mono_ns = nl_agent.start_mono_ns;
 	nl_agent.start_unix_ns = nl_unix_ns();
-	physical_alloc(env_count("OMPI_COMM_WORLD_SIZE", 0));
+	physical_alloc(nl_env_count("OMPI_COMM_WORLD_SIZE", 0));
 }
 
 void nl_start_agent(void)
@@ -1343,24 +1306,24 @@ void nl_start_agent(void)
 	world_entry.size = nl_world_size;
 	world_entry.rank = nl_world_rank_self;
 
-	nl_agent.interval_s = env_double("NETLOOM_INTERVAL", 5.0);
-	nl_agent.peer_limit = env_count("NETLOOM_PEER_LIMIT", 256);
-	nl_agent.top_peers = env_count("NETLOOM_TOP_PEERS", 32);
-	nl_waits = env_count("NETLOOM_WAITS", 0) != 0;
-	double sample = env_double("NETLOOM_TIME_SAMPLE", 32);
+	nl_agent.interval_s = nl_env_double("NETLOOM_INTERVAL", 5.0);
+	nl_agent.peer_limit = nl_env_count("NETLOOM_PEER_LIMIT", 256);
+	nl_agent.top_peers = nl_env_count("NETLOOM_TOP_PEERS", 32);
+	nl_waits = nl_env_count("NETLOOM_WAITS", 0) != 0;
+	double sample = nl_env_double("NETLOOM_TIME_SAMPLE", 32);
 	if (sample < 1)
 		sample = 1;
 	if (sample > (1u << 20))
 		sample = 1u << 20;
 	time_span = 2 * (uint64_t)sample - 1;
 	type_cache_init();
-	copy_env(nl_agent.output_dir, sizeof nl_agent.output_dir, "NETLOOM_OUTPUT", NULL);
-	if (env_count("NETLOOM_TRACE", 0) != 0)
+	nl_env_copy(nl_agent.output_dir, sizeof nl_agent.output_dir, "NETLOOM_OUTPUT", NULL);
+	if (nl_env_count("NETLOOM_TRACE", 0) != 0)
 		time_span = 1; /* the trace needs every call's entry and exit */
 
 	gethostname(nl_agent.host, sizeof nl_agent.host);
 	nl_agent.host[sizeof nl_agent.host - 1] = 0;
-	copy_env(nl_agent.node, sizeof nl_agent.node, "NETLOOM_NODE", "SLURMD_NODENAME");
+	nl_env_copy(nl_agent.node, sizeof nl_agent.node, "NETLOOM_NODE", "SLURMD_NODENAME");
 	if (!*nl_agent.node)
 		memcpy(nl_agent.node, nl_agent.host, sizeof nl_agent.node);
 	job_id(nl_agent.job_id, sizeof nl_agent.job_id);

@@ -14,6 +14,7 @@
 
 #include "agent.h"
 #include "auth.h"
+#include "env.h"
 #include "netloom/agent/v1/agent.pb-c.h"
 #include "wire.h"
 
@@ -392,16 +393,6 @@ static void write_profile(struct snapshot *s)
 
 /* ------------------------------------------------- helper thread */
 
-static void add_ns(struct timespec *t, uint64_t ns)
-{
-	t->tv_sec += (time_t)(ns / 1000000000u);
-	t->tv_nsec += (long)(ns % 1000000000u);
-	if (t->tv_nsec >= 1000000000) {
-		t->tv_sec++;
-		t->tv_nsec -= 1000000000;
-	}
-}
-
 static void *helper(void *arg)
 {
 	(void)arg;
@@ -431,9 +422,9 @@ static void *helper(void *arg)
 	 * socket buffer takes. */
 	uint64_t ns = (uint64_t)(nl_agent.interval_s * 1e9);
 	if (nl_world_size > 0)
-		add_ns(&next, ns / 2 / (uint64_t)nl_world_size + ns / (uint64_t)nl_world_size * (uint64_t)nl_world_rank_self);
+		nl_timespec_add(&next, ns / 2 / (uint64_t)nl_world_size + ns / (uint64_t)nl_world_size * (uint64_t)nl_world_rank_self);
 	else
-		add_ns(&next, ns);
+		nl_timespec_add(&next, ns);
 	while (!nl_agent.quit) {
 		while (!nl_agent.quit && pthread_cond_timedwait(&nl_agent.wake, &nl_agent.lock, &next) != ETIMEDOUT)
 			;
@@ -446,7 +437,7 @@ static void *helper(void *arg)
 			take_free(&s);
 		}
 		pthread_mutex_lock(&nl_agent.lock);
-		add_ns(&next, (uint64_t)(nl_agent.interval_s * 1e9));
+		nl_timespec_add(&next, (uint64_t)(nl_agent.interval_s * 1e9));
 	}
 	pthread_mutex_unlock(&nl_agent.lock);
 	return NULL;

@@ -1,0 +1,75 @@
+/* Netloom agents (the MPI agent and the NCCL plugin): settings read from the
+ * environment, the job's id, deadlines. MPI-free; start-up and reporting
+ * threads only. */
+#ifndef NL_ENV_H
+#define NL_ENV_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* nl_env_copy copies $a, else $b (when b), else "" into dst. */
+static inline void nl_env_copy(char *dst, size_t n, const char *a, const char *b)
+{
+	const char *v = getenv(a);
+	if ((!v || !*v) && b)
+		v = getenv(b);
+	snprintf(dst, n, "%s", v && *v ? v : "");
+}
+
+/* nl_env_double reads a number > 0, else def. */
+static inline double nl_env_double(const char *name, double def)
+{
+	const char *v = getenv(name);
+	char *end;
+	if (!v || !*v)
+		return def;
+	double d = strtod(v, &end);
+	return end != v && d > 0 ? d : def;
+}
+
+/* nl_env_count reads a count >= 0 (0 is a valid setting, unlike for
+ * nl_env_double) up to 2^30, else def. */
+static inline int nl_env_count(const char *name, int def)
+{
+	const char *v = getenv(name);
+	char *end;
+	if (!v || !*v)
+		return def;
+	long n = strtol(v, &end, 10);
+	return end != v && !*end && n >= 0 && n <= 1 << 30 ? (int)n : def;
+}
+
+/* nl_job_id_finish ends a job id: when none was found, one made from the
+ * host and the parent process (the ranks one launcher starts on a host
+ * share it); then every character that cannot be in a folder's name
+ * replaced by '_' (it names the profile's folder). */
+static inline void nl_job_id_finish(char *out, size_t n)
+{
+	if (!*out) {
+		char host[64];
+		gethostname(host, sizeof host);
+		host[sizeof host - 1] = 0;
+		host[strcspn(host, ".")] = 0;
+		snprintf(out, n, "%s-%d", host, (int)getppid());
+	}
+	for (char *p = out; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '-' || *p == '_'))
+			*p = '_';
+}
+
+/* nl_timespec_add adds ns to t. */
+static inline void nl_timespec_add(struct timespec *t, uint64_t ns)
+{
+	t->tv_sec += (time_t)(ns / 1000000000u);
+	t->tv_nsec += (long)(ns % 1000000000u);
+	if (t->tv_nsec >= 1000000000) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000;
+	}
+}
+
+#endif
