@@ -28,11 +28,6 @@ import (
 	"github.com/netloom/netloom/internal/ingest/agentpb"
 )
 
-const (
-	ncclCommA = 0xA11CE // the driver's 2-rank communicator
-	ncclCommB = 0xB0B   // its 1-rank one
-)
-
 // buildNCCLDriver compiles agent/nccl/test/driver.c (plain C: libc and
 // libdl) and returns the binary.
 func buildNCCLDriver(t *testing.T) string {
