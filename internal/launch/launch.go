@@ -38,10 +38,12 @@ type Options struct {
 	JobID    string        // NETLOOM_JOB_ID (default: generated unless the scheduler has one)
 	Waits    bool          // NETLOOM_WAITS=1: the wait before each blocking collective, timed apart
 	Trace    bool          // NETLOOM_TRACE=1: the replay trace netloom model needs, beside the profile (Output)
-	// Logical leaves Open MPI's monitoring as the user set it: without it
-	// on, the agent knows only the application's calls, not the messages
-	// the library sent (TrafficModel).
-	Logical bool
+	// Physical turns Open MPI's monitoring on (unless the user set it):
+	// the agent then also counts the messages the library sent, which the
+	// daemon puts on the links (TrafficModel physical). Off by default: it
+	// costs small messages a fifth to a third of their rate
+	// (bench/agent/small.sh).
+	Physical bool
 	// NCCL also loads the NCCL profiler plugin (libnetloom-nccl.so, found
 	// beside the MPI agent) into the ranks of an MPI job that uses NCCL:
 	// NCCL_PROFILER_PLUGIN. A torchrun job gets it anyway.
@@ -126,10 +128,10 @@ func Prepare(ctx context.Context, opt Options, argv []string) (*Plan, error) {
 		set["NETLOOM_TRACE"] = "1"
 	}
 	// Under Open MPI the agent learns what the library really sends
-	// (collectives as decomposed) from Open MPI's monitoring: turn it on,
-	// without its output, unless the user set it (agent/README.md,
-	// "Physical traffic"). MPICH has no equivalent.
-	if mpi == OpenMPI && !opt.Logical && getenv(env, "OMPI_MCA_pml_monitoring_enable") == "" {
+	// (collectives as decomposed) from Open MPI's monitoring: with
+	// --physical, turn it on, without its output, unless the user set it
+	// (agent/README.md, "Physical traffic"). MPICH has no equivalent.
+	if mpi == OpenMPI && opt.Physical && getenv(env, "OMPI_MCA_pml_monitoring_enable") == "" {
 		set["OMPI_MCA_pml_monitoring_enable"] = "1"
 	}
 	if opt.Interval > 0 {

@@ -65,19 +65,19 @@ func TestPrepare(t *testing.T) {
 	if n := strings.Count(strings.Join(p.Env, "\n"), "NETLOOM_DAEMON="); n != 1 {
 		t.Errorf("NETLOOM_DAEMON set %d times", n)
 	}
-	// Open MPI's monitoring: on for the physical traffic, unless the user
-	// set it or asked for the application's view only.
-	if getenv(p.Env, "OMPI_MCA_pml_monitoring_enable") != "1" {
-		t.Errorf("Open MPI's monitoring not turned on: %q", p.Env)
+	// Open MPI's monitoring: off unless asked for (--physical), and then
+	// as the user set it if they did.
+	if getenv(p.Env, "OMPI_MCA_pml_monitoring_enable") != "" {
+		t.Errorf("Open MPI's monitoring turned on by default: %q", p.Env)
 	}
 	for _, c := range []struct {
-		env     []string
-		logical bool
-		want    string
-	}{{append(env, "OMPI_MCA_pml_monitoring_enable=2"), false, "2"}, {env, true, ""}} {
-		p, err := Prepare(context.Background(), Options{MPI: "ompi", Lib: lib, Env: c.env, Logical: c.logical}, []string{"mpirun", "./app"})
+		env      []string
+		physical bool
+		want     string
+	}{{append(env, "OMPI_MCA_pml_monitoring_enable=2"), true, "2"}, {env, true, "1"}, {env, false, ""}} {
+		p, err := Prepare(context.Background(), Options{MPI: "ompi", Lib: lib, Env: c.env, Physical: c.physical}, []string{"mpirun", "./app"})
 		if err != nil || getenv(p.Env, "OMPI_MCA_pml_monitoring_enable") != c.want {
-			t.Errorf("logical %v, env %q: monitoring %q, want %q (%v)", c.logical, c.env, getenv(p.Env, "OMPI_MCA_pml_monitoring_enable"), c.want, err)
+			t.Errorf("physical %v, env %q: monitoring %q, want %q (%v)", c.physical, c.env, getenv(p.Env, "OMPI_MCA_pml_monitoring_enable"), c.want, err)
 		}
 	}
 	p, err = Prepare(context.Background(), Options{MPI: "mpich", Lib: mlib, Env: env}, []string{"mpiexec.mpich", "-n", "2", "./app"})

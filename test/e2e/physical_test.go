@@ -79,7 +79,7 @@ func TestPhysicalTraffic(t *testing.T) {
 		return d.get("/api/v1/status", &st) == 200 && st.Sweep.Count >= 2 && st.Routes
 	})
 	withAgent := t.TempDir()
-	run(append([]string{netloomBin, "run", "--quiet", "--daemon", agent, "--interval", "200ms", "--job-id", "phys-ompi", "--lib", m.lib, "--"},
+	run(append([]string{netloomBin, "run", "--quiet", "--physical", "--daemon", agent, "--interval", "200ms", "--job-id", "phys-ompi", "--lib", m.lib, "--"},
 		mpirun(withAgent)...)...)
 	// Open MPI's files are the same with the agent.
 	without, with := monitoringFiles(t, plain, np), monitoringFiles(t, withAgent, np)
@@ -209,6 +209,22 @@ func TestPhysicalTraffic(t *testing.T) {
 		t.Errorf("the application's inter-node bytes equal the library's (%d): the program does not tell them apart", total)
 	}
 	t.Logf("inter-node bytes: %d as the library sent them, %d as the application called", total, logical.InterNode.Bytes)
+
+	// netloom run's default leaves Open MPI's monitoring off (it costs
+	// small messages a fifth to a third of their rate: bench/agent/small.sh):
+	// the same job is then logical.
+	run(netloomBin, "run", "--quiet", "--daemon", agent, "--interval", "200ms", "--job-id", "phys-default", "--lib", m.lib, "--",
+		"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", strconv.Itoa(np), "sh", wrap, prog)
+	var dj struct {
+		State        string
+		TrafficModel string `json:"traffic_model"`
+	}
+	waitAPI(t, d, 60*time.Second, "the default job finished", func() bool {
+		return d.get("/api/v1/jobs/phys-default", &struct{ Job any }{&dj}) == 200 && dj.State == "finished"
+	})
+	if dj.TrafficModel != "logical" {
+		t.Errorf("netloom run without --physical: traffic_model %q, want logical", dj.TrafficModel)
+	}
 
 	// MPICH tells nothing of what it sends: the job is logical.
 	mp := impls(t)[1]

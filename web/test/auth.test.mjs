@@ -39,7 +39,7 @@ const pages = [];
 
 /** Runs traffic.c under the agent; as `asUser` (a Unix account) when given. */
 function runJob(id, np, nodeBase, ppn, asUser) {
-  const run = [bin, "run", "--daemon", `127.0.0.1:${agentPort}`, "--interval", "1s", "--job-id", id, "--", "mpirun", "--oversubscribe", "-np", String(np), join(mpiDir, "nodewrap.sh"), join(dir, "traffic"), String(ITERS)];
+  const run = [bin, "run", "--physical", "--daemon", `127.0.0.1:${agentPort}`, "--interval", "1s", "--job-id", id, "--", "mpirun", "--oversubscribe", "-np", String(np), join(mpiDir, "nodewrap.sh"), join(dir, "traffic"), String(ITERS)];
   const cmd = asUser ? ["setpriv", `--reuid=${asUser}`, `--regid=${asUser === "nobody" ? "nogroup" : asUser}`, "--clear-groups", ...run] : run;
   return startJob(id, cmd, { HOME: dir, NL_NODE_BASE: String(nodeBase), NL_PPN: String(ppn) }, { cwd: dir }).done;
 }
@@ -162,7 +162,7 @@ describe("sign-in and roles", { skip }, () => {
     assert.equal(await user.locator('table[aria-label="Nodes of the job"] tbody a').count(), 0);
     const links = user.locator('table[aria-label="Links crossed by the job"] tbody tr');
     await links.first().waitFor();
-    // Under netloom run, Open MPI's monitoring tells what the library sent.
+    // Under netloom run --physical, Open MPI's monitoring tells what the library sent.
     assert.match(await user.locator(".traffic-model").innerText(), /as the MPI library sent it \(physical\)/);
     // n2's host link carries both jobs: root's shows as "other job", unlinked.
     const shared = links.filter({ has: user.locator(".anon-job") }).first();
