@@ -24,10 +24,15 @@ device memory (H->H, H->D, D->H, D->D, inside and across nodes) and kinds
 per function, and the NCCL operations (docs/gpu.md). DIR is the job's
 directory, or the output directory when it holds one job.
 
+A rank file that cannot be read in full (cut short, not a Netloom profile,
+another rank's) is a warning naming the file and what is wrong, on standard
+error and in the report; the other ranks are reported. When no rank's file
+can be read, netloom report exits 1 with each file's error.
+
 --json prints one document instead (docs/cli.md): "ranks", "matrix" with
 p2p, coll and rma, each with "bytes" and "msgs" as rank-by-rank arrays
 (row = sender), "processes", "nodes", "profile", "histogram", "regions",
-"gpu" (as GET /api/v1/jobs/{job}/gpu gives it).
+"gpu" (as GET /api/v1/jobs/{job}/gpu gives it), "warnings" ([] when none).
 --csv also writes ranks.csv, functions.csv and matrix-CLASS-METRIC.csv.`,
 		Example: `  netloom report /tmp/prof --json`,
 		Args:    posArgs("DIR"),
@@ -37,7 +42,12 @@ p2p, coll and rma, each with "bytes" and "msgs" as rank-by-rank arrays
 		RunE: func(c *cobra.Command, args []string) error {
 			job, warnings, err := ingest.ReadProfile(args[0])
 			if err != nil {
-				return err
+				return err // it names each bad file and what is wrong with it
+			}
+			// Also on standard error: a bad rank file is not to be missed
+			// when the report goes to a file.
+			for _, w := range warnings {
+				c.PrintErrf("netloom report: warning: %v\n", w)
 			}
 			rep, err := ingest.BuildReport(job, warnings)
 			if err != nil {

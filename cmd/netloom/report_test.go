@@ -200,3 +200,56 @@ func TestReportGPUMixed(t *testing.T) {
 		t.Errorf("report:\n%s", out)
 	}
 }
+
+// A bad rank file: netloom report names it and what is wrong on standard
+// error and in the report, exits 0 and reports the other ranks; --json
+// always has "warnings" ([] when none). No file readable: exit status 1,
+// the error naming each file.
+func TestReportBadRankFile(t *testing.T) {
+	dir := t.TempDir()
+	fns := []*agentpb.FunctionStat{{Name: "MPI_Barrier", Calls: 1}}
+	writeProfile(t, dir, []*agentpb.Datagram{rankSnapshot("bad", 0, 2, "c1", fns, nil), rankSnapshot("bad", 1, 2, "c1", fns, nil)})
+
+	out, errOut, code := netloom(t, "report", dir, "--json")
+	var rep struct {
+		Ranks    int
+		Warnings []string `json:"warnings"`
+	}
+	if code != 0 || errOut != "" || json.Unmarshal([]byte(out), &rep) != nil || rep.Warnings == nil || len(rep.Warnings) != 0 ||
+		!strings.Contains(out, `"warnings": []`) {
+		t.Errorf("report --json of a good profile: exit %d, %q, warnings %#v", code, errOut, rep.Warnings)
+	}
+
+	file := filepath.Join(dir, "rank-1.pb")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, b[:len(b)-10], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if int(b[0]) != len(b)-1 {
+		t.Fatalf("rank 1's record of %d bytes: not a 1-byte length prefix then the record", len(b))
+	}
+	bad := fmt.Sprintf("%s: cut short: the record says %d bytes, %d are there", file, len(b)-1, len(b)-11)
+	missing := "1 of 2 ranks have no profile: rank 1 (bad file)"
+	wantErr := "netloom report: warning: " + bad + "\nnetloom report: warning: " + missing + "\n"
+	out, errOut, code = netloom(t, "report", dir)
+	if code != 0 || errOut != wantErr || !strings.Contains(out, "\nwarning: "+bad+"\nwarning: "+missing+"\n") || fieldsOf(out, "0", "c1") == nil {
+		t.Errorf("report: exit %d, stderr %q, want %q; stdout:\n%s", code, errOut, wantErr, out)
+	}
+	out, errOut, code = netloom(t, "report", dir, "--json")
+	rep.Warnings = nil
+	err = json.Unmarshal([]byte(out), &rep)
+	if code != 0 || errOut != wantErr || err != nil || !slices.Equal(rep.Warnings, []string{bad, missing}) || rep.Ranks != 2 {
+		t.Errorf("report --json: exit %d, stderr %q, warnings %q (%v)", code, errOut, rep.Warnings, err)
+	}
+
+	if err := os.Remove(filepath.Join(dir, "rank-0.pb")); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = netloom(t, "report", dir)
+	if want := "netloom report: " + dir + ": no rank's profile could be read: " + bad + "\n"; code != 1 || out != "" || errOut != want {
+		t.Errorf("report of no readable file: exit %d, stdout %q, stderr %q, want %q", code, out, errOut, want)
+	}
+}

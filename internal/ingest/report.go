@@ -3,6 +3,7 @@ package ingest
 import (
 	"bufio"
 	"cmp"
+	"encoding/binary"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -18,8 +19,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protodelim"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/netloom/netloom/internal/gpupath"
 	"github.com/netloom/netloom/internal/ingest/agentpb"
@@ -71,10 +73,92 @@ func FindProfileDirFS(fsys fs.FS, name string) (string, error) {
 
 // ReadProfile reads a job's offline profile (DIR/rank-N.pb files, each a
 // sequence of varint-length-prefixed Datagrams) the way the daemon reads
-// datagrams, and returns the job. Records that fail validation are
-// skipped and returned as warnings.
+// datagrams, and returns the job. A file that cannot be read in full is
+// returned as a warning, a *ProfileError naming the file, its rank and
+// what is wrong; the records before its fault are kept. The error, when
+// no rank's file could be read, holds those *ProfileErrors
+// (errors.As finds them).
 func ReadProfile(dir string) (*store.Job, []error, error) {
 	return ReadProfileFS(os.DirFS(dir), dir, maxProfileRecord)
+}
+
+// ProfileFault is what is wrong with a rank's profile file.
+type ProfileFault string
+
+// The faults of profile files.
+const (
+	ProfileUnreadable ProfileFault = "unreadable"    // could not be opened or read
+	ProfileEmpty      ProfileFault = "empty"         // 0 bytes
+	ProfileCutShort   ProfileFault = "cut short"     // it ends inside a record or its length prefix
+	ProfileNotNetloom ProfileFault = "not a profile" // bytes that are not a Netloom record: a bad length prefix, not a Datagram
+	ProfileRefused    ProfileFault = "refused"       // a Datagram the daemon's checks refuse (Err is the *RejectError)
+	ProfileWrongRank  ProfileFault = "wrong rank"    // a record of another rank than the file's name says
+)
+
+// ProfileError says what is wrong with one rank's profile file: its
+// message is File, then Detail ("DIR/rank-1.pb: cut short: the record
+// says 5,321 bytes, 1,200 are there").
+type ProfileError struct {
+	File  string // as the user named it: DIR/[JOB/]rank-N.pb
+	Rank  int    // the rank the file's name says (rank-N.pb); -1 for another name
+	Fault ProfileFault
+	// Record is the record at fault, from 1 (0: the file as a whole),
+	// starting at byte Offset of the file; the Read records before it
+	// were read and are in the job.
+	Record int
+	Offset int64
+	Read   int
+	Detail string // what is wrong, without the file's name
+	Err    error  // the cause, when there is one: a *RejectError, a file system error
+}
+
+func (e *ProfileError) Error() string { return e.File + ": " + e.Detail }
+func (e *ProfileError) Unwrap() error { return e.Err }
+
+// RankFileError returns the first *ProfileError among errs (ReadProfile's
+// warnings or error) of the file of rank, or nil.
+func RankFileError(errs []error, rank int) *ProfileError {
+	for _, err := range errs {
+		var pe *ProfileError
+		if errors.As(err, &pe) && pe.Rank == rank {
+			return pe
+		}
+		if u, ok := err.(interface{ Unwrap() []error }); ok {
+			if pe := RankFileError(u.Unwrap(), rank); pe != nil {
+				return pe
+			}
+		}
+	}
+	return nil
+}
+
+// profileReadError is ReadProfile's error when no rank's file could be
+// read: it holds the files' errors.
+type profileReadError struct {
+	msg  string
+	errs []error
+}
+
+func (e *profileReadError) Error() string   { return e.msg }
+func (e *profileReadError) Unwrap() []error { return e.errs }
+
+// profileFile is one rank-*.pb file of a job: its path in the fs, its
+// name for the user and the rank its name says (-1 if none).
+type profileFile struct {
+	path, display string
+	rank          int
+}
+
+// fileRank is the rank a profile file's name says: rank-N.pb, N written
+// as the agent writes it; -1 for another name.
+func fileRank(name string) int {
+	s, ok := strings.CutPrefix(path.Base(name), "rank-")
+	s, ok2 := strings.CutSuffix(s, ".pb")
+	r, err := strconv.Atoi(s)
+	if !ok || !ok2 || err != nil || r < 0 || strconv.Itoa(r) != s {
+		return -1
+	}
+	return r
 }
 
 // ReadProfileFS is ReadProfile within fsys (named name in messages), its
@@ -84,26 +168,35 @@ func ReadProfileFS(fsys fs.FS, name string, maxRecord int) (*store.Job, []error,
 	if err != nil {
 		return nil, nil, err
 	}
-	files, err := fs.Glob(fsys, path.Join(sub, "rank-*.pb"))
+	names, err := fs.Glob(fsys, path.Join(sub, "rank-*.pb"))
 	if err != nil {
 		return nil, nil, err
 	}
 	dir := filepath.Join(name, sub)
+	files := make([]profileFile, len(names))
+	for i, f := range names {
+		files[i] = profileFile{path: f, display: filepath.Join(name, f), rank: fileRank(f)}
+	}
+	// In rank order (rank-10.pb after rank-9.pb), other names last.
+	slices.SortStableFunc(files, func(a, b profileFile) int {
+		return cmp.Compare(uint(a.rank), uint(b.rank))
+	})
 	lim := Limits{MaxBytes: maxRecord, MaxChunks: 1 << 20}.WithDefaults()
 	tr := NewTracker(Options{Limits: lim, MaxPendingBytes: 1 << 40, JobTimeout: 1 << 62, Linger: 1 << 62}, nil)
 	var warnings []error
 	var latest time.Time
+	bad := map[int]bool{} // ranks whose file has no record read
 	// Every file is read before any is added: each rank's node must be
 	// known when the other ranks' traffic to it is placed (KnowNode).
 	recs := make([][]profileRecord, len(files))
 	for i, f := range files {
-		var err error
-		recs[i], err = readProfileFile(fsys, f, filepath.Join(name, f), lim)
+		var err *ProfileError
+		recs[i], err = readProfileFile(fsys, f, lim)
 		if err != nil {
 			warnings = append(warnings, err)
-		}
-		if len(recs[i]) == 0 && err == nil {
-			warnings = append(warnings, fmt.Errorf("%s: no records", filepath.Join(name, f)))
+			if len(recs[i]) == 0 && f.rank >= 0 {
+				bad[f.rank] = true
+			}
 		}
 		for _, r := range recs[i] {
 			if r.d.Process != nil {
@@ -112,13 +205,21 @@ func ReadProfileFS(fsys fs.FS, name string, maxRecord int) (*store.Job, []error,
 		}
 	}
 	for i, f := range files {
-		for _, r := range recs[i] {
+		for k, r := range recs[i] {
 			now := time.Unix(0, r.d.TimeUnixNs)
 			if now.After(latest) {
 				latest = now
 			}
 			if err := tr.Add(r.d, r.size, now); err != nil {
-				warnings = append(warnings, fmt.Errorf("%s record %d: %w", filepath.Join(name, f), r.n, err))
+				rec := "the record"
+				if r.n > 1 {
+					rec = fmt.Sprintf("record %d (at byte %s)", r.n, thousands(r.off))
+				}
+				warnings = append(warnings, &ProfileError{File: f.display, Rank: f.rank, Fault: ProfileRefused, Record: r.n, Offset: r.off, Read: k,
+					Detail: refused(rec, err) + readBefore(k), Err: err})
+				if k == 0 && f.rank >= 0 {
+					bad[f.rank] = true
+				}
 				break
 			}
 		}
@@ -126,7 +227,18 @@ func ReadProfileFS(fsys fs.FS, name string, maxRecord int) (*store.Job, []error,
 	tr.Flush()
 	live := tr.Publish(latest)
 	if len(live.Jobs) == 0 {
-		return nil, warnings, fmt.Errorf("%s: no complete rank snapshot in %d files", dir, len(files))
+		switch len(warnings) {
+		case 0:
+			return nil, nil, fmt.Errorf("%s: no complete rank snapshot in %s", dir, plural(len(files), "rank-*.pb file"))
+		case 1:
+			return nil, warnings, &profileReadError{msg: fmt.Sprintf("%s: no rank's profile could be read: %v", dir, warnings[0]), errs: warnings}
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s: no rank's profile could be read from its %s:", dir, plural(len(files), "rank-*.pb file"))
+		for _, w := range warnings {
+			fmt.Fprintf(&b, "\n  %v", w)
+		}
+		return nil, warnings, &profileReadError{msg: b.String(), errs: warnings}
 	}
 	if len(live.Jobs) > 1 {
 		var ids []string
@@ -139,81 +251,302 @@ func ReadProfileFS(fsys fs.FS, name string, maxRecord int) (*store.Job, []error,
 	for _, lj := range live.Jobs {
 		j := lj.Full()
 		if j.Reporting < j.Ranks {
-			var missing []string
-			have := map[int]bool{}
-			for _, p := range j.Processes {
-				have[p.Rank] = true
-			}
-			for r := 0; r < j.Ranks && len(missing) < 20; r++ {
-				if !have[r] {
-					missing = append(missing, strconv.Itoa(r))
-				}
-			}
-			warnings = append(warnings, fmt.Errorf("%d of %d ranks have no profile (ranks %s...)", j.Ranks-j.Reporting, j.Ranks, strings.Join(missing, ",")))
+			warnings = append(warnings, missingRanks(j, bad))
 		}
 		return j, warnings, nil
 	}
 	panic("unreachable")
 }
 
-// profileRecord is one valid record of a profile file: the n-th.
+// missingRanks says which of a job's ranks have no profile: those whose
+// file was bad (its error comes before) and those with no file.
+func missingRanks(j *store.Job, bad map[int]bool) error {
+	have := map[int]bool{}
+	for _, p := range j.Processes {
+		have[p.Rank] = true
+	}
+	const most = 20
+	var list []string
+	for r := 0; r < j.Ranks && len(list) < most; r++ {
+		if have[r] {
+			continue
+		}
+		why := "no file"
+		if bad[r] {
+			why = "bad file"
+		}
+		list = append(list, fmt.Sprintf("%d (%s)", r, why))
+	}
+	n := j.Ranks - j.Reporting
+	more := ""
+	if n > len(list) {
+		more = fmt.Sprintf(" and %d more", n-len(list))
+	}
+	return fmt.Errorf("%d of %d ranks have no profile: %s %s%s", n, j.Ranks, map[bool]string{true: "rank", false: "ranks"}[n == 1],
+		strings.Join(list, ", "), more)
+}
+
+// plural is "1 thing" or "n things".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
+}
+
+// readBefore is what a file's fault message adds when records came before
+// it: they were read.
+func readBefore(read int) string {
+	switch read {
+	case 0:
+		return ""
+	case 1:
+		return "; record 1 was read"
+	}
+	return fmt.Sprintf("; records 1-%d were read", read)
+}
+
+// thousands writes n with commas: 5,321.
+func thousands[T int | int64 | uint64](n T) string {
+	if n < 0 {
+		return "-" + thousands(uint64(-n))
+	}
+	s := strconv.FormatUint(uint64(n), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// profileRecord is one valid record of a profile file: the n-th, at byte
+// off.
 type profileRecord struct {
 	d       *Datagram
 	size, n int
+	off     int64
 }
 
-// readProfileFile reads a profile file's records up to the first bad one
-// (shown as display in messages). A record longer than the file's rest is
+// readProfileFile reads a profile file's records up to the first bad one,
+// and says what is wrong with it. A record longer than the file's rest is
 // refused before its bytes are allocated.
-func readProfileFile(fsys fs.FS, name, display string, lim Limits) ([]profileRecord, error) {
-	f, err := fsys.Open(name)
+func readProfileFile(fsys fs.FS, pf profileFile, lim Limits) ([]profileRecord, *ProfileError) {
+	fault := func(f ProfileFault, n int, off int64, read int, err error, format string, a ...any) *ProfileError {
+		return &ProfileError{File: pf.display, Rank: pf.rank, Fault: f, Record: n, Offset: off, Read: read, Err: err,
+			Detail: fmt.Sprintf(format, a...) + readBefore(read)}
+	}
+	unreadable := func(err error) *ProfileError {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // its path is fsys's, not the one the user gave
+		}
+		return fault(ProfileUnreadable, 0, 0, 0, err, "cannot read: %v", err)
+	}
+	f, err := fsys.Open(pf.path)
 	if err != nil {
-		return nil, err
+		return nil, unreadable(err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, unreadable(err)
 	}
-	cr := &countingReader{r: bufio.NewReaderSize(f, 1<<20)}
+	if st.IsDir() {
+		return nil, fault(ProfileUnreadable, 0, 0, 0, nil, "a directory, not a file")
+	}
+	size := st.Size()
+	if size == 0 {
+		return nil, fault(ProfileEmpty, 0, 0, 0, nil, "empty (0 bytes): the rank wrote no record")
+	}
+	br := bufio.NewReaderSize(f, 1<<20)
 	var recs []profileRecord
+	var off int64
 	for n := 1; ; n++ {
-		m := new(agentpb.Datagram)
-		left := st.Size() - cr.n
-		size := min(int64(lim.MaxBytes), max(left, 0))
-		err := protodelim.UnmarshalOptions{MaxSize: size}.UnmarshalFrom(cr, m)
-		if errors.Is(err, io.EOF) {
-			return recs, nil
+		read := n - 1
+		// rec is record n as messages name it: "the record" when it is the
+		// file's first (the agent writes one), else "record n (at byte off)";
+		// it is rec within parentheses that say where.
+		rec, it := "the record", "the record"
+		if n > 1 {
+			rec, it = fmt.Sprintf("record %d (at byte %s)", n, thousands(off)), "it"
 		}
-		if err != nil {
-			return recs, fmt.Errorf("%s record %d: %w", display, n, err)
+		notProfile := func(format string, a ...any) *ProfileError {
+			what := "not a Netloom profile"
+			if n > 1 {
+				what = fmt.Sprintf("garbage after record %d, at byte %s", read, thousands(off))
+			}
+			return fault(ProfileNotNetloom, n, off, read, nil, "%s (%s)", what, fmt.Sprintf(format, a...))
+		}
+		// The length prefix.
+		var prefix []byte
+		for len(prefix) < binary.MaxVarintLen64 {
+			b, err := br.ReadByte()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return recs, unreadable(err)
+			}
+			prefix = append(prefix, b)
+			if b < 0x80 {
+				break
+			}
+		}
+		if len(prefix) == 0 {
+			return recs, nil // the end, between records
+		}
+		length, k := protowire.ConsumeVarint(prefix)
+		switch {
+		case k < 0 && prefix[len(prefix)-1] >= 0x80 && len(prefix) < binary.MaxVarintLen64:
+			where := "the record's length prefix"
+			if n > 1 {
+				where = fmt.Sprintf("record %d's length prefix (at byte %s)", n, thousands(off))
+			}
+			return recs, fault(ProfileCutShort, n, off, read, nil, "cut short: the file ends inside %s", where)
+		case k < 0:
+			return recs, notProfile("bad length prefix: more than 64 bits")
+		case length == 0:
+			return recs, notProfile("bad length prefix: %s says 0 bytes", it)
+		case length > uint64(lim.MaxBytes):
+			return recs, notProfile("bad length prefix: %s says %s bytes, more than the %s a record may hold",
+				it, thousands(length), thousands(lim.MaxBytes))
+		}
+		at := off + int64(k) // the record's bytes
+		left := max(size-at, 0)
+		b := make([]byte, min(int64(length), left))
+		got, err := io.ReadFull(br, b)
+		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+			return recs, unreadable(err)
+		}
+		if uint64(got) < length {
+			// A record cut short is the beginning of a Datagram; other
+			// bytes are not a profile, whatever their length prefix says.
+			if wireFault(b[:got], at, true) != "" {
+				return recs, notProfile("bad length prefix: %s says %s bytes, the file holds %s after it", it, thousands(length), thousands(got))
+			}
+			return recs, fault(ProfileCutShort, n, off, read, nil, "cut short: %s says %s bytes, %s are there", rec, thousands(length), thousands(got))
+		}
+		m := new(agentpb.Datagram)
+		if err := proto.Unmarshal(b, m); err != nil {
+			why := wireFault(b, at, false)
+			if why == "" {
+				why = protoDetail(err)
+			}
+			return recs, notProfile("%s is not a Datagram: %s", it, why)
 		}
 		d := FromProto(m)
 		if err := Validate(d, lim); err != nil {
-			return recs, fmt.Errorf("%s record %d: %w", display, n, err)
+			if unknown := len(m.ProtoReflect().GetUnknown()) > 0; m.Version == 0 || unknown {
+				why := wireFault(b, at, false)
+				switch {
+				case why != "":
+				case unknown:
+					why = "it has fields a Datagram does not have"
+				default:
+					why = "it has no version field"
+				}
+				return recs, notProfile("%s is not a Datagram: %s", it, why)
+			}
+			return recs, fault(ProfileRefused, n, off, read, err, "%s", refused(rec, err))
 		}
-		recs = append(recs, profileRecord{d: d, size: proto.Size(m), n: n})
+		if pf.rank >= 0 && int(d.Rank) != pf.rank {
+			if n == 1 {
+				return recs, fault(ProfileWrongRank, n, off, read, nil, "holds rank %d's profile (job %s), not rank %d's", d.Rank, d.JobId, pf.rank)
+			}
+			return recs, fault(ProfileWrongRank, n, off, read, nil, "%s is rank %d's (job %s), not rank %d's", rec, d.Rank, d.JobId, pf.rank)
+		}
+		recs = append(recs, profileRecord{d: d, size: len(b), n: n, off: off})
+		off = at + int64(length)
 	}
 }
 
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r *bufio.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-func (c *countingReader) ReadByte() (byte, error) {
-	b, err := c.r.ReadByte()
-	if err == nil {
-		c.n++
+// refused says that the daemon's checks refused record rec: "the record
+// was refused (bad_rank): job j: rank 5 of world size 4".
+func refused(rec string, err error) string {
+	var re *RejectError
+	if errors.As(err, &re) {
+		return fmt.Sprintf("%s was refused (%s): %s", rec, re.Reason, re.Detail)
 	}
-	return b, err
+	return fmt.Sprintf("%s was refused: %v", rec, err)
+}
+
+// datagramFields are the Datagram's fields by number.
+var datagramFields = (&agentpb.Datagram{}).ProtoReflect().Descriptor().Fields()
+
+// wireFault says what keeps b, a record's bytes at byte base of its file,
+// from being a Datagram: its top-level fields' tags (each one of a
+// Datagram's fields, with its wire type) and lengths, and each field's
+// content. It returns "" when it finds nothing wrong. partial: b is the
+// beginning of a record cut short, its last field may run past its end.
+func wireFault(b []byte, base int64, partial bool) string {
+	for i := 0; i < len(b); {
+		where := thousands(base + int64(i))
+		num, typ, n := protowire.ConsumeTag(b[i:])
+		if n < 0 {
+			if errors.Is(protowire.ParseError(n), io.ErrUnexpectedEOF) {
+				if partial {
+					return ""
+				}
+				return fmt.Sprintf("a field tag at byte %s runs past the record's end", where)
+			}
+			return fmt.Sprintf("no field tag at byte %s (%v)", where, protowire.ParseError(n))
+		}
+		if _, ok := wireTypeNames[typ]; !ok {
+			return fmt.Sprintf("no field tag at byte %s (wire type %d does not exist)", where, typ)
+		}
+		fd := datagramFields.ByNumber(num)
+		if fd == nil {
+			return fmt.Sprintf("field %d at byte %s, which a Datagram does not have", num, where)
+		}
+		if want, ok := wireTypeOf(fd, typ); !ok {
+			return fmt.Sprintf("field %d (%s) at byte %s is %s, not %s", num, fd.Name(), where, wireTypeNames[typ], wireTypeNames[want])
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[i+n:])
+		if m < 0 {
+			if errors.Is(protowire.ParseError(m), io.ErrUnexpectedEOF) {
+				if partial {
+					return ""
+				}
+				return fmt.Sprintf("field %d (%s) at byte %s runs past the record's end", num, fd.Name(), where)
+			}
+			return fmt.Sprintf("field %d (%s) at byte %s: %v", num, fd.Name(), where, protowire.ParseError(m))
+		}
+		if !partial {
+			if err := proto.Unmarshal(b[i:i+n+m], new(agentpb.Datagram)); err != nil {
+				return fmt.Sprintf("field %d (%s) at byte %s: %s", num, fd.Name(), where, protoDetail(err))
+			}
+		}
+		i += n + m
+	}
+	return ""
+}
+
+// wireTypeOf says whether typ is a wire type of field fd, and which is.
+func wireTypeOf(fd protoreflect.FieldDescriptor, typ protowire.Type) (protowire.Type, bool) {
+	want := protowire.VarintType
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.StringKind, protoreflect.BytesKind:
+		want = protowire.BytesType
+	case protoreflect.GroupKind:
+		want = protowire.StartGroupType
+	case protoreflect.Fixed64Kind, protoreflect.Sfixed64Kind, protoreflect.DoubleKind:
+		want = protowire.Fixed64Type
+	case protoreflect.Fixed32Kind, protoreflect.Sfixed32Kind, protoreflect.FloatKind:
+		want = protowire.Fixed32Type
+	}
+	packed := fd.IsList() && want != protowire.BytesType && want != protowire.StartGroupType && typ == protowire.BytesType
+	return want, typ == want || packed
+}
+
+// wireTypeNames are the wire types as messages name them.
+var wireTypeNames = map[protowire.Type]string{protowire.VarintType: "a varint", protowire.Fixed64Type: "64-bit",
+	protowire.BytesType: "length-delimited", protowire.StartGroupType: "a group's start", protowire.EndGroupType: "a group's end",
+	protowire.Fixed32Type: "32-bit"}
+
+// protoDetail is a protobuf error's message without its "proto:" prefix
+// (which it writes with a space or a no-break space).
+func protoDetail(err error) string {
+	s := strings.TrimPrefix(err.Error(), "proto:")
+	return strings.TrimLeft(s, " \u00a0")
 }
 
 // Report is the JSON document of `netloom report --json`.
@@ -234,8 +567,9 @@ type Report struct {
 	Startup Startup `json:"startup"`
 	// GPU is the ranks' GPU side: their MPI buffers by kind and path
 	// between host and device memory, and their NCCL operations.
-	GPU      *gpupath.Summary `json:"gpu"`
-	Warnings []string         `json:"warnings,omitempty"`
+	GPU *gpupath.Summary `json:"gpu"`
+	// Warnings is never null: [] when there are none.
+	Warnings []string `json:"warnings"`
 }
 
 // maxReportPairs bounds the rank pairs of a report's GPU section (the
@@ -282,6 +616,7 @@ func BuildReport(j *store.Job, warnings []error) (*Report, error) {
 			r.NodeMatrix[c][m] = map[string]any{"labels": nm.Labels, "matrix": nm.Values}
 		}
 	}
+	r.Warnings = make([]string, 0, len(warnings))
 	for _, w := range warnings {
 		r.Warnings = append(r.Warnings, w.Error())
 	}
