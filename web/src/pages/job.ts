@@ -462,8 +462,8 @@ export async function jobPage(ctx: PageContext): Promise<void> {
   };
 
   const trafficModelHelp: Record<string, string> = {
-    physical: "Open MPI's monitoring told the agent the messages the library really sent, collectives decomposed into its trees and rings: these bytes crossed the links.",
-    logical: "The application's MPI calls, a collective counted as its root sending to every rank: the library may have moved other bytes over other links (run under Open MPI with its monitoring on for the physical traffic).",
+    physical: "Open MPI's monitoring told the agent the messages the library really sent, collectives decomposed into its trees and rings: these bytes crossed the links (netloom run --physical; the monitoring costs messages of 0 to 64 bytes 21 to 36% of their rate).",
+    logical: "The application's MPI calls, a collective counted as its root sending to every rank: the library may have moved other bytes over other links. Under Open MPI, netloom run --physical turns its monitoring on for the physical traffic, at a cost of 21 to 36% of the rate of messages of 0 to 64 bytes (the agent alone: 3.5 to 6%).",
   };
   // Link attribution: the job's heaviest link directions, how loaded they
   // are and which other jobs share them (GET /jobs/{job}/why).
