@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -43,8 +44,13 @@ job id that a daemon stored (with --db). The fabric is the one --db names
 reached through --fabric (and --load-cache).
 
 Nodes default to the job's own (Slurm's node list, else the nodes the
-agents reported); cores per node to Slurm's CPUs per node, else the most
-ranks the job ran with on one node.
+agents reported); cores per node to Slurm's CPUs per node, else the
+node's own when it is this host (its CPU topology), else assumed: those
+of a node the job ran on whose cores are known, else the most ranks the
+job ran with on one node. The summary says where each count came from. A
+node may hold as many ranks as the job ran with on it: beyond its cores
+the advice says it oversubscribes the node (ranks share cores); a
+rankfile's slots are always cores the node has.
 
 The placement file (--format): openmpi, a rankfile for mpirun --rankfile;
 mpich, a Hydra machine file for mpiexec -f; slurm, a host file for
@@ -52,7 +58,12 @@ SLURM_HOSTFILE with srun --distribution=arbitrary. With -o it is written to
 FILE and the summary printed; without, the file goes to standard output and
 the summary to standard error. --json prints the summary as JSON: the cost
 (inter-node bytes, bytes x hops, heaviest link) of the job as it ran, the
-advice, round-robin, block and random placements, the gains and the mapping.`,
+advice, round-robin, block and random placements, the gains and the mapping.
+
+On a traced profile (netloom run --trace) the summary adds the elapsed
+times SimGrid predicts as it ran and as advised; when they cannot be
+predicted (the nodes the job ran on are not on the fabric, the replay
+fails) it says the prediction was skipped and why, and the advice stands.`,
 		Example: `  netloom place prof --fabric sim:fat-tree:hosts=16,radix=8 --nodes n[1-2] -o rankfile
   netloom place 4711 --db /var/lib/netloom/netloom.db --format slurm -o hostfile`,
 		Args: posArgs("JOB|PROFILE_DIR"),
@@ -65,7 +76,7 @@ advice, round-robin, block and random placements, the gains and the mapping.`,
 	loadCache := f.String("load-cache", "", "read the topology from an ibnetdiscover cache `file` (forwarding tables are still read from the fabric)")
 	db := f.String("db", "", "read the job (unless a profile directory is given), topology and forwarding tables a netloom daemon stored in `db`")
 	f.StringVar(&nodes, "nodes", "", "the nodes to place on, a Slurm `hostlist` (default: the job's own)")
-	f.IntVar(&cores, "cores-per-node", 0, "cores per node (default: Slurm's, else the most ranks the job ran with on one node)")
+	f.IntVar(&cores, "cores-per-node", 0, "cores per node (default: Slurm's, else the node's own if it is this host, else assumed from the job's nodes)")
 	enumFlag(c, &format, "format", "openmpi", "placement file `format`: openmpi, mpich or slurm", place.Formats...)
 	f.StringVarP(&out, "output", "o", "", "write the placement file to `FILE` (default: standard output)")
 	f.StringVar(&nodeMap, "node-map", "", "node names to host adapters, as netloom serve's --node-map `file`")
@@ -89,7 +100,7 @@ advice, round-robin, block and random placements, the gains and the mapping.`,
 		if err != nil {
 			return err
 		}
-		req, err := place.JobRequest(job, place.Options{Hostlist: nodes, CoresPerNode: cores, Seed: seed})
+		req, err := place.JobRequest(job, place.Options{Hostlist: nodes, CoresPerNode: cores, NodeCores: place.ThisHost(), Seed: seed})
 		if err != nil {
 			return err
 		}
@@ -114,17 +125,18 @@ advice, round-robin, block and random placements, the gains and the mapping.`,
 				return err
 			}
 		}
-		predicted, err := placePrediction(ctx, args[0], routes, nm, adv)
+		predicted, skipped, err := placePrediction(ctx, args[0], routes, nm, adv)
 		if err != nil {
 			return err
 		}
 		if *asJSON {
 			return writeJSON(c.OutOrStdout(), struct {
 				*place.Advice
-				Format    string          `json:"format"`
-				File      string          `json:"file,omitempty"`
-				Predicted *placePredicted `json:"predicted,omitempty"`
-			}{adv, format, out, predicted})
+				Format            string          `json:"format"`
+				File              string          `json:"file,omitempty"`
+				Predicted         *placePredicted `json:"predicted,omitempty"`
+				PredictionSkipped string          `json:"prediction_skipped,omitempty"`
+			}{adv, format, out, predicted, skipped})
 		}
 		if err := writeAdvice(summary, adv); err != nil {
 			return err
@@ -132,6 +144,9 @@ advice, round-robin, block and random placements, the gains and the mapping.`,
 		if predicted != nil {
 			fmt.Fprintf(summary, "predicted elapsed (the trace replayed by SimGrid on the fabric, docs/model.md): as ran %.4f s, advice %.4f s (%+.1f%%); measured %.4f s\n",
 				predicted.AsRan, predicted.Advice, 100*(predicted.Advice-predicted.AsRan)/predicted.AsRan, predicted.Measured)
+		}
+		if skipped != "" {
+			fmt.Fprintf(summary, "predicted elapsed: skipped: %s\n", skipped)
 		}
 		if out == "" {
 			return place.Write(file, format, adv.Mapping)
@@ -151,14 +166,23 @@ type placePredicted struct {
 }
 
 // placePrediction replays a traced profile (netloom run --trace) as it
-// ran and as advised; nil when the job is not a traced profile.
-func placePrediction(ctx context.Context, arg string, routes *fabric.Routes, nm *analysis.NodeMap, adv *place.Advice) (*placePredicted, error) {
+// ran and as advised. Neither a prediction nor a reason when the job is
+// not a traced profile; when it is but cannot be replayed, the reason the
+// prediction was skipped (the advice stands without it). The error is
+// only the command's own (interrupted).
+func placePrediction(ctx context.Context, arg string, routes *fabric.Routes, nm *analysis.NodeMap, adv *place.Advice) (*placePredicted, string, error) {
 	if st, err := os.Stat(arg); err != nil || !st.IsDir() {
-		return nil, nil
+		return nil, "", nil
+	}
+	if !hasTraces(arg) {
+		return nil, "", nil // no traces: the advice stands without a predicted time
 	}
 	job, _, err := model.Load(arg)
 	if err != nil {
-		return nil, nil // no traces: the advice stands without a predicted time
+		return nil, fmt.Sprintf("the traces cannot be read: %v", err), nil
+	}
+	if adv.AsRanUnknown != "" {
+		return nil, "the replay needs the job as it ran on the fabric, and " + adv.AsRanUnknown, nil
 	}
 	advised := make([]string, job.Ranks)
 	for _, m := range adv.Mapping {
@@ -166,19 +190,36 @@ func placePrediction(ctx context.Context, arg string, routes *fabric.Routes, nm 
 			advised[m.Rank] = m.Node
 		}
 	}
-	if slices.Contains(advised, "") {
-		return nil, nil
+	if len(adv.Mapping) != job.Ranks || slices.Contains(advised, "") {
+		return nil, fmt.Sprintf("the traces hold %d ranks, the advice places %d", job.Ranks, len(adv.Mapping)), nil
 	}
 	hosts := model.Hosts(job.Nodes, advised)
 	plat, err := model.FromRoutes("fabric", routes, hosts, model.Cores(job.Nodes, advised), nm.LID, model.DefaultHopLatency, model.DefaultLoopback)
 	if err != nil {
-		return nil, fmt.Errorf("predicting the advice's time: %w", err)
+		return nil, fmt.Sprintf("no SimGrid platform of the fabric for the job's nodes: %v", err), nil
 	}
 	res, err := model.Predict(ctx, job, model.Request{Platform: plat, HostOf: job.Nodes, Placement: advised, ElapsedOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("predicting the advice's time: %w", err)
+	if ctx.Err() != nil {
+		return nil, "", ctx.Err()
 	}
-	return &placePredicted{Measured: res.Measured.Elapsed, AsRan: res.AsRan.Elapsed, Advice: res.WhatIfs[0].Elapsed}, nil
+	if err != nil {
+		return nil, fmt.Sprintf("the replay failed: %v", err), nil
+	}
+	if len(res.WhatIfs) == 0 {
+		return nil, "the replay predicted no time for the advice", nil
+	}
+	return &placePredicted{Measured: res.Measured.Elapsed, AsRan: res.AsRan.Elapsed, Advice: res.WhatIfs[0].Elapsed}, "", nil
+}
+
+// hasTraces says whether a profile directory (or the job directory in
+// it) holds replay traces (netloom run --trace).
+func hasTraces(dir string) bool {
+	for _, pat := range []string{"rank-*.ti.gz", "*/rank-*.ti.gz"} {
+		if m, _ := filepath.Glob(filepath.Join(dir, pat)); len(m) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // routesAndNodeMap gets the routes (placeRoutes) and maps node names to
@@ -288,6 +329,7 @@ func writeAdvice(w io.Writer, a *place.Advice) error {
 		coreText = fmt.Sprintf(" (%d cores each)", a.Nodes[0].Cores)
 	}
 	fmt.Fprintf(w, "job %s: %d ranks on %d nodes%s; advice from %s in %.2f s\n", a.Job, a.Ranks, len(a.Nodes), coreText, a.Method, a.Seconds)
+	writeCoresFrom(w, a.Nodes)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "placement\tinter-node bytes\tbytes x hops\theaviest link bytes\tnodes used\t")
 	row := func(name string, c *place.Cost) {
@@ -312,6 +354,13 @@ func writeAdvice(w io.Writer, a *place.Advice) error {
 	if a.AsRanUnknown != "" {
 		fmt.Fprintf(w, "as ran: unknown: %s\n", a.AsRanUnknown)
 	}
+	for _, o := range a.AsRanOversubscribed {
+		fmt.Fprintf(w, "as ran: oversubscribed: %s held %d ranks on %d cores\n", o.Node, o.Ranks, o.Cores)
+	}
+	for _, o := range a.Oversubscribed {
+		fmt.Fprintf(w, "oversubscribed: %s holds %d ranks on %d cores, as the job ran there (its ranks share cores; the rankfile names only cores it has)\n",
+			o.Node, o.Ranks, o.Cores)
+	}
 	if a.PeersTruncated {
 		fmt.Fprintln(w, "note: some ranks reported only their top peers; the traffic is a lower bound")
 	}
@@ -326,4 +375,34 @@ func writeAdvice(w io.Writer, a *place.Advice) error {
 		}
 	}
 	return nil
+}
+
+// writeCoresFrom says where the nodes' cores came from: one line per
+// count and source, naming at most five nodes.
+func writeCoresFrom(w io.Writer, nodes []place.Node) {
+	type key struct {
+		cores int
+		from  string
+	}
+	var order []key
+	names := map[key][]string{}
+	for _, n := range nodes {
+		k := key{n.Cores, n.CoresFrom}
+		if _, ok := names[k]; !ok {
+			order = append(order, k)
+		}
+		names[k] = append(names[k], n.Name)
+	}
+	for _, k := range order {
+		ns := names[k]
+		list := strings.Join(ns[:min(len(ns), 5)], ", ")
+		if len(ns) > 5 {
+			list += fmt.Sprintf(" and %d more", len(ns)-5)
+		}
+		from := k.from
+		if from == "" {
+			from = "unknown"
+		}
+		fmt.Fprintf(w, "cores: %d on %s (%s)\n", k.cores, list, from)
+	}
 }

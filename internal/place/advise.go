@@ -70,6 +70,40 @@ type Advice struct {
 	Mapping        []RankPlace `json:"mapping"`
 	// FabricHidden: the link directions were left out (HideFabric).
 	FabricHidden bool `json:"fabric_hidden,omitempty"`
+	// Oversubscribed lists the nodes the advice puts more ranks on than
+	// they have cores (ranks then share cores: a rankfile names a core
+	// twice, which Open MPI 4.1 runs as it is); AsRanOversubscribed the
+	// nodes given that the job as it ran did (their cores as given).
+	Oversubscribed      []Oversubscribed `json:"oversubscribed,omitempty"`
+	AsRanOversubscribed []Oversubscribed `json:"as_ran_oversubscribed,omitempty"`
+}
+
+// Oversubscribed is a node holding more ranks than cores.
+type Oversubscribed struct {
+	Node  string `json:"node"`
+	Ranks int    `json:"ranks"`
+	Cores int    `json:"cores"`
+}
+
+// oversubscribed lists the nodes (of the first len(nodes) indices) p puts
+// more ranks on than they have cores, and how many ranks in all are
+// beyond the cores.
+func oversubscribed(p Placement, nodes []Node) ([]Oversubscribed, int) {
+	held := make([]int, len(nodes))
+	for _, ni := range p.Node {
+		if int(ni) < len(nodes) {
+			held[ni]++
+		}
+	}
+	var out []Oversubscribed
+	excess := 0
+	for i, h := range held {
+		if h > nodes[i].Cores {
+			out = append(out, Oversubscribed{Node: nodes[i].Name, Ranks: h, Cores: nodes[i].Cores})
+			excess += h - nodes[i].Cores
+		}
+	}
+	return out, excess
 }
 
 // HideFabric leaves out of the advice what only an administrator may see
@@ -112,7 +146,7 @@ func Advise(fab *Fabric, req Request) (*Advice, error) {
 	if len(req.Nodes) == 0 {
 		return nil, inputErr("no nodes to place on")
 	}
-	cores, seen := 0, map[string]bool{}
+	cores, slots, seen := 0, 0, map[string]bool{}
 	for _, n := range req.Nodes {
 		if n.Cores <= 0 {
 			return nil, inputErr("node %s: %d cores", sched.Quote(n.Name), n.Cores)
@@ -122,8 +156,12 @@ func Advise(fab *Fabric, req Request) (*Advice, error) {
 		}
 		seen[n.Name] = true
 		cores += n.Cores
+		slots += n.slots()
 	}
-	if cores < R {
+	if slots < R {
+		if slots > cores {
+			return nil, inputErr("the %d nodes have %d cores, and room for %d ranks as the job ran, for %d ranks: give more nodes or more cores per node", len(req.Nodes), cores, slots, R)
+		}
 		return nil, inputErr("the %d nodes have %d cores for %d ranks: give more nodes or more cores per node", len(req.Nodes), cores, R)
 	}
 	if req.AsRan != nil && len(req.AsRan) != R {
@@ -152,6 +190,7 @@ func Advise(fab *Fabric, req Request) (*Advice, error) {
 	// The job as it ran, judged over the target nodes plus its own.
 	var asRan *Placement
 	asRanFits := false
+	asRanExcess := 0 // ranks beyond the cores of the nodes given, as it ran
 	if req.AsRan != nil {
 		union := slices.Clone(names)
 		idx := map[string]int32{}
@@ -172,6 +211,9 @@ func Advise(fab *Fabric, req Request) (*Advice, error) {
 				union = append(union, n)
 			}
 			p.Node[r] = i
+		}
+		if missing == 0 {
+			a.AsRanOversubscribed, asRanExcess = oversubscribed(p, req.Nodes)
 		}
 		switch {
 		case missing > 0:
@@ -197,16 +239,17 @@ func Advise(fab *Fabric, req Request) (*Advice, error) {
 				used[ni]++
 			}
 			for i, u := range used {
-				asRanFits = asRanFits && u <= req.Nodes[i].Cores
+				asRanFits = asRanFits && u <= req.Nodes[i].slots()
 			}
 		}
 	}
 
 	h := buildHierarchy(ev.hops, len(names))
 	type candidate struct {
-		name string
-		p    Placement
-		c    *Cost
+		name   string
+		p      Placement
+		c      *Cost
+		excess int // ranks beyond the nodes' cores
 	}
 	var cands []candidate
 	if len(names) > 1 && len(t.Bytes) > 0 {
@@ -225,10 +268,14 @@ func Advise(fab *Fabric, req Request) (*Advice, error) {
 		if cands[i].c, err = ev.cost(cands[i].p, true); err != nil {
 			return nil, err
 		}
+		_, cands[i].excess = oversubscribed(cands[i].p, req.Nodes)
 	}
+	// Fewer ranks sharing cores first (a placement that fits the cores
+	// beats one that oversubscribes them, whatever its traffic), then
+	// the cost.
 	best := 0
-	for i := range cands {
-		if cands[i].c.better(cands[best].c) {
+	for i, c := range cands {
+		if b := cands[best]; c.excess < b.excess || c.excess == b.excess && c.c.better(b.c) {
 			best = i
 		}
 	}
@@ -246,7 +293,7 @@ func Advise(fab *Fabric, req Request) (*Advice, error) {
 	}
 	if a.AsRan != nil {
 		a.Gain["as_ran"] = gain(a.Advice, a.AsRan)
-		if !a.Advice.better(a.AsRan) {
+		if win.excess >= asRanExcess && !a.Advice.better(a.AsRan) {
 			a.NothingToGain = true
 			switch {
 			case a.AsRan.InterNodeBytes == 0:
@@ -263,10 +310,17 @@ func Advise(fab *Fabric, req Request) (*Advice, error) {
 	a.Gain["round_robin"] = gain(a.Advice, a.RoundRobin)
 	a.Gain["block"] = gain(a.Advice, a.Block)
 	a.Gain["random"] = gain(a.Advice, a.Random)
+	// A slot beyond the node's cores shares a core: the rankfile names
+	// only cores the node has.
 	a.Mapping = make([]RankPlace, R)
 	for r := range R {
-		a.Mapping[r] = RankPlace{Rank: r, Node: names[win.p.Node[r]], Core: int(win.p.Core[r])}
+		ni, core := win.p.Node[r], int(win.p.Core[r])
+		if core >= 0 {
+			core %= req.Nodes[ni].Cores
+		}
+		a.Mapping[r] = RankPlace{Rank: r, Node: names[ni], Core: core}
 	}
+	a.Oversubscribed, _ = oversubscribed(win.p, req.Nodes)
 	a.Seconds = time.Since(start).Seconds()
 	return a, nil
 }

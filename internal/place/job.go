@@ -12,10 +12,14 @@ type Options struct {
 	// Hostlist names the nodes to place on (Slurm syntax, n[1-4],gpu7);
 	// default: the scheduler's node list, else the nodes the agents reported.
 	Hostlist string
-	// CoresPerNode; default: the scheduler's CPUs per node, else the most
-	// ranks the job ran with on one node.
+	// CoresPerNode; default: the scheduler's CPUs per node, else each
+	// node's own from NodeCores, else assumed (see JobRequest).
 	CoresPerNode int
-	Seed         uint64
+	// NodeCores gives a node's real cores and where the count came from
+	// (the CLI's: this host's CPU topology when the node is this host);
+	// 0 when it does not know. May be nil.
+	NodeCores func(node string) (cores int, from string)
+	Seed      uint64
 	// FabricHosts is the number of host adapters on the fabric (0:
 	// unknown). A hostlist may name no more nodes than that, since every
 	// node must be a distinct host on the fabric; nor ever more than
@@ -39,7 +43,30 @@ func (opt Options) maxNodes() (int, string) {
 	return MaxNodes, fmt.Sprintf("%d, the most placement takes", MaxNodes)
 }
 
+// Where a node's cores came from (Node.CoresFrom).
+const (
+	CoresGiven = "given"
+	CoresSlurm = "Slurm: the job's CPUs per node"
+	// CoresMostRanks is the last resort: a count the job itself shows
+	// ranks ran with, not one of the node's.
+	CoresMostRanks = "assumed: the most ranks the job ran with on one node; the node's own cores are unknown, give them"
+)
+
+// coresAs is the assumption for a node whose cores are unknown, when a
+// node the job ran on has known cores.
+func coresAs(node string) string {
+	return fmt.Sprintf("assumed: as on %s, a node the job ran on; this node's own cores are unknown, give them", node)
+}
+
 // JobRequest builds the placement question for a job.
+//
+// Each node's cores are, in order: the ones asked for (CoresPerNode), the
+// scheduler's CPUs per node, the node's own (NodeCores), else assumed:
+// those of a node the job ran on whose cores are known, else the most
+// ranks the job ran with on one node. A node may hold as many ranks as
+// the job ran with on it, even beyond its cores (ranks then share cores:
+// the advice says the node is oversubscribed); the rankfile names only
+// cores the node has.
 func JobRequest(j *store.Job, opt Options) (Request, error) {
 	t, asRan, err := FromJob(j)
 	if err != nil {
@@ -77,23 +104,67 @@ func JobRequest(j *store.Job, opt Options) (Request, error) {
 	if len(names) == 0 {
 		return Request{}, inputErr("job %s: no node list (no ranks reported their node); give the nodes", j.ID)
 	}
-	cores := opt.CoresPerNode
+	cores, from := opt.CoresPerNode, CoresGiven
 	if cores < 0 {
 		return Request{}, inputErr("cores per node: %d", cores)
 	}
 	if cores == 0 && j.Scheduler != nil && j.Scheduler.CPUs > 0 && len(j.Scheduler.Nodes) > 0 {
-		cores = (j.Scheduler.CPUs + len(j.Scheduler.Nodes) - 1) / len(j.Scheduler.Nodes)
+		cores, from = (j.Scheduler.CPUs+len(j.Scheduler.Nodes)-1)/len(j.Scheduler.Nodes), CoresSlurm
+	}
+	ranOn := map[string]int{} // ranks per node as the job ran
+	for _, n := range ran {
+		ranOn[n.Name] = n.Cores
+	}
+	req.Nodes = make([]Node, len(names))
+	for i, n := range names {
+		req.Nodes[i] = Node{Name: n, Cores: cores, CoresFrom: from}
 	}
 	if cores == 0 {
+		// Each node's own, where known; the rest assumed.
+		known := map[string]Node{}
+		if opt.NodeCores != nil {
+			for _, n := range ran {
+				if c, f := opt.NodeCores(n.Name); c > 0 {
+					known[n.Name] = Node{Name: n.Name, Cores: c, CoresFrom: f}
+				}
+			}
+		}
+		var assumed Node // a node the job ran on with known cores, the most
 		for _, n := range ran {
-			cores = max(cores, n.Cores)
+			if k, ok := known[n.Name]; ok && k.Cores > assumed.Cores {
+				assumed = k
+			}
+		}
+		mostRanks := 0
+		for _, n := range ran {
+			mostRanks = max(mostRanks, n.Cores)
+		}
+		for i := range req.Nodes {
+			nd := &req.Nodes[i]
+			k, ok := known[nd.Name]
+			if !ok && opt.NodeCores != nil && ranOn[nd.Name] == 0 {
+				if c, f := opt.NodeCores(nd.Name); c > 0 {
+					k, ok = Node{Cores: c, CoresFrom: f}, true
+				}
+			}
+			switch {
+			case ok:
+				nd.Cores, nd.CoresFrom = k.Cores, k.CoresFrom
+			case assumed.Cores > 0:
+				nd.Cores, nd.CoresFrom = assumed.Cores, coresAs(assumed.Name)
+			case mostRanks > 0:
+				nd.Cores, nd.CoresFrom = mostRanks, CoresMostRanks
+			default:
+				return Request{}, inputErr("job %s: cores per node unknown; give them", j.ID)
+			}
 		}
 	}
-	if cores == 0 {
-		return Request{}, inputErr("job %s: cores per node unknown; give them", j.ID)
-	}
-	for _, n := range names {
-		req.Nodes = append(req.Nodes, Node{Name: n, Cores: cores})
+	// A node holds as many ranks as the job ran with on it, if more than
+	// its cores: the job ran oversubscribed there, and may again.
+	for i := range req.Nodes {
+		if k := ranOn[req.Nodes[i].Name]; k > req.Nodes[i].Cores {
+			req.Nodes[i].Slots = k
+		}
 	}
 	return req, nil
 }

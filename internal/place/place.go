@@ -53,7 +53,16 @@ func (t *Traffic) Total() uint64 {
 type Node struct {
 	Name  string `json:"name"`
 	Cores int    `json:"cores"`
+	// Slots is how many ranks the node may hold when more than its cores
+	// (the job ran that many there: the placement oversubscribes it); 0:
+	// its cores. A rank's core is always one of the node's Cores.
+	Slots int `json:"slots,omitempty"`
+	// CoresFrom says where Cores came from (CoresGiven, ...).
+	CoresFrom string `json:"cores_from,omitempty"`
 }
+
+// slots is how many ranks the node may hold.
+func (n Node) slots() int { return max(n.Cores, n.Slots) }
 
 // NodeMapper maps node names to host adapter LIDs (analysis.NodeMap is one).
 type NodeMapper interface {
@@ -90,8 +99,8 @@ type Request struct {
 
 // Placement is a rank -> node (and core) mapping.
 type Placement struct {
-	// Node[r] indexes the advice's node list; Core[r] is the core within
-	// the node (-1: any).
+	// Node[r] indexes the advice's node list; Core[r] is the slot within
+	// the node (-1: any), its core modulo the node's cores.
 	Node []int32
 	Core []int32
 }
@@ -497,7 +506,9 @@ const hopScale = 16
 func scotchPlacement(e *evaluator, nodes []Node, h hierarchy) (Placement, error) {
 	t := e.t
 	R := t.Ranks
-	// The terminals: cores of nodes in tree order, until every rank has one.
+	// The terminals: cores of nodes in tree order, until every rank has
+	// one; then, if they do not, the slots beyond the cores
+	// (oversubscription) in the same order.
 	type term struct{ node, core int32 }
 	var terms []term
 	for _, ni := range h.order {
@@ -505,9 +516,14 @@ func scotchPlacement(e *evaluator, nodes []Node, h hierarchy) (Placement, error)
 			terms = append(terms, term{int32(ni), int32(c)})
 		}
 	}
-	maxCores := int32(0)
+	for _, ni := range h.order {
+		for c := nodes[ni].Cores; c < nodes[ni].slots() && len(terms) < R; c++ {
+			terms = append(terms, term{int32(ni), int32(c)})
+		}
+	}
+	maxCores := int32(0) // the most slots of a node
 	for _, nd := range nodes {
-		maxCores = max(maxCores, int32(nd.Cores))
+		maxCores = max(maxCores, int32(nd.slots()))
 	}
 	arch := tleaf{}
 	for i, th := range h.thresholds {
@@ -569,7 +585,8 @@ func scotchPlacement(e *evaluator, nodes []Node, h hierarchy) (Placement, error)
 }
 
 // blockPlacement fills the nodes in the order given, core by core (Open
-// MPI's --map-by core, Slurm's block distribution).
+// MPI's --map-by core, Slurm's block distribution); ranks left when every
+// core is taken share cores (the slots beyond them), in the same order.
 func blockPlacement(R int, nodes []Node) Placement {
 	p := Placement{Node: make([]int32, R), Core: make([]int32, R)}
 	r := 0
@@ -579,17 +596,32 @@ func blockPlacement(R int, nodes []Node) Placement {
 			r++
 		}
 	}
+	for ni, nd := range nodes {
+		for c := nd.Cores; c < nd.slots() && r < R; c++ {
+			p.Node[r], p.Core[r] = int32(ni), int32(c)
+			r++
+		}
+	}
 	return p
 }
 
 // roundRobinPlacement deals ranks to the nodes in turn (Open MPI's
-// --map-by node, Slurm's cyclic distribution), skipping full nodes.
+// --map-by node, Slurm's cyclic distribution), skipping full nodes; ranks
+// left when every core is taken share cores, dealt the same way.
 func roundRobinPlacement(R int, nodes []Node) Placement {
 	p := Placement{Node: make([]int32, R), Core: make([]int32, R)}
 	used := make([]int, len(nodes))
+	cores := 0
+	for _, nd := range nodes {
+		cores += nd.Cores
+	}
+	room := func(n Node) int { return n.Cores } // then, once every core is taken, the slots beyond
 	ni := 0
 	for r := range R {
-		for used[ni] >= nodes[ni].Cores {
+		if r == cores {
+			room = Node.slots
+		}
+		for used[ni] >= room(nodes[ni]) {
 			ni = (ni + 1) % len(nodes)
 		}
 		p.Node[r], p.Core[r] = int32(ni), int32(used[ni])
@@ -599,17 +631,24 @@ func roundRobinPlacement(R int, nodes []Node) Placement {
 	return p
 }
 
-// randomPlacement puts the ranks on randomly chosen free cores.
+// randomPlacement puts the ranks on randomly chosen free cores (then, if
+// they are too few, on random slots beyond them).
 func randomPlacement(R int, nodes []Node, seed uint64) Placement {
 	type slot struct{ node, core int32 }
-	var slots []slot
+	var slots, extra []slot
 	for ni, nd := range nodes {
-		for c := range nd.Cores {
-			slots = append(slots, slot{int32(ni), int32(c)})
+		for c := range nd.slots() {
+			if c < nd.Cores {
+				slots = append(slots, slot{int32(ni), int32(c)})
+			} else {
+				extra = append(extra, slot{int32(ni), int32(c)})
+			}
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x6e65746c6f6f6d))
 	rng.Shuffle(len(slots), func(i, j int) { slots[i], slots[j] = slots[j], slots[i] })
+	rng.Shuffle(len(extra), func(i, j int) { extra[i], extra[j] = extra[j], extra[i] })
+	slots = append(slots, extra...)
 	p := Placement{Node: make([]int32, R), Core: make([]int32, R)}
 	for r := range R {
 		p.Node[r], p.Core[r] = slots[r].node, slots[r].core
