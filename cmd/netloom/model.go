@@ -46,11 +46,17 @@ The platform (--platform):
   calibrated  flat, at the latency and bandwidth --calibration FILE holds
               (netloom model calibrate), between and within nodes: for
               ranks that shared one machine
-Ranks on one node talk through its loopback (--loopback-bandwidth,
---loopback-latency; the calibration's when calibrated).
+Ranks on one node talk through its loopback: by default never slower than
+the network (10 GB/s and 300 ns, or the fastest link's bandwidth and the
+quickest route's latency where faster); the calibration's when
+calibrated; --loopback-bandwidth and --loopback-latency set it as given.
 
 Without --network the what-ifs are a perfect network and twice the
-bandwidth. See docs/model.md.`,
+bandwidth. Warnings say what the prediction is worth: a host that ran
+more ranks than it has CPUs (nproc on this host, else Slurm's count), a
+replay as ran far from the measured time, an implausible calibration, a
+job that sent nothing between nodes, a rank's trace cut short. See
+docs/model.md, "What a prediction is worth".`,
 		Example: `  netloom model prof --db /var/lib/netloom/netloom.db
   netloom model prof --network perfect --network x4 --placement machinefile
   netloom model calibrate -o calib.json && netloom model prof --platform calibrated --calibration calib.json`,
@@ -70,8 +76,8 @@ bandwidth. See docs/model.md.`,
 	f.StringVar(&bandwidth, "bandwidth", "12.5GB/s", "flat platform: bandwidth between nodes, a `rate`")
 	f.DurationVar(&latency, "latency", time.Microsecond, "flat platform: latency between nodes")
 	f.DurationVar(&hopLatency, "hop-latency", seconds(model.DefaultHopLatency), "fabric platform: latency of each link on a route")
-	f.StringVar(&loBW, "loopback-bandwidth", fmt.Sprintf("%gGB/s", model.DefaultLoopback.Bandwidth/1e9), "bandwidth between ranks on one node, a `rate`")
-	f.DurationVar(&loLat, "loopback-latency", seconds(model.DefaultLoopback.Latency), "latency between ranks on one node")
+	f.StringVar(&loBW, "loopback-bandwidth", "", fmt.Sprintf("bandwidth between ranks on one node, a `rate` (default: %s, or the fastest link's when faster)", model.Rate(model.DefaultLoopback.Bandwidth)))
+	f.DurationVar(&loLat, "loopback-latency", 0, fmt.Sprintf("latency between ranks on one node (default: %s, or the quickest route's when quicker)", model.Duration(model.DefaultLoopback.Latency)))
 	f.StringVar(&nodeMap, "node-map", "", "node names to host adapters, as netloom serve's --node-map `file`")
 	f.StringVar(&workDir, "work-dir", "", "`folder` for the replay's temporary files (default: the system's)")
 	elapsedOnly := f.Bool("elapsed-only", false, "predict the elapsed time alone, not the MPI time per function: about twice as fast for large traces")
@@ -121,11 +127,27 @@ bandwidth. See docs/model.md.`,
 				return fmt.Errorf("--placement %s: %w", placement, err)
 			}
 		}
-		lo, err := model.ParseRate(loBW)
-		if err != nil {
-			return usagef("--loopback-bandwidth: %v", err)
+		loop := model.DefaultLoopback
+		loopGiven := c.Flags().Changed("loopback-bandwidth") || c.Flags().Changed("loopback-latency")
+		if loopGiven {
+			if platform == "calibrated" {
+				return usagef("--platform calibrated takes the loopback's bandwidth and latency from the calibration, not --loopback-*")
+			}
+			loop.NoSlowerThanNetwork = false
+			if c.Flags().Changed("loopback-bandwidth") {
+				lo, err := model.ParseRate(loBW)
+				if err != nil {
+					return usagef("--loopback-bandwidth: %v", err)
+				}
+				loop.Bandwidth = lo
+			}
+			if c.Flags().Changed("loopback-latency") {
+				if loLat < 0 {
+					return usagef("--loopback-latency %s: want a duration >= 0", loLat)
+				}
+				loop.Latency = loLat.Seconds()
+			}
 		}
-		loop := model.Link{ID: "loopback", Bandwidth: lo, Latency: loLat.Seconds()}
 		hosts := model.Hosts(req.HostOf, req.Placement)
 		cores := model.Cores(req.HostOf, req.Placement)
 		switch platform {
@@ -141,6 +163,7 @@ bandwidth. See docs/model.md.`,
 				return fmt.Errorf("--calibration: %w", err)
 			}
 			loop = model.Link{ID: "loopback", Bandwidth: cal.Bandwidth, Latency: cal.Latency}
+			warnings = append(warnings, cal.Check(calib)...)
 			req.Platform = model.Flat(fmt.Sprintf("calibrated (%s): %.3g GB/s, %.3g us", calib, cal.Bandwidth/1e9, cal.Latency*1e6),
 				hosts, cores, cal.Latency, cal.Bandwidth, loop)
 		case "fabric":
@@ -156,6 +179,9 @@ bandwidth. See docs/model.md.`,
 				return err
 			}
 		}
+		if why := req.Platform.LoopbackSlower(); loopGiven && why != "" {
+			warnings = append(warnings, fmt.Sprintf("the loopback given (--loopback-*) is slower than the network: %s; a placement on fewer nodes may be predicted slower than one on more", why))
+		}
 		if job.Events > progressEvents {
 			req.Progress = func(format string, args ...any) { c.PrintErrf("netloom model: "+format+"\n", args...) }
 		}
@@ -163,7 +189,7 @@ bandwidth. See docs/model.md.`,
 		if err != nil {
 			return fmt.Errorf("job %s: %w", job.ID, err)
 		}
-		res.Warnings = append(warnings, res.Warnings...)
+		res.Warnings = append(append([]string{}, warnings...), res.Warnings...)
 		if *asJSON {
 			return writeJSON(c.OutOrStdout(), res)
 		}
@@ -195,7 +221,8 @@ JSON, for netloom model --platform calibrated --calibration FILE.`,
 	f.StringVar(&mpicc, "mpicc", "", "MPI C compiler (default: mpicc, or mpicc.mpich with --mpi mpich)")
 	c.RunE = func(c *cobra.Command, args []string) error {
 		launcher := args
-		if len(launcher) == 0 {
+		local := len(launcher) == 0
+		if local {
 			launcher = []string{"mpirun", "--oversubscribe", "-np", "2"}
 			if mpi == "mpich" {
 				launcher = []string{"mpiexec.mpich", "-n", "2"}
@@ -204,9 +231,23 @@ JSON, for netloom model --platform calibrated --calibration FILE.`,
 		if mpicc == "" {
 			mpicc = map[string]string{"ompi": "mpicc", "mpich": "mpicc.mpich"}[mpi]
 		}
+		var cores int
+		var load *float64
+		if local {
+			cores, load = model.LocalLoad()
+		}
 		cal, err := model.Calibrate(c.Context(), mpicc, launcher, "")
 		if err != nil {
 			return err
+		}
+		if local {
+			cal.CPUs, cal.LoadAverage = cores, load
+			if w := model.BusyWarning(cores, load); w != "" {
+				cal.Warnings = append(cal.Warnings, w)
+			}
+		}
+		for _, w := range cal.Check("") {
+			c.PrintErrf("netloom model calibrate: warning: %s\n", w)
 		}
 		b, err := json.MarshalIndent(cal, "", "  ")
 		if err != nil {
@@ -231,7 +272,8 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 
 // writePrediction prints the predictions beside the measurement.
 func writePrediction(w io.Writer, r *model.Result) error {
-	fmt.Fprintf(w, "Job %s: %d ranks on %d nodes, %d trace events; platform: %s\n", r.Job, r.Ranks, r.Hosts, r.Events, r.Platform)
+	fmt.Fprintf(w, "Job %s: %d ranks on %d nodes, %d trace events; platform: %s; ranks on one node: loopback %s, %s\n",
+		r.Job, r.Ranks, r.Hosts, r.Events, r.Platform, model.Rate(r.Loopback.Bandwidth), model.Duration(r.Loopback.Latency))
 	if x := r.Window; x != nil {
 		fmt.Fprintf(w, "Replayed in part: every rank repeats %d times a period of up to %d events; replayed every %d-th of them (%d) and the run without them, and extrapolated (--full-replay replays all)\n",
 			x.Periods, x.PeriodEvents, x.Stride, x.Kept)

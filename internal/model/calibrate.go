@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 )
@@ -60,6 +61,72 @@ type Calibration struct {
 	Sizes     []int     `json:"sizes"`
 	OneWay    []float64 `json:"one_way_seconds"`
 	Launcher  string    `json:"launcher"`
+	// On this machine (the default launcher): its CPUs (nproc) and load
+	// average (1 minute) just before the ping-pong, and what they say of
+	// the measurement.
+	CPUs        int      `json:"cpus,omitempty"`
+	LoadAverage *float64 `json:"load_average,omitempty"`
+	Warnings    []string `json:"warnings,omitempty"`
+}
+
+// Bounds past which a calibration is implausible for any network MPI runs
+// on: shared memory takes about a microsecond, InfiniBand a few, TCP tens;
+// a ping-pong whose ranks wait for a core measures the scheduler instead
+// (a millisecond and more).
+const (
+	PlausibleLatency   = 100e-6
+	PlausibleBandwidth = 100e6
+)
+
+// Check says what is implausible in a calibration (file names it), and
+// repeats what was said when it was measured.
+func (c *Calibration) Check(file string) []string {
+	out := append([]string{}, c.Warnings...)
+	var bad []string
+	if c.Latency > PlausibleLatency {
+		bad = append(bad, fmt.Sprintf("a latency of %s (more than %s)", Duration(c.Latency), Duration(PlausibleLatency)))
+	}
+	if c.Bandwidth < PlausibleBandwidth {
+		bad = append(bad, fmt.Sprintf("a bandwidth of %s (less than %s)", Rate(c.Bandwidth), Rate(PlausibleBandwidth)))
+	}
+	if len(bad) > 0 {
+		if file != "" {
+			file = " " + file
+		}
+		out = append(out, fmt.Sprintf("the calibration%s measured %s: implausible for shared memory (about 1 us) or any MPI network (TCP: tens of us); its ranks likely waited for a core (a busy or oversubscribed machine), and every message of the calibrated replay costs as much: its predictions are too slow by that much",
+			file, strings.Join(bad, " and ")))
+	}
+	return out
+}
+
+// LocalLoad is this machine's CPUs (nproc) and load average over the last
+// minute (/proc/loadavg; nil when it cannot be read).
+func LocalLoad() (int, *float64) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return runtime.NumCPU(), nil
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return runtime.NumCPU(), nil
+	}
+	l, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return runtime.NumCPU(), nil
+	}
+	return runtime.NumCPU(), &l
+}
+
+// BusyWarning says when this machine's load left the ping-pong's two
+// ranks less than a core each ("": it did not).
+func BusyWarning(cores int, load *float64) string {
+	switch {
+	case cores < 2:
+		return fmt.Sprintf("this machine has %d CPU: the ping-pong's 2 ranks shared it, and its latency is the scheduler's", cores)
+	case load != nil && *load+2 > float64(cores):
+		return fmt.Sprintf("this machine's load average was %.2f on %d CPUs when measured: the ping-pong's 2 ranks shared cores with other work, and its latency may be the scheduler's", *load, cores)
+	}
+	return ""
 }
 
 // Calibrate compiles the ping-pong with mpicc and runs it on two ranks with

@@ -128,7 +128,21 @@ type Result struct {
 	Measured Measure       `json:"measured"`
 	AsRan    *Prediction   `json:"as_ran"`
 	WhatIfs  []*Prediction `json:"what_ifs"`
-	Warnings []string      `json:"warnings,omitempty"`
+	// Loopback is how ranks on one node reach each other on the platform
+	// as it is.
+	Loopback LoopbackUse `json:"loopback"`
+	// Oversubscribed is each host that ran more of the job's ranks than
+	// it has CPUs (as far as they are known: HostCores).
+	Oversubscribed []HostLoad `json:"oversubscribed,omitempty"`
+	// Warnings is what makes the predictions less than they seem ([]
+	// when nothing does).
+	Warnings []string `json:"warnings"`
+}
+
+// LoopbackUse is the platform's loopback.
+type LoopbackUse struct {
+	Bandwidth float64 `json:"bandwidth_bytes_per_second"`
+	Latency   float64 `json:"latency_seconds"`
 }
 
 // Measure is the run as measured, on the replay's span.
@@ -148,9 +162,10 @@ func Predict(ctx context.Context, j *Job, req Request) (*Result, error) {
 	if err := j.CheckTraces(); err != nil {
 		return nil, err
 	}
-	res := &Result{Job: j.ID, Ranks: j.Ranks, Events: j.Events, Platform: req.Platform.Name}
+	res := &Result{Job: j.ID, Ranks: j.Ranks, Events: j.Events, Platform: req.Platform.Name, Warnings: []string{},
+		Loopback: LoopbackUse{Bandwidth: req.Platform.Loopback.Bandwidth, Latency: req.Platform.Loopback.Latency}}
 	hosts := map[string]bool{}
-	for _, h := range req.HostOf {
+	for _, h := range req.Platform.HostsOf(req.HostOf) {
 		hosts[h] = true
 	}
 	res.Hosts = len(hosts)
@@ -193,6 +208,13 @@ func Predict(ctx context.Context, j *Job, req Request) (*Result, error) {
 	if res.AsRan, err = replay(req.Platform, req.HostOf, "as ran"); err != nil {
 		return nil, err
 	}
+	res.Oversubscribed = j.Oversubscribed(ctx)
+	res.Warnings = append(res.Warnings, fidelity(res, j.truncated)...)
+	if len(req.Networks) > 0 {
+		if w := j.nothingBetweenNodes(req.Platform.HostsOf(req.HostOf)); w != "" {
+			res.Warnings = append(res.Warnings, w)
+		}
+	}
 	for _, n := range req.Networks {
 		p, err := replay(n.Apply(req.Platform), req.HostOf, n.Name)
 		if err != nil {
@@ -208,6 +230,26 @@ func Predict(ctx context.Context, j *Job, req Request) (*Result, error) {
 		res.WhatIfs = append(res.WhatIfs, p)
 	}
 	return res, nil
+}
+
+// nothingBetweenNodes says why a network what-if predicts the job as it
+// ran when nothing of it crossed the network: all its ranks on one node,
+// or no point-to-point bytes between its nodes and no collectives ("":
+// something crossed).
+func (j *Job) nothingBetweenNodes(hostOf []string) string {
+	const what = "a what-if of the links between nodes (bandwidth=, latency=) predicts it as it ran, and perfect and xN change only the loopback within nodes"
+	if hs := Hosts(hostOf); len(hs) == 1 {
+		return fmt.Sprintf("nothing crossed the network as the job ran (all %d ranks on node %s): %s", j.Ranks, hs[0], what)
+	}
+	if j.sent == nil || j.InterNodeBytes(hostOf) > 0 {
+		return ""
+	}
+	for _, c := range j.colls {
+		if c > 0 {
+			return ""
+		}
+	}
+	return fmt.Sprintf("nothing crossed the network as the job ran (no point-to-point bytes between its %d nodes, no collectives): %s", len(Hosts(hostOf)), what)
 }
 
 // HostsOf is each rank's host from a placement file: an Open MPI rankfile

@@ -248,7 +248,7 @@ func FuzzCheckActions(f *testing.F) {
 		sent := map[int]uint64{}
 		var sh shaper
 		lim := &actionLimit{max: 500, line: 256}
-		err := checkActions(strings.NewReader(text), "rank-0.ti", 0, 2, sent, &sh, lim)
+		err := checkActions(strings.NewReader(text), "rank-0.ti", 0, 2, sent, new(int), &sh, lim)
 		if err == nil && (lim.n.Load() > 500 || strings.Count(text, "\n") > 500) {
 			t.Errorf("accepted %d actions, more than the bound of 500", lim.n.Load())
 		}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/netloom/netloom/internal/fabric"
 )
@@ -20,10 +21,14 @@ const HostFlops = 1e9
 
 // The fabric platform's defaults: every link's latency on a route, and the
 // loopback between ranks on one node (netloom model's --hop-latency and
-// --loopback-*; the daemon's /model and netloom place use them as they are).
+// --loopback-*; the daemon's /model and netloom place use them as they
+// are). The default loopback is never slower than the network: a platform
+// raises its bandwidth to the fastest link's and lowers its latency to the
+// quickest route's (NoSlowerThanNetwork), so that ranks on one node are
+// never predicted slower to reach than ranks on another.
 var (
 	DefaultHopLatency = 100e-9
-	DefaultLoopback   = Link{ID: "loopback", Bandwidth: 10e9, Latency: 300e-9}
+	DefaultLoopback   = Link{ID: "loopback", Bandwidth: 10e9, Latency: 300e-9, NoSlowerThanNetwork: true}
 )
 
 // Link is one network resource: a fabric link (both directions apart) or
@@ -32,6 +37,10 @@ type Link struct {
 	ID        string
 	Bandwidth float64 // bytes per second, each direction
 	Latency   float64 // seconds
+	// NoSlowerThanNetwork, on a loopback, makes the platform built with
+	// it raise the loopback's bandwidth to its fastest link's and lower
+	// its latency to its quickest route's, where they are slower.
+	NoSlowerThanNetwork bool
 }
 
 // Use is a link crossed in one direction: Up is from the link's A side.
@@ -51,6 +60,103 @@ type Platform struct {
 	// reaches itself through Loopback.
 	Routes   map[[2]string][]Use
 	Loopback Link
+	// Alias maps a node name to the host in Hosts that stands for it: two
+	// names of one host adapter (a node map's) are one host, whose ranks
+	// talk through its loopback.
+	Alias map[string]string
+}
+
+// Host is the platform's host for a node name: itself, or the host it is
+// another name of (Alias).
+func (p *Platform) Host(name string) string {
+	if h, ok := p.Alias[name]; ok {
+		return h
+	}
+	return name
+}
+
+// HostsOf is each rank's host on the platform, from its node name.
+func (p *Platform) HostsOf(nodes []string) []string {
+	if len(p.Alias) == 0 {
+		return nodes
+	}
+	out := make([]string, len(nodes))
+	for r, n := range nodes {
+		out[r] = p.Host(n)
+	}
+	return out
+}
+
+// fitLoopback makes a loopback that asks for it no slower than the
+// network (Link.NoSlowerThanNetwork): at least the fastest link's
+// bandwidth, at most the quickest route's latency.
+func (p *Platform) fitLoopback() {
+	lo := &p.Loopback
+	if !lo.NoSlowerThanNetwork {
+		return
+	}
+	for _, l := range p.Links {
+		lo.Bandwidth = max(lo.Bandwidth, l.Bandwidth)
+	}
+	for _, r := range p.Routes {
+		lat := 0.0
+		for _, u := range r {
+			lat += p.Links[u.Link].Latency
+		}
+		lo.Latency = min(lo.Latency, lat)
+	}
+}
+
+// LoopbackSlower says how the platform's loopback is slower than its
+// network ("": it is not): its bandwidth below the fastest link's, or its
+// latency above the quickest route's.
+func (p *Platform) LoopbackSlower() string {
+	var fast, quick float64
+	quick = -1
+	for _, l := range p.Links {
+		fast = max(fast, l.Bandwidth)
+	}
+	for _, r := range p.Routes {
+		lat := 0.0
+		for _, u := range r {
+			lat += p.Links[u.Link].Latency
+		}
+		if quick < 0 || lat < quick {
+			quick = lat
+		}
+	}
+	var out []string
+	if p.Loopback.Bandwidth < fast {
+		out = append(out, fmt.Sprintf("its bandwidth %s is below the fastest link's %s", Rate(p.Loopback.Bandwidth), Rate(fast)))
+	}
+	if quick >= 0 && p.Loopback.Latency > quick {
+		out = append(out, fmt.Sprintf("its latency %s is above the quickest route's %s", Duration(p.Loopback.Latency), Duration(quick)))
+	}
+	return strings.Join(out, " and ")
+}
+
+// Rate writes a bandwidth as GB/s (MB/s below 1 GB/s), 3 significant
+// digits.
+func Rate(b float64) string {
+	if b < 1e9 {
+		return strconv.FormatFloat(b/1e6, 'g', 3, 64) + " MB/s"
+	}
+	return strconv.FormatFloat(b/1e9, 'g', 3, 64) + " GB/s"
+}
+
+// Duration writes seconds as ns, us, ms or s, 3 significant digits.
+func Duration(s float64) string {
+	switch {
+	case s == 0:
+		return "0 s"
+	case s < 1e-6:
+		return strconv.FormatFloat(s*1e9, 'g', 3, 64) + " ns"
+	case s < 1e-3:
+		return strconv.FormatFloat(s*1e6, 'g', 3, 64) + " us"
+	case s < 1:
+		return strconv.FormatFloat(s*1e3, 'g', 3, 64) + " ms"
+	}
+	return strconv.FormatFloat(s, 'g', 3, 64) + " s"
 }
 
 // Flat is a platform whose hosts each have one link to a non-blocking
@@ -68,25 +174,46 @@ func Flat(name string, hosts []string, cores map[string]int, latency, bandwidth 
 			}
 		}
 	}
+	if loopback.NoSlowerThanNetwork { // also with one host, no route
+		p.Loopback.Bandwidth = max(loopback.Bandwidth, bandwidth)
+		p.Loopback.Latency = min(loopback.Latency, latency)
+	}
+	p.fitLoopback()
 	return p
 }
 
 // FromRoutes is the fabric as its forwarding tables route between the
 // given hosts: every link a route crosses, at its width and speed, with
-// hopLatency per link. lid maps a host name to its adapter's LID.
-func FromRoutes(name string, routes *fabric.Routes, hosts []string, cores map[string]int, lid func(string) (fabric.LID, error),
+// hopLatency per link. lid maps a host name to its adapter's LID. Names
+// of one adapter (a node map that maps a job's node to another node's
+// adapter) are one host, the first of them in hosts (Alias), with the
+// cores of all of them.
+func FromRoutes(name string, routes *fabric.Routes, names []string, cores map[string]int, lid func(string) (fabric.LID, error),
 	hopLatency float64, loopback Link) (*Platform, error) {
-	p := &Platform{Name: name, Hosts: hosts, Cores: cores, Routes: map[[2]string][]Use{}, Loopback: loopback}
+	p := &Platform{Name: name, Cores: map[string]int{}, Routes: map[[2]string][]Use{}, Loopback: loopback}
 	topo := routes.Topology()
 	index := map[string]int{}
-	lids := make([]fabric.LID, len(hosts))
-	for i, h := range hosts {
+	var hosts []string
+	var lids []fabric.LID
+	byLID := map[fabric.LID]string{}
+	for _, h := range names {
 		l, err := lid(h)
 		if err != nil {
 			return nil, fmt.Errorf("host %s: %w", h, err)
 		}
-		lids[i] = l
+		if first, ok := byLID[l]; ok {
+			if p.Alias == nil {
+				p.Alias = map[string]string{}
+			}
+			p.Alias[h] = first
+			p.Cores[first] += cores[h]
+			continue
+		}
+		byLID[l] = h
+		hosts, lids = append(hosts, h), append(lids, l)
+		p.Cores[h] = cores[h]
 	}
+	p.Hosts = hosts
 	for i, a := range hosts {
 		for j, b := range hosts {
 			if i == j {
@@ -115,9 +242,13 @@ func FromRoutes(name string, routes *fabric.Routes, hosts []string, cores map[st
 				}
 				path = append(path, Use{Link: k, Up: l.A == out})
 			}
+			if len(path) == 0 {
+				return nil, fmt.Errorf("route %s -> %s: no link between LIDs %d and %d", a, b, lids[i], lids[j])
+			}
 			p.Routes[[2]string{a, b}] = path
 		}
 	}
+	p.fitLoopback()
 	return p, nil
 }
 
@@ -214,9 +345,11 @@ func (p *Platform) WriteXML(w io.Writer) error {
 	for i, l := range p.Links {
 		z.Links = append(z.Links, xmlLink{ID: "l" + strconv.Itoa(i), Bandwidth: bps(l.Bandwidth), Latency: sec(l.Latency), Sharing: "SPLITDUPLEX"})
 	}
-	// loopback: one per host, shared by its ranks
+	// loopback: one per host, every pair of its ranks at its speed
+	// (FATPIPE: each rank copies with its own core, as SimGrid's own
+	// cluster loopback)
 	for _, h := range p.Hosts {
-		z.Links = append(z.Links, xmlLink{ID: "lo-" + h, Bandwidth: bps(p.Loopback.Bandwidth), Latency: sec(p.Loopback.Latency)})
+		z.Links = append(z.Links, xmlLink{ID: "lo-" + h, Bandwidth: bps(p.Loopback.Bandwidth), Latency: sec(p.Loopback.Latency), Sharing: "FATPIPE"})
 		z.Routes = append(z.Routes, xmlRoute{Src: h, Dst: h, Sym: "NO", Links: []xmlLinkCtn{{ID: "lo-" + h}}})
 	}
 	keys := make([][2]string, 0, len(p.Routes))
@@ -230,6 +363,9 @@ func (p *Platform) WriteXML(w io.Writer) error {
 		return keys[i][1] < keys[j][1]
 	})
 	for _, k := range keys {
+		if len(p.Routes[k]) == 0 { // SimGrid aborts on an empty route
+			return fmt.Errorf("route %s -> %s: no links", k[0], k[1])
+		}
 		r := xmlRoute{Src: k[0], Dst: k[1], Sym: "NO"}
 		for _, u := range p.Routes[k] {
 			d := "DOWN"

@@ -2,6 +2,8 @@ package model
 
 import (
 	"bufio"
+	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -39,7 +41,10 @@ type Job struct {
 	// sent[r] is rank r's point-to-point bytes to each peer in its trace
 	// (CheckTraces fills it), shapes[r] where its trace repeats.
 	sent   []map[int]uint64
+	colls  []int // each rank's collectives
 	shapes []*shape
+	// truncated: some rank's trace was cut (rank-N.ti.json)
+	truncated bool
 	// Profile is the run as the agents measured it.
 	Profile *store.Job
 	// fsys holds the traces, by names (nil: Traces are the OS's paths);
@@ -75,12 +80,22 @@ const (
 
 // traceMeta is rank-N.ti.json, which the agent writes beside the trace.
 type traceMeta struct {
-	Rank          int     `json:"rank"`
-	WorldSize     int     `json:"world_size"`
-	Events        int     `json:"events"`
-	Truncated     bool    `json:"truncated"`
-	UntracedCalls uint64  `json:"untraced_calls"`
-	HostFlops     float64 `json:"host_flops"`
+	Rank      int  `json:"rank"`
+	WorldSize int  `json:"world_size"`
+	Events    int  `json:"events"`
+	Truncated bool `json:"truncated"`
+	// TruncatedReason is what cut the trace: "events" (the buffer,
+	// NETLOOM_TRACE_MB), "counts" (the v-collectives' counts),
+	// "requests" (the request table), "memory", or another word.
+	TruncatedReason string `json:"truncated_reason"`
+	// The nonblocking requests: posted, completed (a wait each), the most
+	// outstanding at once and the most the request table holds.
+	RequestsPosted         uint64  `json:"requests_posted"`
+	RequestsCompleted      uint64  `json:"requests_completed"`
+	RequestsOutstandingMax uint64  `json:"requests_outstanding_max"`
+	RequestsLimit          uint64  `json:"requests_limit"`
+	UntracedCalls          uint64  `json:"untraced_calls"`
+	HostFlops              float64 `json:"host_flops"`
 	// Elapsed is the span the trace covers: MPI_Init's return to
 	// MPI_Finalize's entry, as the rank measured it.
 	Elapsed float64 `json:"elapsed_seconds"`
@@ -122,6 +137,7 @@ func LoadFrom(src Source) (*Job, []string, error) {
 		return nil, warnings, fmt.Errorf("%s: no ranks in the profile", jobDir)
 	}
 	j.Nodes = make([]string, j.Ranks)
+	cut, cutRanks := 0, []string(nil) // ranks whose trace was cut
 	for _, p := range prof.Processes {
 		if p.Rank >= 0 && p.Rank < j.Ranks {
 			j.Nodes[p.Rank] = p.Node
@@ -129,7 +145,14 @@ func LoadFrom(src Source) (*Job, []string, error) {
 	}
 	for r := range j.Ranks {
 		if j.Nodes[r] == "" {
-			return nil, warnings, fmt.Errorf("%s: rank %d has no profile (rank-%d.pb)", jobDir, r, r)
+			pb := fmt.Sprintf("rank-%d.pb", r)
+			if pe := ingest.RankFileError(warns, r); pe != nil { // what is wrong with its file
+				return nil, warnings, fmt.Errorf("rank %d has no profile: %w", r, pe)
+			}
+			if _, err := fs.Stat(jobFS, pb); err != nil {
+				return nil, warnings, fmt.Errorf("%s: rank %d has no profile (no %s)", jobDir, r, pb)
+			}
+			return nil, warnings, fmt.Errorf("%s: rank %d has no profile: %s holds no complete snapshot of it", jobDir, r, pb)
 		}
 		name := fmt.Sprintf("rank-%d.ti.gz", r)
 		if _, err := fs.Stat(jobFS, name); err != nil {
@@ -137,18 +160,26 @@ func LoadFrom(src Source) (*Job, []string, error) {
 		}
 		j.names = append(j.names, name)
 		var m traceMeta
-		b, err := readSmall(jobFS, strings.TrimSuffix(name, ".gz")+".json", 1<<16)
+		meta := strings.TrimSuffix(name, ".gz") + ".json"
+		b, err := readSmall(jobFS, meta, 1<<16)
 		if err == nil {
-			err = json.Unmarshal(b, &m)
+			if err = json.Unmarshal(b, &m); err != nil {
+				err = fmt.Errorf("not the JSON the agent writes: %w", err)
+			}
 		}
 		if err != nil {
-			return nil, warnings, fmt.Errorf("%s: rank %d's trace description: %w", jobDir, r, err)
+			return nil, warnings, fmt.Errorf("%s: rank %d's trace description %s: %w", jobDir, r, meta, err)
 		}
 		if m.HostFlops != HostFlops {
-			return nil, warnings, fmt.Errorf("%s: rank %d's trace counts compute at %g flop/s, not %g", jobDir, r, m.HostFlops, HostFlops)
+			return nil, warnings, fmt.Errorf("%s: rank %d's trace counts compute at %g flop/s, not %g (%s)", jobDir, r, m.HostFlops, HostFlops, meta)
 		}
 		if m.Truncated {
-			warnings = append(warnings, fmt.Sprintf("rank %d's trace was cut at %d events (NETLOOM_TRACE_MB): the replay covers the run up to there", r, m.Events))
+			j.truncated = true
+			if cut++; cut <= maxCutWarnings {
+				warnings = append(warnings, truncatedWarning(r, &m))
+			} else if len(cutRanks) < 20 {
+				cutRanks = append(cutRanks, strconv.Itoa(r))
+			}
 		}
 		if m.UntracedCalls > 0 {
 			warnings = append(warnings, fmt.Sprintf("rank %d: %d calls the replay cannot express (collectives on other communicators than MPI_COMM_WORLD, persistent requests) count as compute", r, m.UntracedCalls))
@@ -160,7 +191,39 @@ func LoadFrom(src Source) (*Job, []string, error) {
 		}
 		j.Traces = append(j.Traces, filepath.Join(jobDir, name))
 	}
+	if cut > maxCutWarnings {
+		more := ""
+		if cut-maxCutWarnings > len(cutRanks) {
+			more = ", ..."
+		}
+		warnings = append(warnings, fmt.Sprintf("and %d more ranks' traces were cut (ranks %s%s)", cut-maxCutWarnings, strings.Join(cutRanks, ", "), more))
+	}
 	return j, warnings, nil
+}
+
+// maxCutWarnings is the most ranks whose cut trace is told one by one.
+const maxCutWarnings = 4
+
+// truncatedWarning says that rank r's trace was cut, by what, and what
+// the replay then covers.
+func truncatedWarning(r int, m *traceMeta) string {
+	why := ""
+	switch m.TruncatedReason {
+	case "":
+		why = "its description gives no reason"
+	case "events":
+		why = "its buffer (NETLOOM_TRACE_MB) filled"
+	case "counts":
+		why = "its buffer for the v-collectives' counts (NETLOOM_TRACE_MB) filled"
+	case "requests":
+		why = fmt.Sprintf("more nonblocking requests were outstanding at once than its request table holds (%d; %d posted, %d completed)",
+			m.RequestsLimit, m.RequestsPosted, m.RequestsCompleted)
+	case "memory":
+		why = "the agent could not allocate memory for it"
+	default:
+		why = "truncated_reason " + echo.Quote(m.TruncatedReason, 80)
+	}
+	return fmt.Sprintf("rank %d's trace was cut after %d events (%s): the replay covers the run only up to there, and its prediction is of that part", r, m.Events, why)
 }
 
 // readSmall reads a file of at most limit bytes.
@@ -224,6 +287,10 @@ var actionFunction = map[string]string{
 	"gather": "MPI_Gather", "gatherv": "MPI_Gatherv", "allgather": "MPI_Allgather", "allgatherv": "MPI_Allgatherv",
 	"scatter": "MPI_Scatter", "scatterv": "MPI_Scatterv", "reducescatter": "MPI_Reduce_scatter",
 }
+
+// collectives are the trace's collective actions.
+var collectives = map[string]bool{"barrier": true, "bcast": true, "reduce": true, "allreduce": true, "alltoall": true, "alltoallv": true,
+	"gather": true, "gatherv": true, "allgather": true, "allgatherv": true, "scatter": true, "scatterv": true, "reducescatter": true}
 
 // Smpirun is SimGrid's launcher.
 var Smpirun = "smpirun"
@@ -327,6 +394,7 @@ func (t *Traces) Replay(ctx context.Context, j *Job, p *Platform, hostOf []strin
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	hostOf = p.HostsOf(hostOf)
 	files := map[string]string{"hosts": strings.Join(hostOf, "\n") + "\n"}
 	var plat strings.Builder
 	if err := p.WriteXML(&plat); err != nil {
@@ -455,6 +523,14 @@ func (j *Job) openTrace(r int) (io.Reader, func() error, error) {
 	z, err := gzip.NewReader(f)
 	if err != nil {
 		f.Close()
+		switch {
+		case err == io.EOF:
+			return nil, nil, fmt.Errorf("%s: empty (a gzip-compressed trace was expected)", j.Traces[r])
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, nil, fmt.Errorf("%s: cut short (unexpected EOF in its gzip header)", j.Traces[r])
+		case errors.Is(err, gzip.ErrHeader):
+			return nil, nil, fmt.Errorf("%s: not gzip-compressed (%v)", j.Traces[r], err)
+		}
 		return nil, nil, fmt.Errorf("%s: %w", j.Traces[r], err)
 	}
 	var rd io.Reader = z
@@ -511,6 +587,7 @@ func (j *Job) gunzip(r int, dst string) error {
 func (j *Job) CheckTraces() error {
 	errs := make([]error, len(j.Traces))
 	j.sent = make([]map[int]uint64, j.Ranks)
+	j.colls = make([]int, j.Ranks)
 	j.shapes = make([]*shape, j.Ranks)
 	checked := make([]int64, j.Ranks)
 	lim := &actionLimit{max: int64(j.maxActions), line: j.maxLine}
@@ -575,7 +652,7 @@ func (j *Job) checkTrace(r int, sent map[int]uint64, sh *shaper, lim *actionLimi
 	}
 	defer done()
 	c := &counted{r: z}
-	err = checkActions(c, j.Traces[r], r, j.Ranks, sent, sh, lim)
+	err = checkActions(c, j.Traces[r], r, j.Ranks, sent, &j.colls[r], sh, lim)
 	return c.n, err
 }
 
@@ -592,59 +669,54 @@ func (c *counted) Read(p []byte) (int, error) {
 }
 
 // checkActions reads rank's trace actions from r (named path in errors),
-// adding the bytes each send carries to sent by destination, and each
-// action to sh (unless nil), within lim (nil: the default line bound).
-func checkActions(r io.Reader, path string, rank, ranks int, sent map[int]uint64, sh *shaper, lim *actionLimit) error {
+// adding the bytes each send carries to sent by destination, counting its
+// collectives in colls, and each action to sh (unless nil), within lim
+// (nil: the default line bound).
+func checkActions(r io.Reader, path string, rank, ranks int, sent map[int]uint64, colls *int, sh *shaper, lim *actionLimit) error {
 	if lim == nil {
 		lim = &actionLimit{}
 	}
 	if lim.line <= 0 {
 		lim.line = DefaultMaxLine
 	}
-	sc := bufio.NewScanner(r)
+	// A read error (a file cut short, corrupt data) ends the lines as the
+	// end of the file would, and is told once the lines before it are
+	// read: the partial line it leaves is not read as an action.
+	rd := &heldError{r: r}
+	sc := bufio.NewScanner(rd)
 	sc.Buffer(make([]byte, min(lim.line, 1<<20)), lim.line)
+	partial := false
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		adv, tok, err := bufio.ScanLines(data, atEOF)
+		partial = tok != nil && atEOF && !bytes.Contains(data[:adv], []byte{'\n'})
+		return adv, tok, err
+	})
 	n := 0
-	for sc.Scan() {
-		n++
-		if lim.max > 0 && lim.n.Add(1) > lim.max {
-			return fmt.Errorf("%s line %d: the traces hold more than %d actions, the most this daemon replays (model_max_actions): replay them with netloom model", path, n, lim.max)
-		}
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 || fields[0] != strconv.Itoa(rank) {
-			return fmt.Errorf("%s line %d: not an action of rank %d: %s", path, n, rank, echo.Quote(sc.Text(), 80))
-		}
-		peers := 0
-		switch fields[1] {
-		case "send", "isend", "recv", "irecv":
-			peers = 1
-		case "wait":
-			peers = 2 // source and destination
-		}
-		if peers > 0 {
-			if len(fields) < 2+peers {
-				return fmt.Errorf("%s line %d: %s without its peer", path, n, fields[1])
+	err := func() error {
+		for sc.Scan() {
+			n++
+			if partial && rd.err != nil {
+				return readError(path, n, rd.err)
 			}
-			for _, s := range fields[2 : 2+peers] {
-				p, err := strconv.Atoi(s)
-				if err != nil || p >= ranks {
-					return fmt.Errorf("%s line %d: %s: rank %s out of range", path, n, fields[1], echo.Quote(s, 80))
-				}
-				if p < 0 {
-					return fmt.Errorf("%s line %d: %s: the sender of a receive from MPI_ANY_SOURCE is not known (the program ignored its status): SMPI cannot replay it", path, n, fields[1])
-				}
+			if err := checkAction(sc.Text(), path, n, rank, ranks, sent, colls, sh, lim); err != nil {
+				return err
 			}
 		}
-		if (fields[1] == "send" || fields[1] == "isend") && len(fields) >= 5 {
-			peer, _ := strconv.Atoi(fields[2])
-			b, err := strconv.ParseFloat(fields[4], 64)
-			if err != nil || b < 0 {
-				return fmt.Errorf("%s line %d: %s: size %s", path, n, fields[1], echo.Quote(fields[4], 80))
-			}
-			sent[peer] += uint64(b)
+		return nil
+	}()
+	var many *tooManyActions
+	if err != nil && !errors.As(err, &many) {
+		// a line that does not read may be corrupt data: said so when the
+		// rest of the file does not decompress
+		if rd.err == nil {
+			_, rd.err = io.Copy(io.Discard, rd.r)
 		}
-		if sh != nil {
-			sh.add(sc.Text(), fields)
+		if rd.err != nil && !errors.Is(rd.err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("%s: corrupt (%v): %w", path, rd.err, err)
 		}
+	}
+	if err != nil {
+		return err
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
@@ -652,7 +724,94 @@ func checkActions(r io.Reader, path string, rank, ranks int, sent map[int]uint64
 		}
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	if rd.err != nil {
+		return readError(path, n+1, rd.err)
+	}
 	return nil
+}
+
+// checkAction checks line n of a trace (checkActions).
+func checkAction(line, path string, n, rank, ranks int, sent map[int]uint64, colls *int, sh *shaper, lim *actionLimit) error {
+	if lim.max > 0 && lim.n.Add(1) > lim.max {
+		return &tooManyActions{fmt.Sprintf("%s line %d: the traces hold more than %d actions, the most this daemon replays (model_max_actions): replay them with netloom model", path, n, lim.max)}
+	}
+	fields := strings.Fields(line)
+	if len(fields) < 2 || fields[0] != strconv.Itoa(rank) {
+		return fmt.Errorf("%s line %d: not an action of rank %d: %s", path, n, rank, echo.Quote(line, 80))
+	}
+	peers := 0
+	switch fields[1] {
+	case "send", "isend", "recv", "irecv":
+		peers = 1
+	case "wait":
+		peers = 2 // source and destination
+	}
+	if peers > 0 {
+		if len(fields) < 2+peers {
+			return fmt.Errorf("%s line %d: %s without its peer", path, n, fields[1])
+		}
+		for _, s := range fields[2 : 2+peers] {
+			p, err := strconv.Atoi(s)
+			if err != nil || p >= ranks {
+				return fmt.Errorf("%s line %d: %s: rank %s out of range", path, n, fields[1], echo.Quote(s, 80))
+			}
+			if p < 0 {
+				return fmt.Errorf("%s line %d: %s: the sender of a receive from MPI_ANY_SOURCE is not known (the program ignored its status): SMPI cannot replay it", path, n, fields[1])
+			}
+		}
+	}
+	if collectives[fields[1]] {
+		*colls++
+	}
+	if (fields[1] == "send" || fields[1] == "isend") && len(fields) >= 5 {
+		peer, _ := strconv.Atoi(fields[2])
+		b, err := strconv.ParseFloat(fields[4], 64)
+		if err != nil || b < 0 {
+			return fmt.Errorf("%s line %d: %s: size %s", path, n, fields[1], echo.Quote(fields[4], 80))
+		}
+		sent[peer] += uint64(b)
+	}
+	if sh != nil {
+		sh.add(line, fields)
+	}
+	return nil
+}
+
+// tooManyActions is the error of traces over the daemon's bound.
+type tooManyActions struct{ msg string }
+
+func (e *tooManyActions) Error() string { return e.msg }
+
+// heldError reads r and keeps its first error other than the end of the
+// file, ending the reading there as the end of the file would.
+type heldError struct {
+	r   io.Reader
+	err error
+}
+
+func (h *heldError) Read(p []byte) (int, error) {
+	if h.err != nil {
+		return 0, io.EOF
+	}
+	n, err := h.r.Read(p)
+	if err != nil && err != io.EOF {
+		h.err = err
+		err = io.EOF
+	}
+	return n, err
+}
+
+// readError says what is wrong with a trace file whose reading failed at
+// line n: cut short, or corrupt.
+func readError(path string, n int, err error) error {
+	var corrupt flate.CorruptInputError
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%s: cut short (unexpected EOF at line %d): the rank did not finish writing it, or it was copied in part", path, n)
+	case errors.Is(err, gzip.ErrChecksum), errors.As(err, &corrupt), errors.Is(err, gzip.ErrHeader):
+		return fmt.Errorf("%s: corrupt at line %d (%v)", path, n, err)
+	}
+	return fmt.Errorf("%s line %d: %w", path, n, err)
 }
 
 // Functions lists the functions of some predictions and a measurement,

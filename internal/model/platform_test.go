@@ -1,0 +1,151 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/netloom/netloom/internal/analysis"
+	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/fabric/sim"
+)
+
+// simFabric is a simulated 16-host fat tree's routes and node map (with
+// overrides, a node map file's).
+func simFabric(t *testing.T, overrides map[string]string) (*fabric.Routes, *analysis.NodeMap) {
+	t.Helper()
+	topo, err := sim.GenerateFatTree(16, 8, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lft, _, err := sim.ComputeRoutes(context.Background(), topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := fabric.NewRoutes(topo, lft)
+	nm, err := analysis.NewNodeMap(topo, overrides)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return routes, nm
+}
+
+// exchange is 4 ranks' trace: pairs (0,1) and (2,3) exchange messages of
+// 8 B, 64 KiB and 4 MiB, then everyone all-reduces and all-to-alls, a few
+// times over, after 1 ms of compute each time.
+func exchange() [][]string {
+	acts := make([][]string, 4)
+	for r := range 4 {
+		peer := r ^ 1
+		for i := range 3 {
+			acts[r] = append(acts[r], "compute 1e6")
+			for k, b := range []int{8, 65536, 4 << 20} {
+				tag := 3*i + k
+				acts[r] = append(acts[r], fmt.Sprintf("irecv %d %d %d", peer, tag, b), fmt.Sprintf("isend %d %d %d", peer, tag, b),
+					fmt.Sprintf("wait %d %d %d", peer, r, tag), fmt.Sprintf("wait %d %d %d", r, peer, tag))
+			}
+			acts[r] = append(acts[r], "allreduce 1048576 0", "alltoall 262144 262144")
+		}
+	}
+	return acts
+}
+
+// A node map that names a node used by another placement (the job ran on
+// "vm", mapped to n1's adapter; the placement uses n1) makes one host of
+// the two names: no empty route (SimGrid aborts on one), and the replay
+// runs, the ranks on vm and n1 talking through one loopback.
+func TestAliasedNodeMapReplays(t *testing.T) {
+	needSmpirun(t)
+	routes, nm := simFabric(t, map[string]string{"vm": "n1"})
+	asRan := []string{"vm", "vm", "vm", "vm"}
+	advice := []string{"n1", "n2", "n1", "n2"}
+	p, err := FromRoutes("sim", routes, Hosts(asRan, advice), Cores(asRan, advice), nm.LID, DefaultHopLatency, DefaultLoopback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(p.Hosts, ",") != "n1,n2" || p.Host("vm") != "n1" || p.Cores["n1"] < 4 {
+		t.Errorf("hosts %v, vm is %q, n1's cores %d; want vm one host with n1, 4 cores at least", p.Hosts, p.Host("vm"), p.Cores["n1"])
+	}
+	var xml strings.Builder
+	if err := p.WriteXML(&xml); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(xml.String(), "></route>") || strings.Contains(xml.String(), `"vm"`) {
+		t.Errorf("platform with an empty route or a host vm:\n%s", xml.String())
+	}
+	j := traceJob(t, asRan, exchange())
+	res, err := Predict(context.Background(), j, Request{Platform: p, HostOf: asRan, Placement: advice, Work: t.TempDir(), ElapsedOnly: true})
+	if err != nil {
+		t.Fatalf("replay with vm aliased to n1: %v", err)
+	}
+	if res.Hosts != 1 || res.AsRan.InterNodeBytes != 0 || res.WhatIfs[0].InterNodeBytes == 0 {
+		t.Errorf("as ran on %d hosts, %d inter-node bytes; placement %d: want 1 host, none, some", res.Hosts, res.AsRan.InterNodeBytes, res.WhatIfs[0].InterNodeBytes)
+	}
+	// the same name of the same adapter twice over is no alias
+	q, err := FromRoutes("sim", routes, []string{"n1", "n2"}, map[string]int{"n1": 2, "n2": 2}, nm.LID, DefaultHopLatency, DefaultLoopback)
+	if err != nil || len(q.Alias) != 0 || len(q.Hosts) != 2 {
+		t.Errorf("no alias: %+v, %v", q, err)
+	}
+}
+
+// By default the loopback is never slower than the network (its bandwidth
+// at least the fastest link's, its latency at most the quickest route's),
+// each pair of a node's ranks at its speed, so a placement of the job on
+// one node is never predicted slower than one that splits it over two,
+// on a flat platform and on a fabric's routes. A loopback given as it is
+// stays so, and is said to be slower.
+func TestOneNodeNeverSlower(t *testing.T) {
+	needSmpirun(t)
+	routes, nm := simFabric(t, nil)
+	one := []string{"n1", "n1", "n1", "n1"}
+	splits := [][]string{{"n1", "n1", "n2", "n2"}, {"n1", "n2", "n1", "n2"}, {"n1", "n2", "n3", "n4"}}
+	all := append([][]string{one}, splits...)
+	hosts, cores := Hosts(all...), Cores(all...)
+	flat := Flat("flat", hosts, cores, 1e-6, 12.5e9, DefaultLoopback)
+	fab, err := FromRoutes("fabric", routes, hosts, cores, nm.LID, DefaultHopLatency, DefaultLoopback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fastest := 0.0
+	for _, l := range fab.Links {
+		fastest = max(fastest, l.Bandwidth)
+	}
+	if flat.Loopback.Bandwidth != 12.5e9 || flat.Loopback.Latency != 300e-9 || fab.Loopback.Bandwidth != fastest || fab.Loopback.Latency != 2*DefaultHopLatency {
+		t.Errorf("loopback: flat %+v, fabric %+v; want 12.5 GB/s and 300 ns, %g B/s and %g s", flat.Loopback, fab.Loopback, fastest, 2*DefaultHopLatency)
+	}
+	if w := flat.LoopbackSlower() + fab.LoopbackSlower(); w != "" {
+		t.Errorf("default loopback slower: %s", w)
+	}
+	var xml strings.Builder
+	fab.WriteXML(&xml)
+	if !strings.Contains(xml.String(), `id="lo-n1" bandwidth="`) || !strings.Contains(xml.String(), `sharing_policy="FATPIPE"`) {
+		t.Errorf("loopback not FATPIPE:\n%s", xml.String())
+	}
+	j := traceJob(t, one, exchange())
+	for _, p := range []*Platform{flat, fab} {
+		base, err := replayWhole(context.Background(), t, j, p, one, "one node", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range splits {
+			pr, err := replayWhole(context.Background(), t, j, p, s, "split", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: one node %.6f s, %v %.6f s", p.Name, base.Elapsed, s, pr.Elapsed)
+			if base.Elapsed > pr.Elapsed {
+				t.Errorf("%s: one node %.6f s, slower than %v %.6f s", p.Name, base.Elapsed, s, pr.Elapsed)
+			}
+		}
+	}
+	// the loopback of before, given as it is
+	slow := Flat("flat", hosts, cores, 1e-6, 12.5e9, Link{ID: "loopback", Bandwidth: 10e9, Latency: 300e-9})
+	if w := slow.LoopbackSlower(); w != "its bandwidth 10 GB/s is below the fastest link's 12.5 GB/s" {
+		t.Errorf("a slower loopback: %q", w)
+	}
+	slow = Flat("flat", hosts, cores, 1e-6, 12.5e9, Link{ID: "loopback", Bandwidth: 20e9, Latency: 2e-6})
+	if w := slow.LoopbackSlower(); w != "its latency 2 us is above the quickest route's 1 us" {
+		t.Errorf("a slower loopback: %q", w)
+	}
+}
