@@ -144,6 +144,9 @@ fails) it says the prediction was skipped and why, and the advice stands.`,
 		if predicted != nil {
 			fmt.Fprintf(summary, "predicted elapsed (the trace replayed by SimGrid on the fabric, docs/model.md): as ran %.4f s, advice %.4f s (%+.1f%%); measured %.4f s\n",
 				predicted.AsRan, predicted.Advice, 100*(predicted.Advice-predicted.AsRan)/predicted.AsRan, predicted.Measured)
+			for _, w := range predicted.Warnings {
+				fmt.Fprintf(summary, "predicted elapsed: warning: %s\n", w)
+			}
 		}
 		if skipped != "" {
 			fmt.Fprintf(summary, "predicted elapsed: skipped: %s\n", skipped)
@@ -163,6 +166,10 @@ type placePredicted struct {
 	Measured float64 `json:"measured_seconds"`
 	AsRan    float64 `json:"as_ran_seconds"`
 	Advice   float64 `json:"advice_seconds"`
+	// Warnings is what makes the prediction less than it seems, as
+	// netloom model says it (oversubscribed, far from the measured run,
+	// cut traces): [] when nothing.
+	Warnings []string `json:"warnings"`
 }
 
 // placePrediction replays a traced profile (netloom run --trace) as it
@@ -177,7 +184,7 @@ func placePrediction(ctx context.Context, arg string, routes *fabric.Routes, nm 
 	if !hasTraces(arg) {
 		return nil, "", nil // no traces: the advice stands without a predicted time
 	}
-	job, _, err := model.Load(arg)
+	job, loadWarnings, err := model.Load(arg)
 	if err != nil {
 		return nil, fmt.Sprintf("the traces cannot be read: %v", err), nil
 	}
@@ -208,7 +215,8 @@ func placePrediction(ctx context.Context, arg string, routes *fabric.Routes, nm 
 	if len(res.WhatIfs) == 0 {
 		return nil, "the replay predicted no time for the advice", nil
 	}
-	return &placePredicted{Measured: res.Measured.Elapsed, AsRan: res.AsRan.Elapsed, Advice: res.WhatIfs[0].Elapsed}, "", nil
+	warnings := slices.Concat([]string{}, loadWarnings, res.Warnings)
+	return &placePredicted{Measured: res.Measured.Elapsed, AsRan: res.AsRan.Elapsed, Advice: res.WhatIfs[0].Elapsed, Warnings: warnings}, "", nil
 }
 
 // hasTraces says whether a profile directory (or the job directory in

@@ -248,7 +248,7 @@ func (a *attribAPI) modelAnswer(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, timeoutOr(ctx, j.ID, m.opt.Timeout, &httpError{http.StatusUnprocessableEntity, "model_failed", "job " + j.ID + ": " + err.Error()})
 		}
-		res.Warnings = slices.Concat(warnings, res.Warnings)
+		res.Warnings = slices.Concat([]string{}, warnings, res.Warnings)
 		m.counted.WithLabelValues("computed").Inc()
 		m.mu.Lock()
 		if len(m.cache) >= modelCacheSize { // bounded: a day's questions, not the daemon's life

@@ -69,6 +69,7 @@ type placeRealJSON struct {
 		Measured float64 `json:"measured_seconds"`
 		AsRan    float64 `json:"as_ran_seconds"`
 		Advice   float64 `json:"advice_seconds"`
+		Warnings []string `json:"warnings"`
 	}
 	PredictionSkipped string `json:"prediction_skipped"`
 }
@@ -220,6 +221,12 @@ func checkPlaceSummary(t *testing.T, text string, a *placeRealJSON, file string,
 			if p == nil || m[1] != fmt.Sprintf("%.4f", p.AsRan) || m[2] != fmt.Sprintf("%.4f", p.Advice) ||
 				m[3] != fmt.Sprintf("%+.1f", 100*(p.Advice-p.AsRan)/p.AsRan) || m[4] != fmt.Sprintf("%.4f", p.Measured) {
 				return fmt.Sprintf("JSON: %+v", p)
+			}
+			return ""
+		}},
+		{"prediction warning", regexp.MustCompile(`^predicted elapsed: warning: (.+)$`), func(m []string) string {
+			if a.Predicted == nil || !slices.Contains(a.Predicted.Warnings, m[1]) {
+				return fmt.Sprintf("JSON: predicted %+v", a.Predicted)
 			}
 			return ""
 		}},
@@ -494,6 +501,11 @@ func TestPlaceReal(t *testing.T) {
 		// Whether SimGrid replays it or not, the answer says which.
 		if (a.Predicted == nil) == (a.PredictionSkipped == "") {
 			t.Errorf("predicted %+v, skipped %q: want one", a.Predicted, a.PredictionSkipped)
+		}
+		// The measured run was oversubscribed: the prediction says what it
+		// is worth, as netloom model does.
+		if a.Predicted != nil && np > cores && !slices.ContainsFunc(a.Predicted.Warnings, func(w string) bool { return strings.Contains(w, "oversubscribed") }) {
+			t.Errorf("an oversubscribed run's prediction without its warning: %+v", a.Predicted)
 		}
 		// Open MPI runs a rankfile naming a core twice as it is.
 		rerun(t, a.File)
