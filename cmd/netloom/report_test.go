@@ -253,3 +253,27 @@ func TestReportBadRankFile(t *testing.T) {
 		t.Errorf("report of no readable file: exit %d, stdout %q, stderr %q, want %q", code, out, errOut, want)
 	}
 }
+
+// TestReportWall: the report's wall time is the job's (the longest rank),
+// not the sum over ranks, which it gives apart as rank-seconds; the MPI
+// share is the mean of each rank's (issue 28: "Wall 169.6 s" for a 21 s
+// job).
+func TestReportWall(t *testing.T) {
+	dir := t.TempDir()
+	var ranks []*agentpb.Datagram
+	for r, wall := range []float64{19.5, 21.25, 20, 18} {
+		d := rankSnapshot("walljob", r, 4, "w1", []*agentpb.FunctionStat{{Name: "MPI_Barrier", Calls: 1}}, nil)
+		d.Process.WallSeconds, d.Process.MpiSeconds = wall, wall/4
+		ranks = append(ranks, d)
+	}
+	writeProfile(t, dir, ranks)
+	out, errOut, code := netloom(t, "report", dir)
+	if code != 0 {
+		t.Fatalf("netloom report: exit %d: %s", code, errOut)
+	}
+	// 19.5 + 21.25 + 20 + 18 = 78.75 rank-seconds, MPI a quarter of each
+	want := "Wall 21.250s (the longest rank; 78.750 rank-seconds over 4 ranks), MPI 19.688s in all ranks (25.0% of their wall time, the mean over ranks)"
+	if !strings.Contains(out, want) {
+		t.Errorf("report's wall line, want %q in:\n%s", want, out)
+	}
+}

@@ -636,13 +636,16 @@ func WriteText(w io.Writer, r *Report) error {
 	if j.Program != "" {
 		fmt.Fprintf(bw, ", %s", j.Program)
 	}
-	fmt.Fprintf(bw, "\nWall %.3fs, MPI %.3fs in all ranks (%.1f%% of wall), CPU %.1f%%; sent %s in %d messages (%s inter-node)\n",
-		sumF(r.Profile.Wall), j.MPISeconds, j.MPIPercent, j.CPUPercent, bytesText(j.Total.Bytes), j.Total.Msgs, bytesText(j.InterNode.Bytes))
+	// Wall: the job's, the longest rank's (from MPI_Init on); the MPI and
+	// CPU times are sums over the ranks, set against the sum of the
+	// ranks' wall times (rank-seconds).
+	fmt.Fprintf(bw, "\nWall %.3fs (the longest rank; %.3f rank-seconds over %d ranks), MPI %.3fs in all ranks (%.1f%% of their wall time, the mean over ranks), CPU %.1f%% per rank; sent %s in %d messages (%s inter-node)\n",
+		maxF(r.Profile.Wall), sumF(r.Profile.Wall), len(r.Profile.Wall), j.MPISeconds, j.MPIPercent, j.CPUPercent, bytesText(j.Total.Bytes), j.Total.Msgs, bytesText(j.InterNode.Bytes))
 	if st := r.Startup; st.InitSeconds+st.FinalizeSeconds > 0 {
 		rest := j.MPISeconds - st.InitSeconds - st.FinalizeSeconds
 		fmt.Fprintf(bw, "Of the MPI time, MPI_Init %.3fs and MPI_Finalize %.3fs; the rest %.3fs", st.InitSeconds, st.FinalizeSeconds, max(rest, 0))
 		if wall := sumF(r.Profile.Wall); wall > 0 {
-			fmt.Fprintf(bw, " (%.1f%% of wall)", 100*max(rest, 0)/wall)
+			fmt.Fprintf(bw, " (%.1f%% of the rank-seconds)", 100*max(rest, 0)/wall)
 		}
 		fmt.Fprintln(bw)
 	}
@@ -838,6 +841,14 @@ func matrixZero(m [][]uint64) bool {
 		}
 	}
 	return true
+}
+
+func maxF(v []float64) float64 {
+	var m float64
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
 }
 
 func sumF(v []float64) float64 {
