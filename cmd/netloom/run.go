@@ -1,6 +1,9 @@
 package main
 
 import (
+	"cmp"
+	"path/filepath"
+
 	"github.com/spf13/cobra"
 
 	"github.com/netloom/netloom/internal/launch"
@@ -67,6 +70,10 @@ also uses NCCL.`,
 			}
 			if !quiet {
 				c.PrintErrf("netloom: job %s, %s agent %s\n", plan.JobID, plan.MPI, plan.Lib)
+				c.PrintErrf("netloom: %s\n", plan.Destination())
+				if plan.Output != "" {
+					c.PrintErrf("netloom: profiles to %s\n", filepath.Join(plan.Output, cmp.Or(plan.JobID, "JOB (the scheduler's job id)")))
+				}
 			}
 			code, err := launch.Run(ctx, plan, c.InOrStdin(), c.OutOrStdout(), c.ErrOrStderr())
 			if err != nil {

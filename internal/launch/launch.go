@@ -58,6 +58,53 @@ type Plan struct {
 	JobID string
 	Argv  []string
 	Env   []string
+	// Daemon is where the ranks' agents will send their reports, as the
+	// agent finds it (agent/README.md, "Environment"), "" when nowhere;
+	// DaemonFrom says how it was found (the flag, the environment, a
+	// file) or why there is none.
+	Daemon, DaemonFrom string
+	Output             string // NETLOOM_OUTPUT, absolute ("" when none)
+}
+
+// Destination says where the ranks' reports go and why, as one line.
+func (p *Plan) Destination() string {
+	if p.Daemon == "" {
+		return "reports to no daemon: " + p.DaemonFrom
+	}
+	return fmt.Sprintf("reports to %s (%s)", p.Daemon, p.DaemonFrom)
+}
+
+// daemonAddress finds the daemon's address as the agent does: NETLOOM_DAEMON,
+// else the first line of NETLOOM_DAEMON_FILE, $XDG_RUNTIME_DIR/netloom/agent-address
+// or /run/netloom/agent-address. The ranks read them where they run: on
+// other nodes the file may differ.
+func daemonAddress(env []string, flag bool) (addr, from string) {
+	if v := getenv(env, "NETLOOM_DAEMON"); v != "" {
+		if flag {
+			return v, "--daemon"
+		}
+		return v, "NETLOOM_DAEMON in the environment"
+	}
+	var tried []string
+	files := []string{getenv(env, "NETLOOM_DAEMON_FILE"), "", "/run/netloom/agent-address"}
+	if x := getenv(env, "XDG_RUNTIME_DIR"); x != "" {
+		files[1] = filepath.Join(x, "netloom", "agent-address")
+	}
+	for _, f := range files {
+		if f == "" {
+			continue
+		}
+		tried = append(tried, f)
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		if line = strings.TrimSpace(line); line != "" {
+			return line, "the address file " + f + ", which the daemon writes; ranks on other nodes read their own"
+		}
+	}
+	return "", "no --daemon, no NETLOOM_DAEMON, and no address in " + strings.Join(tried, ", ") + " (netloom serve writes it)"
 }
 
 // Prepare decides the MPI flavour, the library, the environment and the
@@ -117,6 +164,7 @@ func Prepare(ctx context.Context, opt Options, argv []string) (*Plan, error) {
 			return nil, fmt.Errorf("--output %s: %w", opt.Output, err)
 		}
 		set["NETLOOM_OUTPUT"] = out
+		p.Output = out
 	}
 	if opt.Waits {
 		set["NETLOOM_WAITS"] = "1"
@@ -149,6 +197,7 @@ func Prepare(ctx context.Context, opt Options, argv []string) (*Plan, error) {
 		set["NETLOOM_JOB_ID"] = p.JobID
 	}
 	p.Env = setenv(env, set)
+	p.Daemon, p.DaemonFrom = daemonAddress(p.Env, opt.Daemon != "")
 	if mpi == NCCL {
 		// torchrun and its like start the ranks with their own
 		// environment: NCCL_PROFILER_PLUGIN and NETLOOM_* reach them as
