@@ -27,9 +27,11 @@ enum tr_op {
 };
 
 /* One record. For point-to-point: peer (world rank, -1: not known), tag,
- * a = bytes. TR_WAIT: a = index of the posting record. Collectives: a, b
- * sizes in bytes, peer = root; the v-forms' per-rank counts (bytes) start at
- * side[aux]. TR_COMPUTE: a = ticks. */
+ * a = bytes; b of an isend or irecv another post of the same request handle
+ * queued behind while both are outstanding: that one's index (the request
+ * table's queue). TR_WAIT: a = index of the posting record. Collectives:
+ * a, b sizes in bytes, peer = root; the v-forms' per-rank counts (bytes)
+ * start at side[aux]. TR_COMPUTE: a = ticks. */
 struct tr_ev {
 	uint8_t op;
 	int32_t peer, tag;
@@ -49,16 +51,55 @@ static int emitted;               /* the current call recorded an event */
 static uint64_t untraced_calls;   /* collectives not on MPI_COMM_WORLD, persistent requests, ... */
 static uint64_t start, end;       /* ticks: MPI_Init's return, MPI_Finalize's entry */
 
-/* requests posted and not yet completed: handle -> the posting record */
-#define TR_REQS 4096
-static struct {
+static const char *cut_why = ""; /* what cut the trace: "events", "counts", "requests", "memory" */
+
+/* Requests posted and not yet completed: handle -> the posting records. An
+ * open-addressing hash table (linear probing, Fibonacci hash of the handle)
+ * whose deletions shift the following entries back (no tombstones): a
+ * lookup stops at the first empty slot, so a post or a completion costs the
+ * same whatever was posted before. One entry per handle: both MPIs hand out
+ * one shared handle for requests complete when posted (Open MPI's
+ * ompi_request_empty for a small MPI_Isend, MPICH's built-in complete
+ * requests), so a handle may stand for several outstanding posts; they are
+ * queued in posting order through the records' b (first in, first
+ * completed), and cost no slot. Kept at most half full: it doubles (one
+ * rehash, the only allocation) when the handles outstanding at once reach a
+ * new high, from 4,096 slots (64 KiB) up to req_max_slots (a quarter of
+ * NETLOOM_TRACE_MB: 1,048,576 slots, 16 MiB, 524,288 handles at the default
+ * 64 MB); one more cuts the trace ("requests"). A request freed with
+ * MPI_Request_free (not seen here) leaves its post queued: the waits for
+ * the later posts of its handle then name the post before each (the counts
+ * stay right). Tracing is off under MPI_THREAD_MULTIPLE: one thread at a
+ * time writes it, no lock. */
+struct tr_req {
 	uintptr_t h;
-	uint32_t ev;
-	int used;
-} reqs[TR_REQS];
-#define TR_PENDING 1024
-static uintptr_t pending[TR_PENDING]; /* the handles a wait or test was given, before the call */
-static int npending;
+	uint32_t first1; /* the oldest posting record + 1; 0: an empty slot */
+	uint32_t last;   /* the newest */
+};
+#define TR_REQS_MIN 4096
+static struct tr_req *reqs;
+static size_t req_mask;      /* slots - 1 */
+static unsigned req_shift;   /* 64 - log2(slots) */
+static size_t req_keys;      /* slots in use: handles outstanding */
+static size_t req_n;         /* requests outstanding */
+static size_t req_max_slots; /* the most slots it may have */
+static uint64_t req_posted, req_completed, req_peak;
+
+/* The handles a wait or test was given, copied before the call (completed
+ * ones come back as MPI_REQUEST_NULL): grown like the table, to the most
+ * handles one call was given, at most req_max_slots (8 MiB at 64 MB). */
+static uintptr_t *pending;
+static size_t npending, pending_cap;
+
+static void cut(const char *why)
+{
+	if (!truncated) {
+		cut_why = why;
+		end = last_exit; /* what the records cover ends there */
+	}
+	truncated = 1;
+	nl_tracing = 0; /* a replay of a prefix with its end cut is still a prefix */
+}
 
 static uintptr_t handle(MPI_Request r)
 {
@@ -67,9 +108,118 @@ static uintptr_t handle(MPI_Request r)
 	return h;
 }
 
-static unsigned req_slot(uintptr_t h)
+static size_t req_home(uintptr_t h)
 {
-	return (unsigned)(((uint64_t)h * 0x9E3779B97F4A7C15ull) >> 52) % TR_REQS;
+	return (size_t)(((uint64_t)h * 0x9E3779B97F4A7C15ull) >> req_shift);
+}
+
+static int req_alloc(size_t slots)
+{
+	struct tr_req *t = calloc(slots, sizeof *t);
+	if (!t)
+		return 0;
+	struct tr_req *old = reqs;
+	size_t n = old ? req_mask + 1 : 0;
+	reqs = t;
+	req_mask = slots - 1;
+	req_shift = 64 - (unsigned)__builtin_ctzll((unsigned long long)slots);
+	for (size_t i = 0; i < n; i++)
+		if (old[i].first1) {
+			size_t s = req_home(old[i].h);
+			while (reqs[s].first1)
+				s = (s + 1) & req_mask;
+			reqs[s] = old[i];
+		}
+	free(old);
+	return 1;
+}
+
+/* req_put queues record e, the post of request h; 0: the trace is cut */
+static int req_put(uintptr_t h, uint32_t e)
+{
+	size_t s = req_home(h);
+	for (; reqs[s].first1; s = (s + 1) & req_mask)
+		if (reqs[s].h == h) { /* a shared handle: behind the others */
+			evs[reqs[s].last].b = e;
+			reqs[s].last = e;
+			goto queued;
+		}
+	if (2 * (req_keys + 1) > req_mask + 1) {
+		if (2 * (req_mask + 1) > req_max_slots) {
+			cut("requests");
+			return 0;
+		}
+		if (!req_alloc(2 * (req_mask + 1))) {
+			cut("memory");
+			return 0;
+		}
+		for (s = req_home(h); reqs[s].first1; s = (s + 1) & req_mask)
+			;
+	}
+	reqs[s].h = h;
+	reqs[s].first1 = e + 1;
+	reqs[s].last = e;
+	req_keys++;
+queued:
+	req_posted++;
+	if (++req_n > req_peak)
+		req_peak = req_n;
+	return 1;
+}
+
+/* req_take takes the oldest post of request h off the table: its record, or
+ * -1 when the trace did not post it (persistent, a collective's, null) */
+static int64_t req_take(uintptr_t h)
+{
+	size_t i = req_home(h);
+	for (;; i = (i + 1) & req_mask) {
+		if (!reqs[i].first1)
+			return -1;
+		if (reqs[i].h == h)
+			break;
+	}
+	uint32_t e = reqs[i].first1 - 1;
+	req_n--;
+	if (e != reqs[i].last) { /* more posts of a shared handle */
+		reqs[i].first1 = (uint32_t)evs[e].b + 1;
+		return e;
+	}
+	/* the last: backward shift, each following entry of the run moves into
+	 * the hole unless its home slot lies cyclically in (hole, its slot] */
+	for (size_t j = i;;) {
+		j = (j + 1) & req_mask;
+		if (!reqs[j].first1)
+			break;
+		if (((j - req_home(reqs[j].h)) & req_mask) >= ((j - i) & req_mask)) {
+			reqs[i] = reqs[j];
+			i = j;
+		}
+	}
+	reqs[i].first1 = 0;
+	req_keys--;
+	return e;
+}
+
+/* pending_room makes room for n handles; 0: the trace is cut */
+static int pending_room(size_t n)
+{
+	if (n <= pending_cap)
+		return 1;
+	if (n > req_max_slots) {
+		cut("requests"); /* a wait given more handles than that */
+		return 0;
+	}
+	size_t c = 2 * pending_cap > n ? 2 * pending_cap : n;
+	if (c > req_max_slots)
+		c = req_max_slots;
+	uintptr_t *p = realloc(pending, c * sizeof *p);
+	if (!p) {
+		cut("memory");
+		return 0;
+	}
+	pending = p;
+	pending_cap = c;
+	return 1;
 }
 
 void nl_trace_start(void)
@@ -83,13 +233,22 @@ void nl_trace_start(void)
 		mb = atof(m);
 	cap = (size_t)(mb * 1024 * 1024 * 0.75) / sizeof *evs;
 	side_cap = (size_t)(mb * 1024 * 1024 * 0.25) / sizeof *side;
+	req_max_slots = TR_REQS_MIN; /* the largest power of two within a quarter of the budget */
+	while ((double)req_max_slots * 2 * sizeof *reqs <= mb * 1024 * 1024 * 0.25)
+		req_max_slots *= 2;
 	evs = malloc(cap * sizeof *evs); /* untouched pages cost nothing until used */
 	side = malloc(side_cap * sizeof *side);
-	if (!evs || !side) {
+	pending_cap = 1024;
+	pending = malloc(pending_cap * sizeof *pending);
+	if (!evs || !side || !pending || !req_alloc(TR_REQS_MIN)) {
 		free(evs);
 		free(side);
+		free(pending);
+		free(reqs);
 		evs = NULL;
 		side = NULL;
+		pending = NULL;
+		reqs = NULL;
 		fprintf(stderr, "netloom: no memory for a %.0f MB trace: not tracing\n", mb);
 		return;
 	}
@@ -101,8 +260,7 @@ void nl_trace_start(void)
 static struct tr_ev *ev(int op)
 {
 	if (nev + 2 > cap) {
-		truncated = 1;
-		nl_tracing = 0; /* a replay of a prefix with its end cut is still a prefix */
+		cut("events");
 		return NULL;
 	}
 	if (entry > last_exit) {
@@ -147,17 +305,8 @@ static void p2p(int op, int count, MPI_Datatype t, int peer, int tag, MPI_Comm c
 	x->peer = peer == MPI_ANY_SOURCE ? -1 : nl_world_rank(comm, peer);
 	x->tag = tag == MPI_ANY_TAG ? -1 : tag;
 	x->a = bytes(count, t);
-	if (req) {
-		uintptr_t h = handle(*req);
-		unsigned s = req_slot(h);
-		for (unsigned i = 0; i < TR_REQS; i++, s = (s + 1) % TR_REQS)
-			if (!reqs[s].used) {
-				reqs[s].used = 1;
-				reqs[s].h = h;
-				reqs[s].ev = (uint32_t)(x - evs);
-				return;
-			}
-	}
+	if (req && !req_put(handle(*req), (uint32_t)(x - evs)))
+		nev--; /* the trace stops before the post it could not follow */
 }
 
 void nl_tr_send(int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm)
@@ -213,7 +362,9 @@ void nl_tr_sendrecv(int scount, MPI_Datatype st, int dest, int stag, int rcount,
 void nl_tr_reqs(int n, const MPI_Request *r)
 {
 	npending = 0;
-	for (int i = 0; i < n && npending < TR_PENDING; i++)
+	if (n <= 0 || !pending_room((size_t)n))
+		return;
+	for (int i = 0; i < n; i++)
 		pending[npending++] = handle(r[i]);
 }
 
@@ -221,26 +372,23 @@ void nl_tr_reqs(int n, const MPI_Request *r)
 void nl_tr_reqs_f(int n, const MPI_Fint *r)
 {
 	npending = 0;
-	for (int i = 0; i < n && npending < TR_PENDING; i++)
+	if (n <= 0 || !pending_room((size_t)n))
+		return;
+	for (int i = 0; i < n; i++)
 		pending[npending++] = handle(PMPI_Request_f2c(r[i]));
 }
 
 static void completed(int i)
 {
-	if (i < 0 || i >= npending)
+	if (i < 0 || (size_t)i >= npending)
 		return;
-	uintptr_t h = pending[i];
-	unsigned s = req_slot(h);
-	for (unsigned k = 0; k < TR_REQS; k++, s = (s + 1) % TR_REQS) {
-		if (!reqs[s].used)
-			return; /* not one the trace posted (persistent, or a collective's) */
-		if (reqs[s].used == 1 && reqs[s].h == h) {
-			struct tr_ev *w = ev(TR_WAIT);
-			if (w)
-				w->a = reqs[s].ev;
-			reqs[s].used = 2; /* a tombstone: keeps later probes going */
-			return;
-		}
+	int64_t e = req_take(pending[i]);
+	if (e < 0)
+		return; /* not one the trace posted (persistent, or a collective's) */
+	struct tr_ev *w = ev(TR_WAIT);
+	if (w) {
+		w->a = (uint64_t)e;
+		req_completed++;
 	}
 }
 
@@ -260,7 +408,7 @@ void nl_tr_waited(int n, const int *indices, int flag)
 	if (!flag)
 		return;
 	if (!indices) {
-		for (int i = 0; i < npending; i++)
+		for (int i = 0; i < (int)npending; i++)
 			completed(i);
 		return;
 	}
@@ -293,8 +441,7 @@ static int vcounts(struct tr_ev *x, const int *counts, MPI_Datatype t)
 	if (!x)
 		return 0;
 	if (nside + (size_t)nl_world_size > side_cap) {
-		truncated = 1;
-		nl_tracing = 0;
+		cut("counts");
 		nev--;
 		return 0;
 	}
@@ -524,14 +671,25 @@ void nl_trace_write(const char *dir)
 	snprintf(path, sizeof path, "%s/rank-%d.ti.json", dir, r);
 	FILE *j = fopen(path, "w");
 	if (j) {
-		/* elapsed: the span the trace covers, MPI_Init's return to MPI_Finalize's entry */
-		fprintf(j, "{\"rank\": %d, \"world_size\": %d, \"events\": %zu, \"truncated\": %s, \"untraced_calls\": %llu, \"host_flops\": 1e9, \"elapsed_seconds\": %.9f}\n",
-			r, nl_world_size, nev, truncated ? "true" : "false", (unsigned long long)untraced_calls,
+		/* elapsed: the span the trace covers, MPI_Init's return to MPI_Finalize's entry
+		 * (to the end of what it holds when cut: it said 0 before);
+		 * truncated_reason: what cut it ("" when whole); requests_*: the nonblocking
+		 * requests recorded, those whose completion was recorded (a wait each), the
+		 * most outstanding at once, and the most the table holds */
+		fprintf(j, "{\"rank\": %d, \"world_size\": %d, \"events\": %zu, \"truncated\": %s, \"truncated_reason\": \"%s\", \"untraced_calls\": %llu, "
+			   "\"requests_posted\": %llu, \"requests_completed\": %llu, \"requests_outstanding_max\": %llu, \"requests_limit\": %zu, "
+			   "\"host_flops\": 1e9, \"elapsed_seconds\": %.9f}\n",
+			r, nl_world_size, nev, truncated ? "true" : "false", truncated ? cut_why : "", (unsigned long long)untraced_calls,
+			(unsigned long long)req_posted, (unsigned long long)req_completed, (unsigned long long)req_peak, req_max_slots / 2,
 			end > start ? (double)(end - start) * npt / 1e9 : 0.0);
 		fclose(j);
 	}
 	free(evs);
 	free(side);
+	free(reqs);
+	free(pending);
 	evs = NULL;
 	side = NULL;
+	reqs = NULL;
+	pending = NULL;
 }
