@@ -150,6 +150,54 @@ type Measure struct {
 	Elapsed    float64            `json:"elapsed_seconds"`
 	MPISeconds float64            `json:"mpi_seconds"`
 	Functions  map[string]float64 `json:"functions"`
+	// Groups is Functions under names the measurement and the replays
+	// share (Group).
+	Groups map[string]float64 `json:"function_groups"`
+}
+
+// PointToPoint is the group of every point-to-point call: the replay
+// keeps messages, not the calls that posted and completed them (an
+// MPI_Sendrecv replays as a post of each and a wait), so the measured and
+// the replayed times of point-to-point calls compare only together.
+const PointToPoint = "point-to-point"
+
+// pointToPoint are the MPI calls of the PointToPoint group.
+var pointToPoint = map[string]bool{}
+
+func init() {
+	for _, f := range strings.Fields(`Send Bsend Ssend Rsend Recv Sendrecv Sendrecv_replace Mrecv Isend Ibsend Issend Irsend Irecv Imrecv
+		Send_init Bsend_init Ssend_init Rsend_init Recv_init Start Startall Request_free Probe Iprobe Mprobe Improbe
+		Wait Waitall Waitany Waitsome Test Testall Testany Testsome Cancel`) {
+		pointToPoint["MPI_"+f] = true
+	}
+}
+
+// Group names an MPI function as the measurement and the replay can both
+// tell it: PointToPoint for point-to-point calls, else its own name.
+func Group(fn string) string {
+	if pointToPoint[fn] {
+		return PointToPoint
+	}
+	return fn
+}
+
+// groups sums times by Group.
+func groups(fns map[string]float64) map[string]float64 {
+	out := make(map[string]float64, len(fns))
+	for f, t := range fns {
+		out[Group(f)] += t
+	}
+	return out
+}
+
+// Gain is how much faster (negative: slower) p is than the replay of the
+// job as it ran, in percent: the what-ifs' baseline. The replay as ran
+// against the measured run is the model's calibration, shown apart.
+func (r *Result) Gain(p *Prediction) float64 {
+	if r.AsRan == nil || r.AsRan.Elapsed <= 0 {
+		return 0
+	}
+	return 100 * (p.Elapsed - r.AsRan.Elapsed) / r.AsRan.Elapsed
 }
 
 // Predict replays the job as it ran and under every what-if.
@@ -228,6 +276,14 @@ func Predict(ctx context.Context, j *Job, req Request) (*Result, error) {
 			return nil, err
 		}
 		res.WhatIfs = append(res.WhatIfs, p)
+	}
+	res.Measured.Groups = groups(res.Measured.Functions)
+	for _, p := range append([]*Prediction{res.AsRan}, res.WhatIfs...) {
+		p.Groups = groups(p.Functions)
+		if p != res.AsRan {
+			g := res.Gain(p)
+			p.VsAsRan = &g
+		}
 	}
 	return res, nil
 }

@@ -272,6 +272,13 @@ type Prediction struct {
 	// MPI_Isend/MPI_Irecv for the posts, also those of MPI_Sendrecv).
 	MPISeconds float64            `json:"mpi_seconds"`
 	Functions  map[string]float64 `json:"functions"`
+	// Groups is Functions under the names the measurement shares
+	// (Group: point-to-point calls as one).
+	Groups map[string]float64 `json:"function_groups"`
+	// VsAsRan is a what-if's change of the elapsed time against the
+	// replay of the job as it ran, in percent (Result.Gain); nil for the
+	// replay as ran itself.
+	VsAsRan *float64 `json:"vs_as_ran_pct,omitempty"`
 	// RankMPI is each rank's MPI time.
 	RankMPI []float64 `json:"rank_mpi_seconds"`
 	// PerFunction says whether the MPI times were measured in the replay

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -425,7 +427,31 @@ func cliDocExamples() map[string]docExample {
 			contains(t, "calibrate's stderr", r.stderr, "latency", "bandwidth")
 		}},
 		"netloom model traced --platform calibrated --calibration calib.json": {check: func(t *testing.T, r docRun) {
-			contains(t, "model", r.stdout, "4 ranks", "platform: calibrated", "measured", "as ran", "perfect network", "x2 bandwidth", "MPI_Sendrecv")
+			contains(t, "model", r.stdout, "4 ranks", "platform: calibrated", "measured", "as ran", "perfect network", "x2 bandwidth", "vs as ran",
+				"point-to-point", "MPI_Bcast", "calibration: the replay as it ran takes")
+			// The what-ifs' column is their change against the replay as ran,
+			// and the calibration line is the as-ran replay against the
+			// measured run, as the table's own figures give them.
+			var measured, asRan float64
+			for _, l := range strings.Split(r.stdout, "\n") {
+				f := strings.Fields(l)
+				switch {
+				case len(f) >= 3 && f[0] == "measured":
+					measured, _ = strconv.ParseFloat(f[1], 64)
+				case len(f) >= 3 && f[0] == "as" && f[1] == "ran":
+					asRan, _ = strconv.ParseFloat(f[2], 64)
+				case len(f) >= 5 && f[0] == "perfect" && f[1] == "network":
+					p, _ := strconv.ParseFloat(f[2], 64)
+					got, err := strconv.ParseFloat(strings.TrimSuffix(f[4], "%"), 64)
+					// the table's seconds are rounded to 0.1 ms, its percent to 0.1
+					if want := 100 * (p - asRan) / asRan; err != nil || math.Abs(got-want) > 0.05+1e-2/asRan {
+						t.Errorf("perfect network's change %s, want %.2f%% against the replay as ran (%.4f s)", f[4], want, asRan)
+					}
+				}
+			}
+			if want := fmt.Sprintf("takes %.1f%% of the measured elapsed time (%.4f s against %.4f s)", 100*asRan/measured, asRan, measured); !strings.Contains(r.stdout, want) {
+				t.Errorf("model's calibration line: want %q in\n%s", want, r.stdout)
+			}
 		}},
 		"netloom model traced --network perfect --network bandwidth=25GB/s,latency=600ns --json > model.json": {check: func(t *testing.T, r docRun) {
 			var m struct {
@@ -435,10 +461,23 @@ func cliDocExamples() map[string]docExample {
 				} `json:"as_ran"`
 				WhatIfs []struct {
 					Scenario string
-					Elapsed  float64 `json:"elapsed_seconds"`
+					Elapsed  float64            `json:"elapsed_seconds"`
+					VsAsRan  *float64           `json:"vs_as_ran_pct"`
+					Groups   map[string]float64 `json:"function_groups"`
 				} `json:"what_ifs"`
+				Measured struct {
+					Groups map[string]float64 `json:"function_groups"`
+				}
 			}
 			jsonOut(t, r.file(t, "model.json"), &m)
+			for _, w := range m.WhatIfs {
+				if w.VsAsRan == nil || math.Abs(*w.VsAsRan-100*(w.Elapsed-m.AsRan.Elapsed)/m.AsRan.Elapsed) > 1e-9 {
+					t.Errorf("%s: vs_as_ran_pct %v, want its change against the replay as ran", w.Scenario, w.VsAsRan)
+				}
+			}
+			if m.Measured.Groups["point-to-point"] <= 0 || len(m.WhatIfs) > 0 && m.WhatIfs[0].Groups["point-to-point"] <= 0 {
+				t.Errorf("function groups: measured %v, what-ifs %+v: want point-to-point on both sides", m.Measured.Groups, m.WhatIfs)
+			}
 			if m.Ranks != 4 || m.AsRan.Elapsed <= 0 || len(m.WhatIfs) != 2 || m.WhatIfs[0].Scenario != "perfect network" ||
 				m.WhatIfs[1].Scenario != "bandwidth=25GB/s,latency=600ns" || m.WhatIfs[0].Elapsed > m.AsRan.Elapsed {
 				t.Errorf("model JSON: %+v", m)

@@ -66,9 +66,9 @@ type placeRealJSON struct {
 	Format              string
 	File                string
 	Predicted           *struct {
-		Measured float64 `json:"measured_seconds"`
-		AsRan    float64 `json:"as_ran_seconds"`
-		Advice   float64 `json:"advice_seconds"`
+		Measured float64  `json:"measured_seconds"`
+		AsRan    float64  `json:"as_ran_seconds"`
+		Advice   float64  `json:"advice_seconds"`
 		Warnings []string `json:"warnings"`
 	}
 	PredictionSkipped string `json:"prediction_skipped"`
