@@ -191,14 +191,9 @@ func placePrediction(ctx context.Context, arg string, routes *fabric.Routes, nm 
 	if adv.AsRanUnknown != "" {
 		return nil, "the replay needs the job as it ran on the fabric, and " + adv.AsRanUnknown, nil
 	}
-	advised := make([]string, job.Ranks)
-	for _, m := range adv.Mapping {
-		if m.Rank >= 0 && m.Rank < job.Ranks {
-			advised[m.Rank] = m.Node
-		}
-	}
-	if len(adv.Mapping) != job.Ranks || slices.Contains(advised, "") {
-		return nil, fmt.Sprintf("the traces hold %d ranks, the advice places %d", job.Ranks, len(adv.Mapping)), nil
+	advised, err := adv.NodesOf(job.Ranks)
+	if err != nil {
+		return nil, err.Error(), nil
 	}
 	hosts := model.Hosts(job.Nodes, advised)
 	plat, err := model.FromRoutes("fabric", routes, hosts, model.Cores(job.Nodes, advised), nm.LID, model.DefaultHopLatency, model.DefaultLoopback)

@@ -23,6 +23,7 @@ import (
 	"github.com/netloom/netloom/internal/ingest"
 	"github.com/netloom/netloom/internal/jobfiles"
 	"github.com/netloom/netloom/internal/model"
+	"github.com/netloom/netloom/internal/place"
 	"github.com/netloom/netloom/internal/store"
 )
 
@@ -131,7 +132,17 @@ func (a *attribAPI) modelAnswer(r *http.Request) (any, error) {
 	}
 	m := a.model
 	names := r.URL.Query()["network"]
-	if len(names) == 0 {
+	// placement=advice: the job replayed placed as GET /jobs/{job}/placement
+	// advises (its default options), beside any network asked for
+	withAdvice := false
+	switch pl := r.URL.Query().Get("placement"); pl {
+	case "":
+	case "advice":
+		withAdvice = true
+	default:
+		return nil, badParam("placement", "%q: want advice", pl)
+	}
+	if len(names) == 0 && !withAdvice {
 		names = []string{"perfect", "x2"}
 	}
 	var nets []model.Network
@@ -192,7 +203,11 @@ func (a *attribAPI) modelAnswer(r *http.Request) (any, error) {
 		parts = append(parts, v.at.UTC().Format(time.RFC3339Nano))
 	}
 	h := sha256.New()
-	for _, s := range append(parts, names...) {
+	question := slices.Clone(names)
+	if withAdvice {
+		question = append(question, "placement=advice")
+	}
+	for _, s := range append(parts, question...) {
 		fmt.Fprintf(h, "%d:%s", len(s), s)
 	}
 	key := hex.EncodeToString(h.Sum(nil))
@@ -213,6 +228,12 @@ func (a *attribAPI) modelAnswer(r *http.Request) (any, error) {
 	routes, nodes, err := a.routesAndNodes(r.Context(), v)
 	if err != nil {
 		return nil, err
+	}
+	var adv *place.Advice
+	if withAdvice {
+		if adv, err = advise(j, place.Options{Seed: 1}, routes, nodes); err != nil {
+			return nil, err
+		}
 	}
 	ran := false // this request's own function computed the answer
 	ch := m.flight.DoChan(key, func() (any, error) {
@@ -240,11 +261,17 @@ func (a *attribAPI) modelAnswer(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, timeoutOr(ctx, j.ID, m.opt.Timeout, &httpError{http.StatusNotFound, "no_trace", "job " + j.ID + ": " + err.Error()})
 		}
-		plat, err := model.FromRoutes("fabric", routes, model.Hosts(job.Nodes), model.Cores(job.Nodes), nodes.LID, model.DefaultHopLatency, model.DefaultLoopback)
+		var advised []string
+		if adv != nil {
+			if advised, err = adv.NodesOf(job.Ranks); err != nil {
+				return nil, &httpError{http.StatusUnprocessableEntity, "model_failed", "job " + j.ID + ": " + err.Error()}
+			}
+		}
+		plat, err := model.FromRoutes("fabric", routes, model.Hosts(job.Nodes, advised), model.Cores(job.Nodes, advised), nodes.LID, model.DefaultHopLatency, model.DefaultLoopback)
 		if err != nil {
 			return nil, &httpError{http.StatusBadRequest, "not_on_fabric", "job " + j.ID + ": " + err.Error()}
 		}
-		res, err := model.Predict(ctx, job, model.Request{Platform: plat, HostOf: job.Nodes, Networks: nets})
+		res, err := model.Predict(ctx, job, model.Request{Platform: plat, HostOf: job.Nodes, Networks: nets, Placement: advised})
 		if err != nil {
 			return nil, timeoutOr(ctx, j.ID, m.opt.Timeout, &httpError{http.StatusUnprocessableEntity, "model_failed", "job " + j.ID + ": " + err.Error()})
 		}
@@ -329,3 +356,4 @@ func fingerprint(fsys fs.FS) (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/place"
+	"github.com/netloom/netloom/internal/store"
 )
 
 // servePlacement adds GET /api/v1/jobs/{job}/placement: placement advice
@@ -59,6 +61,30 @@ func (a *attribAPI) placement(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	adv, err := advise(j, opt, routes, nodes)
+	if err != nil {
+		return nil, err
+	}
+	// A user chooses the nodes (where to run next) and sees the answer's
+	// figures, but not the switches the routes between them cross
+	// (docs/security.md): that is the fabric's topology.
+	if !isAdmin(r.Context()) {
+		adv.HideFabric()
+	}
+	var file bytes.Buffer
+	if err := place.Write(&file, format, adv.Mapping); err != nil {
+		return nil, err
+	}
+	return struct {
+		*place.Advice
+		File placementFile `json:"file"`
+	}{adv, placementFile{Format: format, Name: place.FileName(format), Content: file.String()}}, nil
+}
+
+// advise is the placement advice for job j on the fabric's routes, as
+// GET /jobs/{job}/placement gives it and the model replays it
+// (GET /jobs/{job}/model?placement=advice).
+func advise(j *store.Job, opt place.Options, routes *fabric.Routes, nodes NodeMapper) (*place.Advice, error) {
 	// No more nodes may be named than the fabric has hosts: the hostlist
 	// is counted against that before it is expanded (place.JobRequest).
 	opt.FabricHosts = routes.Topology().Counts().CAs
@@ -74,18 +100,5 @@ func (a *attribAPI) placement(r *http.Request) (any, error) {
 		return nil, err
 	}
 	adv.Job = j.ID
-	// A user chooses the nodes (where to run next) and sees the answer's
-	// figures, but not the switches the routes between them cross
-	// (docs/security.md): that is the fabric's topology.
-	if !isAdmin(r.Context()) {
-		adv.HideFabric()
-	}
-	var file bytes.Buffer
-	if err := place.Write(&file, format, adv.Mapping); err != nil {
-		return nil, err
-	}
-	return struct {
-		*place.Advice
-		File placementFile `json:"file"`
-	}{adv, placementFile{Format: format, Name: place.FileName(format), Content: file.String()}}, nil
+	return adv, nil
 }

@@ -370,3 +370,18 @@ func JobNodes(asRan []string) []Node {
 	}
 	return out
 }
+
+// NodesOf is the node of each of a job's ranks as the advice places them,
+// for a replay of the job so placed (netloom place, the API's model).
+func (a *Advice) NodesOf(ranks int) ([]string, error) {
+	out := make([]string, ranks)
+	for _, m := range a.Mapping {
+		if m.Rank >= 0 && m.Rank < ranks {
+			out[m.Rank] = m.Node
+		}
+	}
+	if len(a.Mapping) != ranks || slices.Contains(out, "") {
+		return nil, fmt.Errorf("the traces hold %d ranks, the advice places %d", ranks, len(a.Mapping))
+	}
+	return out, nil
+}

@@ -32,6 +32,7 @@ type modelPrediction struct {
 	InterNodeBytes uint64             `json:"inter_node_p2p_bytes"`
 	RankMPI        []float64          `json:"rank_mpi_seconds"`
 	Functions      map[string]float64 `json:"functions"`
+	VsAsRan        *float64           `json:"vs_as_ran_pct"`
 }
 
 type modelResult struct {
@@ -246,6 +247,34 @@ func TestModel(t *testing.T) {
 		if api.AsRan.Elapsed != r.AsRan.Elapsed || api.Ranks != 4 || len(api.WhatIfs) != 1 || api.WhatIfs[0].Elapsed != r.WhatIfs[0].Elapsed {
 			t.Errorf("GET /model: as ran %.6f s, x2 %+v; netloom model: %.6f s, %+v", api.AsRan.Elapsed, api.WhatIfs, r.AsRan.Elapsed, r.WhatIfs)
 		}
+		// The advice replayed (placement=advice: the job page's predicted
+		// time): the daemon's advice, written as a rankfile and replayed by
+		// netloom model --placement, takes the same time, and its change is
+		// against the replay as ran.
+		var advice struct{ File struct{ Content string } }
+		if code := d.get("/api/v1/jobs/pairs/placement", &advice); code != 200 || advice.File.Content == "" {
+			t.Fatalf("GET /placement: %d, %+v", code, advice)
+		}
+		rankfile := filepath.Join(work, "pairs.rankfile")
+		if err := os.WriteFile(rankfile, []byte(advice.File.Content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var withAdvice modelResult
+		waitAPI(t, d, 60*time.Second, "the advice's prediction", func() bool {
+			return d.get("/api/v1/jobs/pairs/model?placement=advice", &withAdvice) == 200
+		})
+		cli := predict(t, f.Env(), dir, "--fabric", "ib", "--placement", rankfile)
+		if len(withAdvice.WhatIfs) != 1 || withAdvice.WhatIfs[0].Scenario != "placement" || withAdvice.WhatIfs[0].VsAsRan == nil {
+			t.Fatalf("GET /model?placement=advice: %+v", withAdvice.WhatIfs)
+		}
+		pl := withAdvice.WhatIfs[0]
+		if got := cli.whatIf(t, "placement"); got.Elapsed != pl.Elapsed || cli.AsRan.Elapsed != withAdvice.AsRan.Elapsed {
+			t.Errorf("the advice replayed by the daemon: %.6f s (as ran %.6f s); by netloom model --placement: %.6f s (as ran %.6f s)", pl.Elapsed, withAdvice.AsRan.Elapsed, got.Elapsed, cli.AsRan.Elapsed)
+		}
+		if want := 100 * (pl.Elapsed - withAdvice.AsRan.Elapsed) / withAdvice.AsRan.Elapsed; math.Abs(*pl.VsAsRan-want) > 1e-9 {
+			t.Errorf("vs_as_ran_pct %.4f, want %.4f", *pl.VsAsRan, want)
+		}
+
 		rate := map[string]float64{"1X SDR": fabric.LinkCapacity("1X", "SDR"), "4X FDR": fabric.LinkCapacity("4X", "FDR")}
 		// n3 (4X DDR) <-> n4 (1X SDR): n4's link sets the pace; n5 <-> n6, both 4X FDR on one leaf.
 		for rank, link := range map[int]string{0: "1X SDR", 1: "1X SDR", 2: "4X FDR", 3: "4X FDR"} {
