@@ -19,6 +19,12 @@
 //     the cost per node of each;
 //   - route: `netloom fabric route --load-cache C` versus `ibtracert`.
 //
+// --ca-cost measures instead what sweeping the host adapter ports adds to
+// the daemon's own sweep: `netloom serve --fabric ib` on the fabric,
+// alternately without and with --sweep-ca-ports (--runs rounds of each),
+// and the seconds of every sweep after the first as the daemon logs them
+// (the first also reads each node's ClassPortInfo, once per topology).
+//
 // Each time is the best of --runs. It prints one row per fabric and the
 // per-node and per-port costs, so growth with the fabric's size shows.
 //
@@ -32,6 +38,7 @@
 //
 //	go run ./bench/fabric --hosts 800,3200,6400 --netloom bin/netloom
 //	go run ./bench/fabric --sizes small,stampede --netloom bin/netloom
+//	go run ./bench/fabric --sizes stampede --ca-cost --netloom bin/netloom
 package main
 
 import (
@@ -61,6 +68,7 @@ func main() {
 	bin := flag.String("netloom", "bin/netloom", "netloom binary")
 	runs := flag.Int("runs", 3, "runs of each command (best is reported)")
 	parallel := flag.Int("parallel", 0, "netloom sweep --parallel (0: its default)")
+	caCost := flag.Bool("ca-cost", false, "measure only what --sweep-ca-ports adds to the daemon's sweeps (see the package comment)")
 	flag.StringVar(&pin, "pin", "", "run every timed command, netloom's and the diags', under taskset -c `CPU` (see the package comment)")
 	flag.Parse()
 	abs, err := filepath.Abs(*bin)
@@ -73,6 +81,14 @@ func main() {
 	if pin != "" {
 		fmt.Printf("# every timed command under taskset -c %s\n", pin)
 	}
+	if *caCost {
+		for _, spec := range fabricSpecs(*sizes, *hosts, *radix) {
+			if err := benchCACost(spec, abs, *runs); err != nil {
+				fail(fmt.Errorf("%s: %w", spec, err))
+			}
+		}
+		return
+	}
 	fmt.Printf("%-24s %7s %7s | %9s %9s %6s %9s %6s %9s %6s | %9s %9s %6s | %9s %9s %6s %7s %7s %7s | %7s %8s | %7s %7s\n",
 		"fabric", "nodes", "ports",
 		"sw cached", "iqe cache", "ratio", "+counters", "ratio", "sw PC", "ratio",
@@ -80,10 +96,19 @@ func main() {
 		"discover", "ibnetdisc", "ratio", "us/node", "ibnd/nd", "us/port",
 		"sweep", "us/port",
 		"route", "tracert")
+	for _, spec := range fabricSpecs(*sizes, *hosts, *radix) {
+		if err := benchOne(spec, abs, *runs, *parallel); err != nil {
+			fail(fmt.Errorf("%s: %w", spec, err))
+		}
+	}
+}
+
+// fabricSpecs are the sim specs --sizes or --hosts name.
+func fabricSpecs(sizes, hosts string, radix int) []string {
 	specs := map[string]string{"small": "fat-tree:hosts=648,radix=36", "stampede": "stampede", "large": "fat-tree:hosts=11664,radix=36,levels=3"}
 	var list []string
-	if *sizes != "" {
-		for _, name := range strings.Split(*sizes, ",") {
+	if sizes != "" {
+		for _, name := range strings.Split(sizes, ",") {
 			spec, ok := specs[name]
 			if !ok {
 				fail(fmt.Errorf("--sizes: unknown size %q; want small, stampede or large", name))
@@ -91,15 +116,11 @@ func main() {
 			list = append(list, spec)
 		}
 	} else {
-		for _, h := range strings.Split(*hosts, ",") {
-			list = append(list, fmt.Sprintf("fat-tree:hosts=%s,radix=%d", strings.TrimSpace(h), *radix))
+		for _, h := range strings.Split(hosts, ",") {
+			list = append(list, fmt.Sprintf("fat-tree:hosts=%s,radix=%d", strings.TrimSpace(h), radix))
 		}
 	}
-	for _, spec := range list {
-		if err := benchOne(spec, abs, *runs, *parallel); err != nil {
-			fail(fmt.Errorf("%s: %w", spec, err))
-		}
-	}
+	return list
 }
 
 func fail(err error) {
@@ -135,44 +156,57 @@ func timed(ctx context.Context, f *ibsim.Fabric, runs int, name string, args ...
 
 var portsChecked = regexp.MustCompile(`(\d+) ports checked`)
 
-func benchOne(spec, bin string, runs, parallel int) error {
-	ctx := context.Background()
+// startFabric generates the fabric spec names and starts ibsim and
+// OpenSM on it, with a scratch directory; stop stops both and removes it.
+func startFabric(ctx context.Context, spec string) (f *ibsim.Fabric, c fabric.Counts, dir string, stop func(), err error) {
 	sp, err := sim.ParseSpec(spec)
 	if err != nil {
-		return err
+		return nil, c, "", nil, err
 	}
 	topo, _, err := sim.Generate(ctx, sp)
 	if err != nil {
-		return err
+		return nil, c, "", nil, err
 	}
-	dir, err := os.MkdirTemp("", "netloom-bench-")
+	dir, err = os.MkdirTemp("", "netloom-bench-")
 	if err != nil {
-		return err
+		return nil, c, "", nil, err
 	}
-	defer os.RemoveAll(dir)
 	var buf bytes.Buffer
 	if err := sim.WriteNetfile(&buf, topo); err != nil {
-		return err
+		os.RemoveAll(dir)
+		return nil, c, "", nil, err
 	}
 	net := filepath.Join(dir, "fabric.net")
 	if err := os.WriteFile(net, buf.Bytes(), 0o644); err != nil {
-		return err
+		os.RemoveAll(dir)
+		return nil, c, "", nil, err
 	}
-	c := topo.Counts()
-	hosts := c.CAs
-	ports := c.SwitchPorts + hosts
+	c = topo.Counts()
+	ports := c.SwitchPorts + c.CAs
 	opt := ibsim.Options{Timeout: 10 * time.Minute}
 	if nodes := c.Switches + c.CAs; nodes > 2048 || c.Switches > 256 || ports > 13312 {
 		opt.Nodes, opt.Switches, opt.Ports = 2*nodes, 2*c.Switches, 2*(ports+c.Switches)
 	}
-	fmt.Fprintf(os.Stderr, "starting ibsim + OpenSM for %d hosts, %d switches ...\n", hosts, c.Switches)
+	fmt.Fprintf(os.Stderr, "starting ibsim + OpenSM for %d hosts, %d switches ...\n", c.CAs, c.Switches)
 	start := time.Now()
-	f, err := ibsim.Start(ctx, net, opt)
+	f, err = ibsim.Start(ctx, net, opt)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, c, "", nil, err
+	}
+	fmt.Fprintf(os.Stderr, "fabric up in %s\n", time.Since(start).Round(time.Second))
+	return f, c, dir, func() { f.Stop(); os.RemoveAll(dir) }, nil
+}
+
+func benchOne(spec, bin string, runs, parallel int) error {
+	ctx := context.Background()
+	f, c, dir, stop, err := startFabric(ctx, spec)
 	if err != nil {
 		return err
 	}
-	defer f.Stop()
-	fmt.Fprintf(os.Stderr, "fabric up in %s\n", time.Since(start).Round(time.Second))
+	defer stop()
+	hosts := c.CAs
+	ports := c.SwitchPorts + hosts
 
 	cache := filepath.Join(dir, "fabric.cache")
 	if _, err := f.Run(ctx, "ibnetdiscover", "--cache", cache); err != nil {

@@ -34,6 +34,7 @@ type config struct {
 	dir      string
 	keep     bool
 	load     float64
+	caPorts  bool
 
 	retention    bool
 	stallEvery   time.Duration
@@ -56,6 +57,7 @@ func main() {
 	flag.StringVar(&c.dir, "dir", "", "directory for the database (default: a temporary one)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the database afterwards")
 	flag.Float64Var(&c.load, "load", 1, "multiply every port's median rate (30 MB/s host ports, 80 MB/s uplinks)")
+	flag.BoolVar(&c.caPorts, "ca-ports", false, "also write the host adapter ports' samples, as netloom serve --sweep-ca-ports sweeps them")
 	flag.BoolVar(&c.retention, "retention", false, "measure bytes per day raw and rolled up, rollup time and the writer stall it causes (see retention.go)")
 	flag.DurationVar(&c.stallEvery, "stall-every", 500*time.Millisecond, "with -retention: queue a sweep this often while rolling up")
 	flag.IntVar(&c.processes, "processes", 0, "with -retention: also write and roll up samples of this many MPI processes (104656 = Stampede)")
@@ -92,9 +94,9 @@ func run(ctx context.Context, c config) error {
 		return fmt.Errorf("build topology: %w", err)
 	}
 	cnt := topo.Counts()
-	ports := topo.SwitchPorts(false)
-	fmt.Printf("fabric: %d switches, %d CAs, %d switch ports (%d linked, sampled), %d links\n",
-		cnt.Switches, cnt.CAs, cnt.SwitchPorts, len(ports), cnt.Links)
+	ports := topo.SwitchPorts(c.caPorts)
+	fmt.Printf("fabric: %d switches, %d CAs, %d switch ports (%d linked ports sampled, CA ports %v), %d links\n",
+		cnt.Switches, cnt.CAs, cnt.SwitchPorts, len(ports), c.caPorts, cnt.Links)
 
 	s, err := sqlite.Open(ctx, path, sqlite.Options{})
 	if err != nil {
@@ -343,9 +345,10 @@ func newTraffic(t *fabric.Topology, ports []fabric.PortRef, rng *rand.Rand, inte
 	for _, p := range ports {
 		peer, _ := t.Peer(p)
 		n, _ := t.Node(peer.GUID)
+		self, _ := t.Node(p.GUID)
 		l, _ := t.LinkAt(p)
 		median, sigma := 80e6, 1.5
-		if n.Type == fabric.CA {
+		if n.Type == fabric.CA || self.Type == fabric.CA {
 			median, sigma = 30e6, 2.0
 		}
 		mu := math.Log(median*load) + sigma*rng.NormFloat64()

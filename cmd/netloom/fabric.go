@@ -30,7 +30,11 @@ IBSIM_SOCKNAME set), or a simulated fabric with --fabric sim:SPEC.
 A known topology skips discovery, as the diags' --load-cache does:
 --load-cache FILE reads an ibnetdiscover cache (ibnetdiscover --cache FILE,
 or --cache FILE here), --db DB the topology a netloom daemon stored last.
---cache FILE discovers with libibnetdisc and writes the cache for later runs.`
+--cache FILE discovers with libibnetdisc and writes the cache for later runs.
+
+Without InfiniBand on this machine, a command that needs the fabric fails
+and names what it can use instead (--fabric sim:SPEC, and for discover and
+route --db DB, which gives route the daemon's stored forwarding tables too).`
 
 // sourceFlags declares the options that say which fabric a command reaches
 // and how it prints.
@@ -114,6 +118,28 @@ func storedTopology(ctx context.Context, db string) (*fabric.Topology, error) {
 	return t, nil
 }
 
+// storedRouting reads the newest topology and forwarding tables a daemon
+// stored in db.
+func storedRouting(ctx context.Context, db string) (*fabric.Topology, fabric.ForwardingTables, error) {
+	t, err := storedTopology(ctx, db)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := daemon.OpenStore(ctx, db, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer st.Close()
+	ft, _, err := st.ForwardingTablesAt(ctx, time.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, fmt.Errorf("db %s: no forwarding tables stored (a daemon reads them after each discovery)", db)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("db %s: %w", db, err)
+	}
+	return t, ft, nil
+}
+
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -132,7 +158,9 @@ func openTopology(ctx context.Context, spec string, tf topoFlags) (fabric.Source
 	took := time.Since(start)
 	src, err := daemon.OpenSource(ctx, spec)
 	if err != nil {
-		return nil, nil, 0, "", err
+		// What every caller can use instead (netloom place and model too);
+		// the fabric commands name their own.
+		return nil, nil, 0, "", fabric.WithAlternatives(err, fabric.AltDB, fabric.AltSim)
 	}
 	if t != nil {
 		return src, t, took, from, nil
@@ -188,7 +216,7 @@ func fabricDiscover(ctx context.Context, stdout io.Writer, spec string, asJSON b
 	if t == nil {
 		var src fabric.Source
 		if src, t, took, from, err = openTopology(ctx, spec, tf); err != nil {
-			return err
+			return fabric.WithAlternatives(err, fabric.AltLoadCache, fabric.AltDBTopo, fabric.AltSim)
 		}
 		src.Close()
 	}
@@ -257,7 +285,8 @@ counters, half the queries (no ClassPortInfo, no PortCountersExtended).
 func fabricSweep(ctx context.Context, stdout io.Writer, spec string, tf topoFlags, o sweepFlags) error {
 	src, t, _, _, err := openTopology(ctx, spec, tf)
 	if err != nil {
-		return err
+		// Counters come from the fabric whatever gives the topology.
+		return fabric.WithAlternatives(err, fabric.AltSim)
 	}
 	defer src.Close()
 	ports := t.SwitchPorts(o.caPorts)
@@ -324,7 +353,9 @@ func fabricRouteCmd() *cobra.Command {
 		Long: `Prints the path from SRC to DST hop by hop, like ibtracert: from SRC, it
 reads the linear forwarding table entry for DST of each switch on the way
 (one SMP per switch). SRC and DST are nodes by name ("n17", or the whole
-node description), GUID (0x…), or LID (decimal).
+node description), GUID (0x…), or LID (decimal). With --db it reads
+nothing from the fabric: the topology and forwarding tables are those the
+daemon stored last.
 
 ` + sourceHelp,
 		Example:           `  netloom fabric route n1 n8 --json`,
@@ -343,25 +374,48 @@ node description), GUID (0x…), or LID (decimal).
 }
 
 func fabricRoute(ctx context.Context, stdout io.Writer, spec string, asJSON bool, tf topoFlags, from, to string) error {
-	src, t, _, _, err := openTopology(ctx, spec, tf)
-	if err != nil {
-		return err
+	var (
+		t   *fabric.Topology
+		ft  fabric.ForwardingTables
+		err error
+	)
+	endpoints := func() (lids [2]fabric.LID, err error) {
+		for i, key := range []string{from, to} {
+			if lids[i], err = t.EndpointLID(key); err != nil {
+				return lids, err
+			}
+		}
+		return lids, nil
 	}
-	defer src.Close()
 	var lids [2]fabric.LID
-	for i, key := range []string{from, to} {
-		if lids[i], err = t.EndpointLID(key); err != nil {
+	if *tf.db != "" {
+		// The topology and forwarding tables the daemon stored: the fabric
+		// is not touched.
+		if t, ft, err = storedRouting(ctx, *tf.db); err != nil {
 			return err
 		}
-	}
-	var ft fabric.ForwardingTables
-	if ibSrc, ok := src.(*ib.Source); ok {
-		ft, err = ibSrc.RouteTables(ctx, t, lids[0], lids[1])
+		if lids, err = endpoints(); err != nil {
+			return err
+		}
 	} else {
-		ft, err = src.ForwardingTables(ctx, t)
-	}
-	if err != nil {
-		return fmt.Errorf("reading forwarding tables: %w", err)
+		src, topo, _, _, err := openTopology(ctx, spec, tf)
+		if err != nil {
+			// A cache holds no forwarding tables: only --db replaces the fabric.
+			return fabric.WithAlternatives(err, fabric.AltDB, fabric.AltSim)
+		}
+		defer src.Close()
+		t = topo
+		if lids, err = endpoints(); err != nil {
+			return err
+		}
+		if ibSrc, ok := src.(*ib.Source); ok {
+			ft, err = ibSrc.RouteTables(ctx, t, lids[0], lids[1])
+		} else {
+			ft, err = src.ForwardingTables(ctx, t)
+		}
+		if err != nil {
+			return fmt.Errorf("reading forwarding tables: %w", err)
+		}
 	}
 	rt, err := fabric.NewRoutes(t, ft).Path(lids[0], lids[1])
 	if err != nil {

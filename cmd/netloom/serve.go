@@ -28,9 +28,10 @@ func serveCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "run the daemon: fabric monitoring, store, HTTP API and /metrics",
 		Long: `Runs the Netloom daemon: discovers the fabric and re-discovers it on an
-interval (recording changes as events), sweeps switch port counters, reads
-forwarding tables, stores everything in the embedded SQLite database, and
-serves the JSON API under /api/v1 and Prometheus metrics at /metrics.
+interval (recording changes as events), sweeps switch port counters (host
+adapter ports too with --sweep-ca-ports), reads forwarding tables, stores
+everything in the embedded SQLite database, and serves the JSON API under
+/api/v1 and Prometheus metrics at /metrics.
 
 Flags override the config file, which overrides the defaults.
 
@@ -119,7 +120,7 @@ Fabric sources (--fabric):
 			if cfg.Role == daemon.RoleCollector {
 				var err error
 				if src, err = daemon.OpenSource(ctx, cfg.Fabric); err != nil {
-					return err
+					return fabric.WithAlternatives(err, fabric.AltSim, fabric.AltRoleAPI)
 				}
 				defer src.Close()
 			}
@@ -152,7 +153,7 @@ Fabric sources (--fabric):
 	f.StringVar(&fabricName, "fabric-name", "", "`name` of the fabric this collector owns in the database; collectors on one database each give their own (default default)")
 	f.DurationVar(&discover, "discover-interval", 0, "re-discovery `interval` (default 5m)")
 	f.DurationVar(&sweep, "sweep-interval", 0, "counter sweep `interval`; sub-second allowed (default 30s)")
-	f.BoolVar(&caPorts, "sweep-ca-ports", false, "also sweep host adapter ports")
+	f.BoolVar(&caPorts, "sweep-ca-ports", false, "also sweep host adapter ports (off: a host's page shows its link as the switch end counts it; on, at Stampede size: sweeps 25% longer, 2.4x the port samples stored; docs/cli.md)")
 	enumFlag(c, &logLevel, "log-level", "info", "log `level`: debug, info, warn, error", "debug", "info", "warn", "error")
 	f.StringVar(&agent, "agent-listen", "", "UDP `address` MPI agents send to, or off (default "+daemon.DefaultAgentListen+")")
 	f.StringVar(&agentF, "agent-address-file", "", "`file` the agent address is written to for agents, - for none (default "+daemon.DefaultAgentAddressFile+")")

@@ -476,6 +476,18 @@ func (s *Server) node(r *http.Request) (any, error) {
 		PeerName    string             `json:"peer_description,omitempty"`
 		Rates       map[string]float64 `json:"rates,omitempty"`
 		Unreachable bool               `json:"unreachable,omitempty"`
+		// PeerRates are the latest rates of the link's other end: where this
+		// port has none, what its link carried as that end measured it.
+		PeerRates map[string]float64 `json:"peer_rates,omitempty"`
+		// NoRates says why a linked port has no rates (noRates).
+		NoRates string `json:"no_rates,omitempty"`
+	}
+	rates := func(smp *fabric.PortSample) map[string]float64 {
+		m := make(map[string]float64, fabric.NumCounters)
+		for c := fabric.Counter(0); c < fabric.NumCounters; c++ {
+			m[fabric.CounterNames[c]] = smp.Rate(c)
+		}
+		return m
 	}
 	ports := []portJSON{}
 	for p := 1; p <= n.Ports; p++ {
@@ -494,17 +506,51 @@ func (s *Server) node(r *http.Request) (any, error) {
 			}
 		}
 		if smp, ok := latest[ref]; ok {
-			pj.Rates = make(map[string]float64, fabric.NumCounters)
-			for c := fabric.Counter(0); c < fabric.NumCounters; c++ {
-				pj.Rates[fabric.CounterNames[c]] = smp.Rate(c)
+			pj.Rates = rates(smp)
+		}
+		if pj.Peer != nil {
+			if smp, ok := latest[*pj.Peer]; ok {
+				pj.PeerRates = rates(smp)
 			}
 		}
 		if v.live != nil {
 			_, pj.Unreachable = v.live.Unreachable[ref]
 		}
+		if pj.Link != nil && pj.Rates == nil {
+			pj.NoRates = noRates(v, n, ref, pj.Unreachable, pj.PeerRates != nil)
+		}
 		ports = append(ports, pj)
 	}
 	return map[string]any{"version": v.version, "at": v.at, "node": n, "ports": ports}, nil
+}
+
+// Why a linked port has no rates (the node API's no_rates).
+const (
+	// NoRatesNotSwept: a host adapter port the daemon does not read (it
+	// sweeps switch ports alone unless sweep_ca_ports is on); its link's
+	// traffic is in the switch end's counters (peer_rates).
+	NoRatesNotSwept = "not_swept"
+	// NoRatesUnreachable: the port did not answer the last sweep.
+	NoRatesUnreachable = "unreachable"
+	// NoRatesFirstSweep: read once so far; a rate needs two readings.
+	NoRatesFirstSweep = "first_sweep"
+	// NoRatesNoSample: no sample of the port at the view's time.
+	NoRatesNoSample = "no_sample"
+)
+
+// noRates says why linked port ref of node n has no rates in view v.
+func noRates(v *view, n *fabric.Node, ref fabric.PortRef, unreachable, peerMeasured bool) string {
+	switch {
+	case unreachable:
+		return NoRatesUnreachable
+	case v.live != nil && v.live.Readings[ref] != nil:
+		return NoRatesFirstSweep
+	case n.Type == fabric.CA && (v.live != nil || peerMeasured):
+		// Live, the last sweep did not read it; in the past, the switch
+		// end was read at that time and this end was not.
+		return NoRatesNotSwept
+	}
+	return NoRatesNoSample
 }
 
 // counterList reads the "counters" parameter (comma-separated names;

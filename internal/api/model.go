@@ -356,4 +356,3 @@ func fingerprint(fsys fs.FS) (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
-

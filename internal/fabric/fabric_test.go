@@ -1,6 +1,8 @@
 package fabric
 
 import (
+	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -281,5 +283,32 @@ func TestMerge(t *testing.T) {
 	}
 	if _, err := Merge(map[string]*Topology{"east": a, "again": a}); err == nil || !strings.Contains(err.Error(), `fabric "again" and in fabric "east"`) {
 		t.Errorf("merging one fabric under two names: %v", err)
+	}
+}
+
+func TestWithAlternatives(t *testing.T) {
+	base := &NoLocalPortError{Err: errors.New("umad_open_port((first), 0): Operation not supported"), Reason: "no InfiniBand adapter"}
+	wrapped := fmt.Errorf("fabric %q: %w", "ib", base)
+	err := WithAlternatives(wrapped, AltDB, AltSim)
+	want := `fabric "ib": no InfiniBand management port here: umad_open_port((first), 0): Operation not supported (no InfiniBand adapter)
+without InfiniBand here, use:
+  --db DB            the topology and forwarding tables a netloom daemon stored in DB
+  --fabric sim:SPEC  a simulated fabric (specs: netloom serve --help)`
+	if err.Error() != want {
+		t.Errorf("got\n%s\nwant\n%s", err, want)
+	}
+	var np *NoLocalPortError
+	if !errors.As(err, &np) || np != base {
+		t.Errorf("the NoLocalPortError is not in the chain: %v", err)
+	}
+	// A second call replaces the alternatives.
+	again := WithAlternatives(err, AltSim)
+	if strings.Contains(again.Error(), "--db") || strings.Count(again.Error(), "without InfiniBand") != 1 {
+		t.Errorf("replaced alternatives:\n%s", again)
+	}
+	// Other errors, nil and no alternatives come back as they are.
+	other := errors.New("db x: no such file")
+	if WithAlternatives(other, AltSim) != other || WithAlternatives(nil, AltSim) != nil || WithAlternatives(wrapped) != wrapped {
+		t.Error("WithAlternatives changed an error it should leave alone")
 	}
 }

@@ -164,6 +164,13 @@ export interface Series {
   rate: Record<string, number[]>;
 }
 
+/** GET /ports/{guid:port}/counters. */
+export interface PortCounters {
+  from: string;
+  to: string;
+  series: Series;
+}
+
 export interface LinkCounters {
   link: Link;
   from: string;
@@ -189,6 +196,10 @@ export interface NodePort {
   peer_description?: string;
   rates?: Record<string, number>;
   unreachable?: boolean;
+  /** The link's other end's latest rates, when that end was read. */
+  peer_rates?: Record<string, number>;
+  /** Why a linked port has no rates of its own. */
+  no_rates?: "not_swept" | "unreachable" | "first_sweep" | "no_sample";
 }
 
 export interface NodeResponse {

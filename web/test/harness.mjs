@@ -268,8 +268,9 @@ export async function startDaemon({ fabric = "sim:fat-tree:hosts=64,radix=16", s
     log: () => log,
     /** For an ibsim fabric, its console: `console(line)` sends a command
      * (resolves with ibsim's reply, rejects when refused) and `id(guid)`
-     * names a node as commands do; null for other fabrics. */
-    ibsim: ibsim && { console: ibsim.console, id: ibsim.id },
+     * names a node as commands do; `env` is what a client of the fabric
+     * (perfquery, ibtracert) needs in its environment; null for other fabrics. */
+    ibsim: ibsim && { console: ibsim.console, id: ibsim.id, env: ibsim.env },
     async stop() {
       proc.kill("SIGTERM");
       await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);

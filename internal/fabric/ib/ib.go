@@ -14,6 +14,7 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -81,7 +82,7 @@ func Open(opt Options) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	sim := strings.Contains(os.Getenv("LD_PRELOAD"), "umad2sim")
+	sim := umad2sim()
 	return &Source{opt: opt, port: p, maxWindow: simulatorWindow(sim), sim: sim}, nil
 }
 
@@ -123,11 +124,31 @@ func openPort(opt Options) (*C.struct_nl_port, error) {
 		defer C.free(unsafe.Pointer(cca))
 	}
 	var msg [256]C.char
-	p := C.nl_open(cca, C.int(opt.Port), &msg[0], C.int(len(msg)))
+	var stage, errno C.int
+	p := C.nl_open(cca, C.int(opt.Port), &msg[0], C.int(len(msg)), &stage, &errno)
 	if p == nil {
+		if stage == 1 {
+			return nil, &fabric.NoLocalPortError{Err: errors.New(C.GoString(&msg[0])), Reason: noPortReason(opt, syscall.Errno(errno), umad2sim())}
+		}
 		return nil, fmt.Errorf("ib: open port %s/%d: %s", caName(opt.CA), opt.Port, C.GoString(&msg[0]))
 	}
 	return p, nil
+}
+
+// umad2sim says whether the process runs under ibsim's umad2sim preload.
+func umad2sim() bool { return strings.Contains(os.Getenv("LD_PRELOAD"), "umad2sim") }
+
+// noPortReason says in words why the local port could not be opened.
+func noPortReason(opt Options, errno syscall.Errno, sim bool) string {
+	switch {
+	case sim:
+		return "under umad2sim: is ibsim running, and IBSIM_SOCKNAME its socket?"
+	case errno == syscall.EACCES || errno == syscall.EPERM:
+		return "no access to /dev/infiniband/umad*: run as root, or as a user the device files allow"
+	case opt.CA != "" && (errno == syscall.ENODEV || errno == syscall.ENOENT || errno == syscall.EINVAL):
+		return fmt.Sprintf("no adapter %q with port %d here: ibstat lists them", opt.CA, opt.Port)
+	}
+	return "no InfiniBand adapter, or the ib_umad kernel module is not loaded"
 }
 
 // Close releases the port.

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -758,6 +759,25 @@ func TestLinkCapabilities(t *testing.T) {
 	for _, l := range topo.Links {
 		if (l.A == fabric.PortRef{GUID: leaf1.GUID, Port: 1} || l.B == fabric.PortRef{GUID: leaf1.GUID, Port: 1}) && l.MaxWidth != "1X" {
 			t.Errorf("after ibportstate width 1: link %s can do %s, want 1X", l.ID(), l.MaxWidth)
+		}
+	}
+}
+
+// TestNoPortReason: why the local port could not be opened, in words.
+func TestNoPortReason(t *testing.T) {
+	for _, c := range []struct {
+		opt   Options
+		errno syscall.Errno
+		sim   bool
+		want  string
+	}{
+		{Options{}, syscall.EOPNOTSUPP, false, "no InfiniBand adapter, or the ib_umad kernel module is not loaded"},
+		{Options{}, syscall.EACCES, false, "no access to /dev/infiniband/umad*"},
+		{Options{CA: "mlx5_3", Port: 2}, syscall.ENODEV, false, `no adapter "mlx5_3" with port 2 here`},
+		{Options{}, syscall.EOPNOTSUPP, true, "is ibsim running, and IBSIM_SOCKNAME its socket?"},
+	} {
+		if got := noPortReason(c.opt, c.errno, c.sim); !strings.Contains(got, c.want) {
+			t.Errorf("noPortReason(%+v, %v, sim %v) = %q, want %q in it", c.opt, c.errno, c.sim, got, c.want)
 		}
 	}
 }

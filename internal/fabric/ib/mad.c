@@ -60,21 +60,28 @@ static uint32_t get32(const uint8_t *b)
 	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
 }
 
-struct nl_port *nl_open(const char *ca, int port, char *err, int errlen)
+struct nl_port *nl_open(const char *ca, int port, char *err, int errlen, int *stage, int *sys_errno)
 {
 	struct nl_port *p;
 
+	*stage = 0;
+	*sys_errno = 0;
+
 	if (umad_init() < 0) {
+		*stage = 1;
 		snprintf(err, errlen, "umad_init failed");
 		return NULL;
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p) {
+		*stage = 3;
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
 	p->fd = umad_open_port(ca && *ca ? ca : NULL, port);
 	if (p->fd < 0) {
+		*stage = 1;
+		*sys_errno = -p->fd;
 		snprintf(err, errlen, "umad_open_port(%s, %d): %s", ca && *ca ? ca : "(first)", port,
 			 strerror(-p->fd));
 		goto fail;
@@ -85,6 +92,7 @@ struct nl_port *nl_open(const char *ca, int port, char *err, int errlen)
 	p->send_buf = calloc(1, p->buf_size);
 	p->recv_buf = calloc(1, p->buf_size);
 	if (!p->send_buf || !p->recv_buf) {
+		*stage = 3;
 		snprintf(err, errlen, "out of memory");
 		umad_close_port(p->fd);
 		goto fail;
@@ -93,6 +101,7 @@ struct nl_port *nl_open(const char *ca, int port, char *err, int errlen)
 	p->agent_dr = umad_register(p->fd, NL_CLASS_SMI_DR, 1, 0, NULL);
 	p->agent_perf = umad_register(p->fd, NL_CLASS_PERF, 1, 0, NULL);
 	if (p->agent_smi < 0 || p->agent_dr < 0 || p->agent_perf < 0) {
+		*stage = 2;
 		snprintf(err, errlen, "umad_register: SMI %d, directed-route SMI %d, PMA %d",
 			 p->agent_smi, p->agent_dr, p->agent_perf);
 		umad_close_port(p->fd);

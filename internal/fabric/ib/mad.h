@@ -55,9 +55,11 @@ struct nl_query {
 struct nl_port;
 
 /* nl_open opens a umad port (ca NULL or "" and port 0: the first) and
- * registers SMI (LID-routed and directed-route) and PMA agents. On failure it returns NULL and writes a
- * message to err. */
-struct nl_port *nl_open(const char *ca, int port, char *err, int errlen);
+ * registers SMI (LID-routed and directed-route) and PMA agents. On failure it returns NULL, writes a
+ * message to err and sets *stage: 1 when no port could be opened (umad_init or umad_open_port
+ * failed; *sys_errno is the error number, when there is one), 2 when the port opened but did not
+ * take the agents, 3 when out of memory. */
+struct nl_port *nl_open(const char *ca, int port, char *err, int errlen, int *stage, int *sys_errno);
 void nl_close(struct nl_port *p);
 
 /* nl_unregister_others unregisters every agent id on p's fd but p's own:

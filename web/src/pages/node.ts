@@ -1,6 +1,9 @@
 // The node page: every port with its peer and latest rates, and the
-// node's counters over time.
-import type { NodeCounters, NodePort, NodeResponse } from "../api";
+// node's counters over time. A linked port without rates of its own (a
+// host adapter the daemon does not sweep, a port that did not answer) says
+// why and how to fill it, and shows its link's traffic as the other end
+// measured it, labelled so.
+import type { FabricNode, NodeCounters, NodePort, NodeResponse, PortCounters, Series } from "../api";
 import { ERROR_COUNTERS, get } from "../api";
 import { chartError, chartFrame, drawChart, PALETTE } from "../chart";
 import { h, link, loading, panel } from "../dom";
@@ -19,13 +22,19 @@ export async function nodePage(ctx: PageContext): Promise<void> {
   const sub = h("p", { class: "sub" }, "\u00a0");
   const cards = h("div", { class: "cards one" }, loading());
   const ports = h("div", {}, loading("Loading ports…"));
+  const notes = h("div", { class: "no-rates-notes" });
   const charts = { xmit: chartFrame("Transmit per port"), rcv: chartFrame("Receive per port"), errors: chartFrame("Errors per interval, all ports"), wait: chartFrame("Transmit wait per interval, all ports") };
   root.append(
     h("div", { class: "page-head" }, h("nav", { class: "crumbs" }, link(`/network${timeQuery(t)}`, "Network"), " / node"), title, sub),
+    notes,
     cards,
     panel("Ports", ports),
     h("div", { class: "grid2" }, charts.xmit, charts.rcv, charts.errors, charts.wait),
   );
+
+  // Ports whose link traffic comes from the other end (no rates of their own).
+  let borrowed: NodePort[] = [];
+  let endName = "other end";
 
   const loadNow = async () => {
     const r = await get<NodeResponse>(`/nodes/${encodeURIComponent(key)}`, atParams(t), signal);
@@ -33,11 +42,19 @@ export async function nodePage(ctx: PageContext): Promise<void> {
     title.textContent = n.description;
     sub.replaceChildren(`${n.type === "switch" ? "Switch" : n.type === "ca" ? "Host channel adapter" : "Router"}${n.fabric ? ` · fabric ${n.fabric}` : ""} · GUID `, h("code", {}, n.guid), ` · LID ${n.lid} · ${n.ports} ports`);
     const linked = r.ports.filter((p) => p.link);
+    endName = n.type === "ca" ? "switch end" : "other end";
+    borrowed = linked.filter((p) => !p.rates && p.peer_rates);
+    // This port's transmit is what the other end received, and the reverse.
+    const out = (p: NodePort) => p.rates?.xmit_data_bytes ?? p.peer_rates?.rcv_data_bytes ?? NaN;
+    const inn = (p: NodePort) => p.rates?.rcv_data_bytes ?? p.peer_rates?.xmit_data_bytes ?? NaN;
     const rate = (p: NodePort, c: string) => p.rates?.[c] ?? NaN;
     const errs = (p: NodePort) => (p.rates ? ERROR_COUNTERS.reduce((s, c) => s + (p.rates![c] ?? 0), 0) : NaN);
-    const util = (p: NodePort) => (p.link && p.rates ? (100 * rate(p, "xmit_data_bytes")) / p.link.capacity_bytes_per_second : NaN);
-    const totalOut = linked.reduce((s, p) => s + (rate(p, "xmit_data_bytes") || 0), 0);
-    const totalIn = linked.reduce((s, p) => s + (rate(p, "rcv_data_bytes") || 0), 0);
+    const util = (p: NodePort) => (p.link ? (100 * out(p)) / p.link.capacity_bytes_per_second : NaN);
+    const measured = linked.filter((p) => Number.isFinite(out(p)));
+    const sum = (ps: NodePort[], f: (p: NodePort) => number) => (ps.length ? ps.reduce((s, p) => s + f(p), 0) : NaN);
+    const own = linked.filter((p) => p.rates);
+    const where = borrowed.length ? (own.length ? ` (${borrowed.length === 1 ? "a port" : "some ports"} at the ${endName})` : ` (at the ${endName})`) : "";
+    notes.replaceChildren(...noRatesNotes(n, linked, endName));
     cards.replaceChildren(
       h(
         "div",
@@ -46,13 +63,15 @@ export async function nodePage(ctx: PageContext): Promise<void> {
           "div",
           { class: "metrics" },
           metric("Linked ports", `${linked.length} of ${n.ports}`),
-          metric("Transmit", fmt.rate(totalOut)),
-          metric("Receive", fmt.rate(totalIn)),
-          metric("Errors/s", fmt.count(linked.reduce((s, p) => s + (errs(p) || 0), 0)), linked.some((p) => errs(p) > 0) ? "bad" : ""),
+          metric(`Transmit${where}`, fmt.rate(sum(measured, out))),
+          metric(`Receive${where}`, fmt.rate(sum(measured, inn))),
+          metric("Errors/s", fmt.count(sum(own, errs)), own.some((p) => errs(p) > 0) ? "bad" : ""),
           metric("Unreachable ports", String(r.ports.filter((p) => p.unreachable).length)),
         ),
       ),
     );
+    const rateCell = (p: NodePort, v: number) =>
+      p.rates || !Number.isFinite(v) ? fmt.rate(v) : h("span", { class: "peer-measured", title: `Measured at the ${endName} of the link: this port's own counters are not read` }, fmt.rate(v), h("span", { class: "dim-text" }, ` · ${endName}`));
     ports.replaceChildren(
       table({
         label: "Ports",
@@ -66,8 +85,8 @@ export async function nodePage(ctx: PageContext): Promise<void> {
           { key: "port", label: "Port", value: (p) => p.port, numeric: true },
           { key: "peer", label: "Peer", value: (p) => p.peer_description ?? "", cell: (p) => (p.peer ? link(`/nodes/${p.peer.guid}${timeQuery(t)}`, `${p.peer_description ?? p.peer.guid}`, ` port ${p.peer.port}`) : "—") },
           { key: "link", label: "Link", value: (p) => (p.link ? `${p.link.width} ${p.link.speed}` : ""), cell: (p) => (p.link ? link(`/links/${p.link.id}${timeQuery(t)}`, `${p.link.width} ${p.link.speed}`) : "not connected") },
-          { key: "out", label: "Out", value: (p) => rate(p, "xmit_data_bytes"), cell: (p) => fmt.rate(rate(p, "xmit_data_bytes")), numeric: true },
-          { key: "in", label: "In", value: (p) => rate(p, "rcv_data_bytes"), cell: (p) => fmt.rate(rate(p, "rcv_data_bytes")), numeric: true },
+          { key: "out", label: "Out", value: out, cell: (p) => rateCell(p, out(p)), numeric: true },
+          { key: "in", label: "In", value: inn, cell: (p) => rateCell(p, inn(p)), numeric: true },
           { key: "util", label: "Out %", value: util, cell: (p) => fmt.pct(util(p)), numeric: true, title: "Transmit rate as a share of the link's capacity" },
           { key: "wait", label: "Wait/s", value: (p) => rate(p, "xmit_wait"), cell: (p) => fmt.count(rate(p, "xmit_wait")), numeric: true, title: "Transmit wait ticks per second" },
           { key: "errors", label: "Errors/s", value: errs, cell: (p) => fmt.count(errs(p)), numeric: true },
@@ -83,11 +102,26 @@ export async function nodePage(ctx: PageContext): Promise<void> {
     try {
       const c = await get<NodeCounters>(`/nodes/${encodeURIComponent(key)}/counters`, { ...rangeParams(t), counters: "xmit_data_bytes,rcv_data_bytes,xmit_wait,errors" }, signal);
       const withData = c.series.filter((s) => s.time.length);
-      const { time, col } = align(withData);
+      // Ports without samples of their own: their link's traffic as the
+      // other end counted it, its receive as this port's transmit.
+      const own = new Set(withData.map((s) => s.port.port));
+      const others = await Promise.all(
+        borrowed
+          .filter((p) => !own.has(p.port))
+          .map(async (p) => {
+            const o = await get<PortCounters>(`/ports/${p.peer!.guid}:${p.peer!.port}/counters`, { ...rangeParams(t), counters: "xmit_data_bytes,rcv_data_bytes" }, signal);
+            const s: Series = { ...o.series, port: { guid: c.node.guid, port: p.port }, rate: { xmit_data_bytes: o.series.rate.rcv_data_bytes ?? [], rcv_data_bytes: o.series.rate.xmit_data_bytes ?? [] } };
+            return s;
+          }),
+      );
+      const traffic = [...withData, ...others.filter((s) => s.time.length)];
+      const label = (s: Series) => `port ${s.port.port}${own.has(s.port.port) ? "" : ` (${endName})`}`;
+      const { time: ttime, col: tcol } = align(traffic);
       const perPort = (counter: string) =>
-        withData.slice(0, 40).map((s, k) => ({ label: `port ${s.port.port}`, values: col(k, "rate", counter), color: PALETTE[k % PALETTE.length]!, dash: k >= PALETTE.length ? [4, 3] : undefined }));
-      drawChart(charts.xmit, { title: "", time, format: fmt.rate, lines: perPort("xmit_data_bytes") }, signal);
-      drawChart(charts.rcv, { title: "", time, format: fmt.rate, lines: perPort("rcv_data_bytes") }, signal);
+        traffic.slice(0, 40).map((s, k) => ({ label: label(s), values: tcol(k, "rate", counter), color: PALETTE[k % PALETTE.length]!, dash: k >= PALETTE.length ? [4, 3] : undefined }));
+      drawChart(charts.xmit, { title: "", time: ttime, format: fmt.rate, lines: perPort("xmit_data_bytes") }, signal);
+      drawChart(charts.rcv, { title: "", time: ttime, format: fmt.rate, lines: perPort("rcv_data_bytes") }, signal);
+      const { time } = align(withData);
       const sum = (f: (s: (typeof withData)[number], i: number) => number) => {
         const out: (number | null)[] = time.map(() => 0);
         const pos = new Map(time.map((x, i) => [x, i]));
@@ -96,6 +130,12 @@ export async function nodePage(ctx: PageContext): Promise<void> {
       };
       drawChart(charts.errors, { title: "", time, format: fmt.count, axisFormat: fmt.compact, lines: [{ label: "errors", values: sum((s, i) => ERROR_COUNTERS.reduce((a, n) => a + (s.delta[n]?.[i] ?? 0), 0)), color: PALETTE[8]! }] }, signal);
       drawChart(charts.wait, { title: "", time, format: fmt.count, axisFormat: fmt.compact, lines: [{ label: "transmit wait", values: sum((s, i) => s.delta["xmit_wait"]?.[i] ?? 0), color: PALETTE[3]! }] }, signal);
+      if (!withData.length && borrowed.length) {
+        // The other end's series carry traffic, not this node's errors or waits.
+        for (const f of [charts.errors, charts.wait]) {
+          f.querySelector(".chart-body")!.replaceChildren(h("div", { class: "state empty" }, "Not known: this node's own counters are not read (see above)."));
+        }
+      }
     } catch (err) {
       if (signal.aborted) return;
       for (const f of Object.values(charts)) chartError(f, err);
@@ -103,4 +143,44 @@ export async function nodePage(ctx: PageContext): Promise<void> {
   };
   await loadSeries();
   if (t.mode === "live") refreshOnSweep(() => void loadNow().then(loadSeries), signal, 5000);
+}
+
+/** What a page says about linked ports without rates of their own: why,
+ * and how to fill them. */
+function noRatesNotes(n: FabricNode, linked: NodePort[], endName: string): HTMLElement[] {
+  const ports = (ps: NodePort[]) => (ps.length === 1 ? `Port ${ps[0]!.port}` : `Ports ${ps.map((p) => p.port).join(", ")}`);
+  const peers = (ps: NodePort[]) => ps.filter((p) => p.peer_rates).map((p) => `${p.peer_description ?? p.peer?.guid} port ${p.peer?.port}`);
+  const out: HTMLElement[] = [];
+  const by = (why: NodePort["no_rates"]) => linked.filter((p) => !p.rates && p.no_rates === why);
+  const notSwept = by("not_swept");
+  if (notSwept.length) {
+    const seen = peers(notSwept);
+    out.push(
+      h(
+        "p",
+        { class: "no-rates", role: "note", "data-reason": "not_swept" },
+        h("strong", {}, n.type === "ca" ? "This adapter's own counters are not read: " : `${ports(notSwept)}: not read: `),
+        "the daemon sweeps switch ports only. ",
+        seen.length ? `Its link traffic here is measured at the ${endName} (${seen.join(", ")}): what that port received from this ${n.type === "ca" ? "host" : "node"} is shown as its transmit, what it sent as its receive; the adapter's own errors and transmit wait are not known. ` : "",
+        "To read adapter ports too, run ",
+        h("code", {}, "netloom serve --sweep-ca-ports"),
+        " (or set ",
+        h("code", {}, "sweep_ca_ports: true"),
+        "): at Stampede size a sweep then takes about a quarter longer and the port samples stored grow about 2.4 times (bench/README.md).",
+      ),
+    );
+  }
+  const unreachable = by("unreachable");
+  if (unreachable.length) {
+    out.push(h("p", { class: "no-rates", role: "note", "data-reason": "unreachable" }, `${ports(unreachable)} did not answer the last sweep (see Events).${peers(unreachable).length ? ` The link traffic shown is measured at the ${endName}.` : ""}`));
+  }
+  const first = by("first_sweep");
+  if (first.length) {
+    out.push(h("p", { class: "no-rates", role: "note", "data-reason": "first_sweep" }, `${ports(first)} read once so far: a rate needs two sweeps.`));
+  }
+  const none = by("no_sample");
+  if (none.length) {
+    out.push(h("p", { class: "no-rates", role: "note", "data-reason": "no_sample" }, `${ports(none)}: no sample at this time${peers(none).length ? `; the link traffic shown is measured at the ${endName}` : ""}.`));
+  }
+  return out;
 }
