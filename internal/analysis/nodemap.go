@@ -19,13 +19,17 @@ import (
 type NodeMap struct {
 	lid       map[string]fabric.LID
 	ambiguous map[string][]string // name -> candidate descriptions
+	// names lists, per endpoint, the names mapped to it, sorted; byFile
+	// the names the mapping file gave.
+	names  map[fabric.LID][]string
+	byFile map[string]bool
 }
 
 // NewNodeMap builds the map for topology t. overrides maps node names to a
 // node GUID, a port GUID, or a full node description; it wins over the
 // default rule.
 func NewNodeMap(t *fabric.Topology, overrides map[string]string) (*NodeMap, error) {
-	m := &NodeMap{lid: map[string]fabric.LID{}, ambiguous: map[string][]string{}}
+	m := &NodeMap{lid: map[string]fabric.LID{}, ambiguous: map[string][]string{}, names: map[fabric.LID][]string{}, byFile: map[string]bool{}}
 	for i := range t.Nodes {
 		n := &t.Nodes[i]
 		if n.Type == fabric.Switch {
@@ -69,9 +73,30 @@ func NewNodeMap(t *fabric.Topology, overrides map[string]string) (*NodeMap, erro
 			}
 		}
 		m.lid[name] = lid
+		m.byFile[name] = true
 		delete(m.ambiguous, name)
 	}
+	for name, lid := range m.lid {
+		m.names[lid] = append(m.names[lid], name)
+	}
+	for _, l := range m.names {
+		sort.Strings(l)
+	}
 	return m, nil
+}
+
+// NamesOf returns the node names mapped to endpoint lid, each with how
+// it was mapped (ByMappingFile, ByDescription), sorted by name.
+func (m *NodeMap) NamesOf(lid fabric.LID) []MappedName {
+	var out []MappedName
+	for _, n := range m.names[lid] {
+		by := ByDescription
+		if m.byFile[n] {
+			by = ByMappingFile
+		}
+		out = append(out, MappedName{Name: n, By: by})
+	}
+	return out
 }
 
 func firstLinkedLID(t *fabric.Topology, n *fabric.Node) fabric.LID {

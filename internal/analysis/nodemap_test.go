@@ -36,6 +36,14 @@ func TestNodeMap(t *testing.T) {
 			t.Errorf("%s -> %d, %v; want %d", name, lid, err, want)
 		}
 	}
+	// Which names an adapter answers to, and how: the consistency check
+	// of "explained" names them.
+	if got := m.NamesOf(n3.LID); len(got) != 2 || got[0] != (MappedName{"c42", ByMappingFile}) || got[1] != (MappedName{"n3", ByDescription}) {
+		t.Errorf("names of n3's adapter: %v", got)
+	}
+	if got := m.NamesOf(0); got != nil {
+		t.Errorf("names of LID 0: %v", got)
+	}
 	if _, err := NewNodeMap(topo, map[string]string{"x": "0x99"}); err == nil {
 		t.Error("mapping to an unknown GUID accepted")
 	}

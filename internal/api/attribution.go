@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/netloom/netloom/internal/analysis"
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/ingest"
 	"github.com/netloom/netloom/internal/store"
@@ -74,6 +75,17 @@ type dirJob struct {
 	// with its bytes rounded (BytesRounded, see coarsen).
 	Anonymized   bool `json:"anonymized,omitempty"`
 	BytesRounded bool `json:"bytes_rounded,omitempty"`
+	// Start and End: when the job ran (End zero while it runs), so that a
+	// reader can tell the jobs that ran at the same time from those whose
+	// traffic merely lies in the same range. Left out for other users' jobs.
+	Start time.Time `json:"start,omitzero"`
+	End   time.Time `json:"end,omitzero"`
+	// OverlapSeconds (why's others): how long the job ran at the same
+	// time as the job asked about.
+	OverlapSeconds *float64 `json:"overlap_seconds,omitempty"`
+	// logical: the job's bytes are the application's calls, collectives
+	// among them (the consistency check names it as a likely cause).
+	logical bool
 }
 
 // roundBytes rounds b to two significant digits, half up (123,456 is
@@ -108,6 +120,7 @@ func coarsen(d *dirJob, seconds float64) {
 	d.Bytes = roundBytes(d.Bytes)
 	d.Utilization = utilization(d.Bytes, d.Link.Capacity, seconds)
 	d.BytesRounded = true
+	d.Start, d.End = time.Time{}, time.Time{}
 }
 
 func coarsenAll(ds []dirJob, seconds float64) {
@@ -189,15 +202,35 @@ func (a *attribAPI) visibleSummary(ctx context.Context, id string) (*store.JobSu
 	return js, err
 }
 
-// users names the user of each job id (for ranking entries).
-func (a *attribAPI) users(ctx context.Context, ids map[string]bool) map[string]string {
-	out := map[string]string{}
+// jobInfo is what the link answers need of a job beside its bytes: its
+// user, when it ran, and whether its bytes are the logical view of
+// collectives.
+type jobInfo struct {
+	User    string
+	Span    analysis.Span
+	Logical bool
+}
+
+// jobInfos looks up the jobs of ids (unknown ones are left out).
+func (a *attribAPI) jobInfos(ctx context.Context, ids map[string]bool) map[string]jobInfo {
+	out := map[string]jobInfo{}
 	for id := range ids {
 		if js, err := a.summary(ctx, id); err == nil {
-			out[id] = js.User
+			out[id] = infoOf(js)
 		}
 	}
 	return out
+}
+
+func infoOf(js *store.JobSummary) jobInfo {
+	sp := analysis.Span{Start: js.Start}
+	if js.State == store.JobFinished {
+		sp.End = js.End
+		if sp.End.IsZero() {
+			sp.End = js.Updated
+		}
+	}
+	return jobInfo{User: js.User, Span: sp, Logical: js.TrafficModel != store.TrafficPhysical && js.Traffic.Coll.Bytes > 0}
 }
 
 // measured is what the fabric's counters saw over one direction in a
@@ -226,6 +259,60 @@ func measure(samples map[fabric.PortRef][]fabric.PortSample, from, to fabric.Por
 	return m
 }
 
+// inRange is the samples of each port whose time lies in [from, to].
+func inRange(samples map[fabric.PortRef][]fabric.PortSample, from, to time.Time) map[fabric.PortRef][]fabric.PortSample {
+	out := make(map[fabric.PortRef][]fabric.PortSample, len(samples))
+	for p, xs := range samples {
+		var in []fabric.PortSample
+		for _, x := range xs {
+			if !x.Time.Before(from) && !x.Time.After(to) {
+				in = append(in, x)
+			}
+		}
+		if len(in) > 0 {
+			out[p] = in
+		}
+	}
+	return out
+}
+
+// counterWindow is what the counters of direction from -> to said over
+// [from, to] as measure reads them (the sending port's transmit
+// counter, else the receiving port's receive counter), with how much of
+// the window their samples cover, up to now.
+func counterWindow(samples map[fabric.PortRef][]fabric.PortSample, src, dst fabric.PortRef, from, to, now time.Time) analysis.CounterWindow {
+	in := inRange(samples, from, to)
+	xs, c := in[src], fabric.XmitData
+	if len(xs) == 0 {
+		xs, c = in[dst], fabric.RcvData
+	}
+	end := to
+	if now.Before(end) {
+		end = now
+	}
+	w := analysis.CounterWindow{Swept: len(xs) > 0, Samples: len(xs)}
+	if end.After(from) {
+		w.Length = end.Sub(from)
+	}
+	for i := range xs {
+		x := &xs[i]
+		w.Bytes += x.Delta[c]
+		w.Saturated = w.Saturated || x.Saturated
+		w.Reset = w.Reset || x.Reset
+		lo, hi := x.Time.Add(-x.Span), x.Time
+		if lo.Before(from) {
+			lo = from
+		}
+		if hi.After(end) {
+			hi = end
+		}
+		if hi.After(lo) {
+			w.Covered += hi.Sub(lo)
+		}
+	}
+	return w
+}
+
 // directionJSON is one direction of a link over a range: what the counters
 // measured, what monitored jobs explain, and the jobs by bytes.
 type directionJSON struct {
@@ -245,6 +332,12 @@ type directionJSON struct {
 	// MonitoredRounded: monitored_bytes and what follows from it sum the
 	// jobs as shown, some of them rounded (coarsenDirection).
 	MonitoredRounded bool `json:"monitored_rounded,omitempty"`
+	// Check is the consistency check of explained_pct: whether what the
+	// jobs put on the direction fits in what its counters measured,
+	// within counter granularity and timing, else the likely cause.
+	Check analysis.ExplainedCheck `json:"check"`
+	// What the check weighs beside the bytes (checkInput).
+	check analysis.ExplainedInput
 }
 
 // total sets the monitored bytes to the sum of d's jobs, and the figures
@@ -256,19 +349,32 @@ func (d *directionJSON) total(capacity, seconds float64) {
 	}
 	d.MonitoredUtilization = utilization(d.Monitored, capacity, seconds)
 	d.Explained, d.Unmonitored = nil, 0
-	if d.Measured.Measured && d.Measured.Bytes > 0 {
-		pct := min(100, 100*float64(d.Monitored)/float64(d.Measured.Bytes))
+	if pct, ok := analysis.Explained(d.Monitored, d.Measured.Bytes); ok && d.Measured.Measured {
 		d.Explained = &pct
 		if d.Measured.Bytes > d.Monitored {
 			d.Unmonitored = d.Measured.Bytes - d.Monitored
 		}
 	}
 	d.UnmonitoredUtilization = utilization(d.Unmonitored, capacity, seconds)
+	in := d.check
+	in.Monitored, in.Rounded, in.Logical = d.Monitored, d.MonitoredRounded, nil
+	for _, j := range d.Jobs {
+		if j.logical {
+			name := "job " + j.Job
+			if j.Anonymized {
+				name = "another user's job"
+			}
+			in.Logical = append(in.Logical, name)
+		}
+	}
+	d.Check = analysis.CheckExplained(in)
 }
 
 // coarsenDirection rounds the anonymized jobs of d and sums its monitored
 // bytes again from the jobs as shown: the exact total less the user's own
 // job would give the others' exact bytes back.
+// It sums the direction again in any case: the check names jobs as
+// shown.
 func coarsenDirection(d *directionJSON, capacity, seconds float64) {
 	for i := range d.Jobs {
 		if d.Jobs[i].Anonymized {
@@ -276,15 +382,13 @@ func coarsenDirection(d *directionJSON, capacity, seconds float64) {
 			coarsen(&d.Jobs[i], seconds)
 		}
 	}
-	if d.MonitoredRounded {
-		d.total(capacity, seconds)
-	}
+	d.total(capacity, seconds)
 }
 
 // splitLink builds both directions of l over [from, to]; got is the
 // jobs' bytes on the link over the range when already read (checkLink),
-// else nil.
-func (a *attribAPI) splitLink(ctx context.Context, t *fabric.Topology, l *fabric.Link, from, to time.Time, got []store.LinkJobBytes) ([2]directionJSON, []dirJob, error) {
+// else nil. info holds what is known of jobs (filled in as met).
+func (a *attribAPI) splitLink(ctx context.Context, t *fabric.Topology, l *fabric.Link, from, to time.Time, got []store.LinkJobBytes, info map[string]jobInfo) ([2]directionJSON, []dirJob, error) {
 	var out [2]directionJSON
 	seconds := to.Sub(from).Seconds()
 	if got == nil {
@@ -293,15 +397,25 @@ func (a *attribAPI) splitLink(ctx context.Context, t *fabric.Topology, l *fabric
 			return out, nil, err
 		}
 	}
-	samples, err := a.s.opt.Store.PortSamples(ctx, []fabric.PortRef{l.A, l.B}, from, to)
+	// The counters over the range widened by the timing slack, for the
+	// consistency check; the range's own are a part of them.
+	sweep := a.s.opt.SweepInterval
+	wideFrom, wideTo := from.Add(-analysis.WidenBefore(sweep)), to.Add(analysis.WidenAfter(sweep))
+	wide, err := a.s.opt.Store.PortSamples(ctx, []fabric.PortRef{l.A, l.B}, wideFrom, wideTo)
 	if err != nil {
 		return out, nil, err
 	}
-	ids := map[string]bool{}
+	samples := inRange(wide, from, to)
+	missing := map[string]bool{}
 	for _, x := range got {
-		ids[x.Job] = true
+		if _, ok := info[x.Job]; !ok {
+			missing[x.Job] = true
+		}
 	}
-	users := a.users(ctx, ids)
+	for id, j := range a.jobInfos(ctx, missing) {
+		info[id] = j
+	}
+	now := time.Now()
 	all := []dirJob{}
 	for i, e := range [2][2]fabric.PortRef{{l.A, l.B}, {l.B, l.A}} {
 		d := directionJSON{From: e[0], To: e[1], Direction: e[0].GUID, FromName: describe(t, e[0]), ToName: describe(t, e[1]), Jobs: []dirJob{}}
@@ -310,18 +424,47 @@ func (a *attribAPI) splitLink(ctx context.Context, t *fabric.Topology, l *fabric
 				continue
 			}
 			dj, _ := newDirJob(t, e[0], x.Job, x.Bytes, seconds)
-			dj.User = users[x.Job]
+			ji := info[x.Job]
+			dj.User, dj.logical, dj.Start, dj.End = ji.User, ji.Logical, ji.Span.Start, ji.Span.End
 			d.Jobs = append(d.Jobs, dj)
 		}
 		sortDirJobs(d.Jobs)
 		all = append(all, d.Jobs...)
 		d.Measured = measure(samples, e[0], e[1])
 		d.MeasuredUtilization = utilization(d.Measured.Bytes, l.Capacity(), seconds)
+		d.check = analysis.ExplainedInput{Sweep: sweep,
+			Range: counterWindow(wide, e[0], e[1], from, to, now), Wide: counterWindow(wide, e[0], e[1], wideFrom, wideTo, now)}
+		d.check.Host, d.check.HostNodes, d.check.HostNodesHidden = a.hostEnd(ctx, t, e)
 		d.total(l.Capacity(), seconds)
 		out[i] = d
 	}
 	sortDirJobs(all)
 	return out, all, nil
+}
+
+// hostEnd names the host adapter end of a direction (either end), with
+// the node names mapped to it for an administrator; "" for a link
+// between switches.
+// A regular user is not told which names map where (hidden true).
+func (a *attribAPI) hostEnd(ctx context.Context, t *fabric.Topology, e [2]fabric.PortRef) (host string, names []analysis.MappedName, hidden bool) {
+	for _, p := range e {
+		n, ok := t.Node(p.GUID)
+		if !ok || n.Type == fabric.Switch {
+			continue
+		}
+		if !isAdmin(ctx) {
+			return n.Description, nil, true
+		}
+		if a.opt.Nodes != nil {
+			if nm, ok := a.opt.Nodes().(interface {
+				NamesOf(fabric.LID) []analysis.MappedName
+			}); ok {
+				names = nm.NamesOf(n.PortLID(p.Port))
+			}
+		}
+		return n.Description, names, false
+	}
+	return "", nil, false
 }
 
 func sortDirJobs(l []dirJob) {
@@ -348,7 +491,7 @@ func (a *attribAPI) linkJobs(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	dirs, all, err := a.splitLink(r.Context(), v.topo, l, from, to, got)
+	dirs, all, err := a.splitLink(r.Context(), v.topo, l, from, to, got, map[string]jobInfo{})
 	if err != nil {
 		return nil, err
 	}
@@ -378,6 +521,9 @@ type jobLinksQuery struct {
 	view     *view
 	from, to time.Time
 	links    []store.LinkJobBytes
+	// life: the range is the job's life (none was asked for), and links
+	// its running totals.
+	life bool
 }
 
 func (a *attribAPI) jobLinksQuery(r *http.Request, def, hi int) (*jobLinksQuery, error) {
@@ -402,18 +548,26 @@ func (a *attribAPI) jobLinksQuery(r *http.Request, def, hi int) (*jobLinksQuery,
 	// finished job's last interval (all of a job shorter than a sweep
 	// interval) lies after its end. The range reaches that sweep, for the
 	// links' load and the other jobs on them.
+	//
+	// The range is in whole seconds, so that a page can open a link over
+	// exactly the same range (and show the same figures for it).
 	lf, lt := from, to
+	life := false
 	if q := r.URL.Query(); q.Get("from") == "" && q.Get("to") == "" {
-		lf, lt = time.Time{}, time.Time{}
+		life, lf, lt = true, time.Time{}, time.Time{}
 		if !js.End.IsZero() && js.Attribution != nil && js.Attribution.Intervals > 0 && js.Attribution.Updated.After(to) {
 			to = js.Attribution.Updated
+		}
+		from = from.Truncate(time.Second)
+		if t := to.Truncate(time.Second); t.Before(to) {
+			to = t.Add(time.Second)
 		}
 	}
 	got, err := a.s.opt.Store.JobLinks(r.Context(), js.ID, lf, lt, limit)
 	if err != nil {
 		return nil, err
 	}
-	return &jobLinksQuery{job: js, view: v, from: from, to: to, links: got}, nil
+	return &jobLinksQuery{job: js, view: v, from: from, to: to, links: got, life: life}, nil
 }
 
 func (a *attribAPI) jobLinks(r *http.Request) (any, error) {
@@ -643,13 +797,22 @@ func (a *attribAPI) hotspots(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	byPort := map[fabric.PortRef][]store.LinkJobBytes{}
 	ids := map[string]bool{}
 	for _, x := range got {
-		byPort[x.Port] = append(byPort[x.Port], x)
 		ids[x.Job] = true
 	}
-	users := a.users(r.Context(), ids)
+	info := a.jobInfos(r.Context(), ids)
+	// Only the jobs that ran in the window: a job's last interval is
+	// attributed at the sweep after it ended, which may fall in a window
+	// that starts after it.
+	now := time.Now()
+	byPort := map[fabric.PortRef][]store.LinkJobBytes{}
+	for _, x := range got {
+		if j, ok := info[x.Job]; ok && !j.Span.Within(from, to, now) {
+			continue
+		}
+		byPort[x.Port] = append(byPort[x.Port], x)
+	}
 	type hot struct {
 		Link                 linkEnds       `json:"link"`
 		Direction            fabric.GUID    `json:"direction"`
@@ -674,7 +837,8 @@ func (a *attribAPI) hotspots(r *http.Request) (any, error) {
 				MeasuredUtilization: d.Utilization, XmitWait: d.XmitWait, Jobs: []dirJob{}}
 			for _, x := range byPort[from] {
 				dj, _ := newDirJob(v.topo, from, x.Job, x.Bytes, seconds)
-				dj.User = users[x.Job]
+				ji := info[x.Job]
+				dj.User, dj.Start, dj.End = ji.User, ji.Span.Start, ji.Span.End
 				h.Jobs = append(h.Jobs, dj)
 				h.Monitored += x.Bytes
 			}
@@ -718,18 +882,27 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 		JobBytes    uint64   `json:"job_bytes"`
 		JobShare    float64  `json:"job_share_pct"` // of the monitored bytes on it
 		Utilization float64  `json:"utilization_pct"`
-		Others      []dirJob `json:"others"`
+		// Others are the other jobs on the direction that ran at the same
+		// time as this one (overlap_seconds: for how long); NotOverlapping
+		// those whose traffic lies in the range but that ran before or
+		// after it (a job's last interval is attributed at the sweep after
+		// it ended): in the direction's jobs and monitored bytes, since
+		// the counters saw them, but never sharing it with this job.
+		Others         []dirJob `json:"others"`
+		NotOverlapping []dirJob `json:"not_overlapping"`
 	}
 	out := []linkWhy{}
 	seconds := to.Sub(from).Seconds()
 	others := map[string]uint64{}
 	anon := newAnonymizer(r.Context(), a.s.owners(r.Context()))
+	info := map[string]jobInfo{js.ID: infoOf(js)}
+	now := time.Now()
 	for _, x := range got {
 		l, ok := v.topo.LinkAt(x.Port)
 		if !ok {
 			continue
 		}
-		dirs, _, err := a.splitLink(r.Context(), v.topo, l, from, to, nil)
+		dirs, _, err := a.splitLink(r.Context(), v.topo, l, from, to, nil, info)
 		if err != nil {
 			return nil, err
 		}
@@ -737,17 +910,36 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 		if d.From != x.Port {
 			d = dirs[1]
 		}
-		w := linkWhy{directionJSON: d, Link: ends(l), JobBytes: x.Bytes, Others: []dirJob{}}
+		w := linkWhy{directionJSON: d, Link: ends(l), JobBytes: x.Bytes, Others: []dirJob{}, NotOverlapping: []dirJob{}}
+		var mine uint64
 		for _, o := range d.Jobs {
-			if o.Job != js.ID {
-				shown := o
-				anon.apply(&shown)
-				coarsen(&shown, seconds)
-				w.Others = append(w.Others, shown)
-				// The sum over links adds the figures shown, so that it
-				// is no more exact than they are.
-				others[o.Job] += shown.Bytes
+			if o.Job == js.ID {
+				mine = o.Bytes
+				continue
 			}
+			shown := o
+			anon.apply(&shown)
+			coarsen(&shown, seconds)
+			oi, known := info[o.Job]
+			ovFrom, ovTo, overlap := analysis.Overlap(info[js.ID].Span, oi.Span, now)
+			if known && !overlap {
+				w.NotOverlapping = append(w.NotOverlapping, shown)
+				continue
+			}
+			if overlap {
+				sec := ovTo.Sub(ovFrom).Round(time.Second).Seconds()
+				shown.OverlapSeconds = &sec
+			}
+			w.Others = append(w.Others, shown)
+			// The sum over links adds the figures shown, so that it is no
+			// more exact than they are.
+			others[o.Job] += shown.Bytes
+		}
+		// Over the job's life, every byte of its running total on the
+		// direction should lie in the range; what does not was attributed
+		// outside the job's start and end (its nodes' clocks).
+		if q.life && js.State == store.JobFinished && x.Bytes > mine {
+			w.directionJSON.check.Outside = x.Bytes - mine
 		}
 		anon.applyAll(w.Jobs)
 		coarsenDirection(&w.directionJSON, l.Capacity(), seconds)
@@ -767,13 +959,8 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 		BytesRounded bool `json:"bytes_rounded,omitempty"`
 	}
 	sharing := []other{}
-	ids := map[string]bool{}
-	for id := range others {
-		ids[id] = true
-	}
-	users := a.users(r.Context(), ids)
 	for id, b := range others {
-		d := dirJob{Job: id, User: users[id]}
+		d := dirJob{Job: id, User: info[id].User}
 		anon.apply(&d)
 		sharing = append(sharing, other{Job: d.Job, User: d.User, Bytes: b, Anonymized: d.Anonymized, BytesRounded: d.Anonymized})
 	}

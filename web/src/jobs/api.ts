@@ -224,6 +224,23 @@ export interface JobOnLink {
   to_description: string;
   bytes: number;
   utilization_pct: number;
+  /** When the job ran (no end while it runs); left out for other users' jobs. */
+  start?: string;
+  end?: string;
+  /** In a job's "why": how long this other job ran at the same time. */
+  overlap_seconds?: number;
+}
+
+/** The consistency check under an "explained" figure (docs/api.md): whether
+ * what the jobs put on a direction fits in what its counters measured,
+ * within counter granularity and timing, else the likely cause. */
+export interface ExplainedCheck {
+  status: "consistent" | "timing" | "inconsistent" | "not_measured";
+  cause?: string;
+  message?: string;
+  widened_measured_bytes: number;
+  tolerance_bytes: number;
+  excess_bytes: number;
 }
 
 export interface DirectionLoad {
@@ -239,6 +256,7 @@ export interface DirectionLoad {
   unmonitored_bytes: number;
   unmonitored_utilization_pct: number;
   explained_pct: number | null;
+  check: ExplainedCheck;
   jobs: JobOnLink[];
 }
 
@@ -275,11 +293,17 @@ export interface WhyLink extends DirectionLoad {
   job_bytes: number;
   job_share_pct: number;
   utilization_pct: number;
+  /** Other jobs on the direction that ran at the same time as this one. */
   others: JobOnLink[];
+  /** Jobs whose traffic lies in the range but that ran before or after it. */
+  not_overlapping: JobOnLink[];
 }
 
 export interface Why {
   job: string;
+  /** The range of the figures: the job's life in whole seconds by default. */
+  from: string;
+  to: string;
   // physical: what the MPI library sent (Open MPI's monitoring), collectives
   // as decomposed; logical: the application's calls; "": no agent.
   traffic_model?: "physical" | "logical" | "";

@@ -9,7 +9,35 @@ import { setQuery } from "../router";
 import { table } from "../table";
 import type { TimeView } from "../time";
 import { rangeParams, timeQuery } from "../time";
-import type { JobOnLink, LinkJobs, LinkPairs } from "./api";
+import type { DirectionLoad, JobOnLink, LinkJobs, LinkPairs } from "./api";
+
+/** The explained figure of a direction, never over 100% (the daemon caps
+ * it), marked when its consistency check found the jobs' bytes and the
+ * counters disagree. */
+export function explainedText(d: DirectionLoad): string {
+  const v = d.explained_pct == null ? "–" : fmt.pct(d.explained_pct);
+  return flagged(d) ? `${v} ⚠` : v;
+}
+
+/** Whether the check under a direction's explained figure is a warning. */
+export function flagged(d: DirectionLoad): boolean {
+  return d.check?.status === "inconsistent" || d.check?.status === "not_measured";
+}
+
+/** The check's sentence under the figure, as the daemon wrote it: a
+ * warning naming the likely cause, or a note on timing; null when the
+ * jobs' bytes fit in what the counters measured. */
+export function checkNote(d: DirectionLoad, label = ""): HTMLElement | null {
+  const c = d.check;
+  if (!c?.message) return null;
+  return h(
+    "p",
+    { class: `explained-check ${flagged(d) ? "warn-text" : "dim-text"}`, "data-check": c.status, "data-cause": c.cause ?? "", "data-from": `${d.from.guid}:${d.from.port}` },
+    flagged(d) ? "⚠ " : "",
+    label,
+    c.message,
+  );
+}
 
 /** How a job on a link is named: a link to its page, or "other job" for
  * another user's job, which a regular user may not open (the daemon gives
@@ -69,19 +97,26 @@ export function linkJobs(linkId: string, t: TimeView, signal: AbortSignal): { el
   const load = async () => {
     try {
       const r = await get<LinkJobs>(`/links/${encodeURIComponent(linkId)}/jobs`, rangeParams(t, 3600), signal);
+      // Every figure here is over the range, said once above the cards: a
+      // job's page links here with its own range, so its figures and these
+      // are the same.
+      const range = h("p", { class: "panel-note link-jobs-range", "data-from": r.from, "data-to": r.to }, `Over ${fmt.time(r.from)} – ${fmt.time(r.to)}: what the counters measured, what monitored jobs put on each direction, and how much of it they explain.`);
       const dirs = r.directions.map((d) =>
         h(
           "div",
-          { class: "card" },
+          { class: "card", "data-from": `${d.from.guid}:${d.from.port}` },
           h("div", { class: "card-title" }, `${d.from_description}:${d.from.port} → ${d.to_description}:${d.to.port}`),
           h(
             "div",
             { class: "metrics" },
             metricBox("Measured", d.measured.measured ? fmt.bytes(d.measured.bytes) : "not swept"),
+            metricBox("Measured load", d.measured.measured ? fmt.pct(d.measured_utilization_pct) : "–"),
             metricBox("By monitored jobs", fmt.bytes(d.monitored_bytes)),
+            metricBox("Jobs' load", fmt.pct(d.monitored_utilization_pct)),
             metricBox("Other traffic", fmt.bytes(d.unmonitored_bytes)),
-            metricBox("Explained", d.explained_pct == null ? "–" : fmt.pct(d.explained_pct)),
+            metricBox("Explained", explainedText(d), flagged(d) ? "bad" : ""),
           ),
+          checkNote(d),
         ),
       );
       const choose = (job: string) => {
@@ -92,7 +127,23 @@ export function linkJobs(linkId: string, t: TimeView, signal: AbortSignal): { el
         setQuery(q);
         void load();
       };
+      // With a job chosen, the jobs that did not run at the same time as
+      // it are said so: their traffic lies in the range (a job's last
+      // interval is attributed at the sweep after it ended), but they never
+      // shared the link with it.
+      const mine = r.jobs.find((x) => x.job === chosen && x.start);
+      const ran = (x: JobOnLink): string => {
+        if (!x.start) return "–";
+        const when = `${fmt.time(x.start)} – ${x.end ? fmt.time(x.end) : "running"}`;
+        if (!mine || x.job === chosen) return when;
+        const s = Date.parse(x.start);
+        const e = x.end ? Date.parse(x.end) : Date.now();
+        const ms = Date.parse(mine.start!);
+        const me = mine.end ? Date.parse(mine.end) : Date.now();
+        return e <= ms ? `${when} (before ${chosen})` : s >= me ? `${when} (after ${chosen})` : when;
+      };
       el.replaceChildren(
+        range,
         h("div", { class: "cards pad" }, ...dirs),
         table({
           label: "Jobs on this link",
@@ -108,6 +159,7 @@ export function linkJobs(linkId: string, t: TimeView, signal: AbortSignal): { el
             { key: "dir", label: "Direction", value: (x) => x.from_description, cell: (x) => `${x.from_description} → ${x.to_description}` },
             { key: "bytes", label: "Bytes", value: (x) => x.bytes, cell: (x) => fmt.bytes(x.bytes), numeric: true },
             { key: "util", label: "Utilization", value: (x) => x.utilization_pct, cell: (x) => fmt.pct(x.utilization_pct), numeric: true },
+            { key: "ran", label: "Ran", value: (x) => x.start ?? "", cell: (x) => ran(x) },
             {
               key: "pairs",
               label: "Pairs",
@@ -128,6 +180,6 @@ export function linkJobs(linkId: string, t: TimeView, signal: AbortSignal): { el
   return { el, load };
 }
 
-function metricBox(label: string, value: string): HTMLElement {
-  return h("div", { class: "metric" }, h("div", { class: "metric-label" }, label), h("div", { class: "metric-value" }, value));
+function metricBox(label: string, value: string, cls = ""): HTMLElement {
+  return h("div", { class: `metric ${cls}`, "data-metric": label }, h("div", { class: "metric-label" }, label), h("div", { class: "metric-value" }, value));
 }

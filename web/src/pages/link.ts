@@ -72,6 +72,11 @@ export async function linkPage(ctx: PageContext): Promise<void> {
                 metric("Errors", fmt.count(d.errors), d.errors > 0 ? "bad" : ""),
               )
             : h("div", { class: "state empty" }, "Not measured at this time."),
+          // These are one sweep's figures; a job's table and "Traffic by
+          // job" below are over a range: say which, so that a direction
+          // busy over a job's life and idle now does not read as a
+          // contradiction.
+          h("p", { class: "card-note dim-text", "data-window": "sweep" }, `In the sweep before ${fmt.time(r.at)}; the traffic by job below is over the range it names.`),
         ),
       ),
     );

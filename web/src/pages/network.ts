@@ -11,7 +11,7 @@ import { get } from "../api";
 import { append, h, link, loading } from "../dom";
 import * as fmt from "../format";
 import { decode, onSweep, onTopology, refreshOnSweep } from "../live";
-import type { NodeView } from "../jobs/api";
+import type { JobOnLink, NodeView } from "../jobs/api";
 import { jobPath } from "../jobs/api";
 import { ERROR_COLOR, HIGHLIGHT_COLOR, HOST_COLOR, JOB_COLOR, SWITCH_COLOR, UNMEASURED, UTIL_COLOR, utilGradientCss } from "../map/colors";
 import { HalfEdgeProgram } from "../map/halfedge";
@@ -38,6 +38,11 @@ interface MapDebug {
   linkId(j: number): string;
   /** Layout indices of the hosts highlighted for ?job=. */
   highlighted: number[];
+  /** The link directions the job's traffic crosses, highlighted for ?job=:
+   * link index j, direction 0 (A → B, the sending end is the layout's
+   * first end) or 1, and the link's id and sending port as the API names
+   * them ("guid:port"). */
+  jobDirections: { j: number; dir: number; link: string; from: string; bytes: number }[];
   job: string | null;
   nodeColor(i: number): string;
 }
@@ -188,6 +193,11 @@ export async function networkPage(ctx: PageContext): Promise<void> {
   // Hosts highlighted for a job (?job=ID), and the collapsed groups holding them.
   let highlighted = new Set<number>();
   let highlightedGroups = new Set<number>();
+  // The job's link directions: bit 0 A → B, bit 1 B → A, per link index;
+  // per collapsed group, bit 0 up (hosts → leaf), bit 1 down.
+  let jobDirs = new Map<number, number>();
+  let jobGroupDirs = new Map<number, number>();
+  let jobDirList: MapDebug["jobDirections"] = [];
   let hoveredEdge: string | null = null;
   let sweep = -1;
   let updates = 0;
@@ -247,13 +257,19 @@ export async function networkPage(ctx: PageContext): Promise<void> {
       const out = { ...data } as Record<string, unknown>;
       if (data.group !== undefined) {
         const leaf = data.group as number;
+        const bits = jobGroupDirs.get(leaf) ?? 0;
         out.hidden = expanded;
-        out.color = UTIL_COLOR[groupUp.get(leaf) ?? 255];
-        out.color2 = UTIL_COLOR[groupDown.get(leaf) ?? 255];
+        out.color = bits & 1 ? JOB_COLOR : UTIL_COLOR[groupUp.get(leaf) ?? 255];
+        out.color2 = bits & 2 ? JOB_COLOR : UTIL_COLOR[groupDown.get(leaf) ?? 255];
+        if (bits) out.zIndex = 1;
       } else {
         const j = data.j as number;
-        out.color = UTIL_COLOR[util[2 * j]!];
-        out.color2 = UTIL_COLOR[util[2 * j + 1]!];
+        // A direction the job's traffic crosses is drawn in the job's
+        // colour at its sending half.
+        const bits = jobDirs.get(j) ?? 0;
+        out.color = bits & 1 ? JOB_COLOR : UTIL_COLOR[util[2 * j]!];
+        out.color2 = bits & 2 ? JOB_COLOR : UTIL_COLOR[util[2 * j + 1]!];
+        if (bits) out.zIndex = 1;
       }
       if (key === hoveredEdge) out.zIndex = 1;
       return out as typeof data;
@@ -458,6 +474,9 @@ export async function networkPage(ctx: PageContext): Promise<void> {
     get highlighted() {
       return [...highlighted].sort((a, b) => a - b);
     },
+    get jobDirections() {
+      return jobDirList;
+    },
     job: jobId,
   };
 
@@ -483,9 +502,18 @@ export async function networkPage(ctx: PageContext): Promise<void> {
       const first = name.split(" ")[0]!;
       if (!byName.has(first)) byName.set(first, i);
     }
+    // Each link by its id, and which layout end is its A end.
+    const byLink = new Map<string, number>();
+    for (let j = 0; j < m; j++) byLink.set(linkId(j), j);
+    const portOf = (j: number, end: 0 | 1) => `${layout.guid[layout.edges[2 * j + end]!]}:${layout.ports[2 * j + end]}`;
     const showJob = async () => {
       try {
-        const r = await get<{ nodes: NodeView[] }>(jobPath(jobId, "/nodes"), {}, signal);
+        // Its hosts, and the link directions its traffic crosses (every
+        // byte attributed to it, GET /jobs/{job}/links).
+        const [r, lr] = await Promise.all([
+          get<{ nodes: NodeView[] }>(jobPath(jobId, "/nodes"), {}, signal),
+          get<{ links: JobOnLink[] }>(jobPath(jobId, "/links"), { limit: 100000 }, signal).catch(() => null),
+        ]);
         const hit = new Set<number>();
         const missing: string[] = [];
         for (const nd of r.nodes) {
@@ -493,11 +521,38 @@ export async function networkPage(ctx: PageContext): Promise<void> {
           if (i === undefined) missing.push(nd.node);
           else hit.add(i);
         }
+        const dirs = new Map<number, number>();
+        const groups = new Map<number, number>();
+        const list: MapDebug["jobDirections"] = [];
+        let offMap = 0;
+        for (const l of lr?.links ?? []) {
+          const j = byLink.get(l.link.id);
+          const from = `${l.from.guid}:${l.from.port}`;
+          const dir = j === undefined ? -1 : from === portOf(j, 0) ? 0 : from === portOf(j, 1) ? 1 : -1;
+          if (j === undefined || dir < 0) {
+            offMap++;
+            continue;
+          }
+          dirs.set(j, (dirs.get(j) ?? 0) | (1 << dir));
+          list.push({ j, dir, link: l.link.id, from, bytes: l.bytes });
+          // A host link hidden in its leaf's group lights the group's line.
+          const a = layout.edges[2 * j]!;
+          const b = layout.edges[2 * j + 1]!;
+          const host = layout.level[a] === 0 ? a : layout.level[b] === 0 ? b : -1;
+          const g = host >= 0 ? layout.group[host]! : -1;
+          if (collapsible && g >= 0) groups.set(g, (groups.get(g) ?? 0) | ((dir === 0) === (host === a) ? 1 : 2));
+        }
+        list.sort((x, y) => x.j - y.j || x.dir - y.dir);
         highlighted = hit;
         highlightedGroups = new Set([...hit].map((i) => layout.group[i]!).filter((g) => g >= 0));
+        jobDirs = dirs;
+        jobGroupDirs = groups;
+        jobDirList = list;
         renderer.refresh();
         container.dataset.jobHosts = String(hit.size);
+        container.dataset.jobDirections = String(list.length);
         jobBar.replaceChildren();
+        const nd = list.length;
         append(
           jobBar,
           h("span", { class: "swatch round", style: { background: JOB_COLOR } }),
@@ -505,6 +560,16 @@ export async function networkPage(ctx: PageContext): Promise<void> {
           link(`/jobs/${encodeURIComponent(jobId)}${timeQuery(t)}`, jobId),
           h("span", {}, `: ${hit.size} of its ${r.nodes.length} node${r.nodes.length === 1 ? "" : "s"} highlighted`),
           hit.size ? h("span", { class: "dim-text" }, ` (${[...hit].map((i) => layout.name[i]!.split(" ")[0]).slice(0, 12).join(", ")}${hit.size > 12 ? ", …" : ""})`) : null,
+          h(
+            "span",
+            { class: "job-dirs" },
+            lr === null
+              ? " · the link directions it crosses are not known here (no link attribution)"
+              : nd
+                ? ` · its traffic crosses ${nd} link direction${nd === 1 ? "" : "s"}, drawn in its colour at the sending half of each link`
+                : " · no link traffic attributed to it",
+          ),
+          offMap ? h("span", { class: "warn-text" }, ` · ${offMap} of its link directions are not on this map`) : null,
           missing.length ? h("span", { class: "warn-text" }, ` · not in this fabric: ${missing.slice(0, 6).join(", ")}${missing.length > 6 ? ", …" : ""}`) : null,
           h(
             "button",
