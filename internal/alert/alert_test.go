@@ -3,6 +3,7 @@ package alert
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -39,13 +40,23 @@ func rule(c Config, name string) *Rule {
 
 func TestConfigDefaults(t *testing.T) {
 	c := Config{}.WithDefaults()
-	if len(c.Enabled()) != len(DefaultRules()) || c.ResendInterval != time.Minute {
+	if len(c.Enabled()) != len(DefaultRules())-1 || c.ResendInterval != time.Minute {
 		t.Fatalf("defaults: %d rules, resend %s", len(c.Enabled()), c.ResendInterval)
 	}
 	for _, r := range c.Rules {
 		if err := r.check(); err != nil {
 			t.Errorf("default rule %s: %v", r.Name, err)
 		}
+	}
+	// Every rule in force by default fires on change: none on a counter's
+	// reading, which counts since it was last cleared (issue 28).
+	for _, r := range c.Enabled() {
+		if r.Kind == CounterTotal {
+			t.Errorf("default rule %s fires on a counter's total", r.Name)
+		}
+	}
+	if r := rule(c, "port_errors_total"); r == nil || !r.Disabled || r.Kind != CounterTotal {
+		t.Errorf("port_errors_total: %+v, want known and off", r)
 	}
 }
 
@@ -81,7 +92,8 @@ alerting:
 	if r := rule(c, "my_discards"); r == nil || r.Severity != "critical" || r.CounterNames()[0] != "xmit_discards" {
 		t.Errorf("my_discards %+v", r)
 	}
-	if len(c.Enabled()) != len(DefaultRules()) {
+	// link_utilization and port_errors_total off, my_discards added.
+	if len(c.Enabled()) != len(DefaultRules())-1 {
 		t.Errorf("%d enabled", len(c.Enabled()))
 	}
 }
@@ -381,5 +393,122 @@ func TestNotifier(t *testing.T) {
 	var wh WebhookPayload
 	if err := json.Unmarshal(got["/hook"][0], &wh); err != nil || len(wh.Alerts) != 1 || wh.Alerts[0].Labels["alertname"] != "port_errors" {
 		t.Errorf("webhook body %s: %v", got["/hook"][0], err)
+	}
+}
+
+// TestDefaultsFireOnChange: a fabric whose counters were never cleared
+// (symbol errors at their 16-bit maximum, link integrity errors at 15 on
+// many ports) fires nothing at the first sweeps under the defaults, nor
+// while they do not move or trickle; an increase fires port_errors at
+// once. A config that turns port_errors_total on (the old default) fires
+// on the readings.
+func TestDefaultsFireOnChange(t *testing.T) {
+	topo := tree(t)
+	t0 := time.Unix(1_700_000_000, 0)
+	read := func(at time.Time, bump map[fabric.PortRef]uint64) Input {
+		in := Input{Time: at, Topology: topo, SweepTime: at, Readings: map[fabric.PortRef]*fabric.PortReading{}, Samples: map[fabric.PortRef]*fabric.PortSample{}}
+		for _, l := range topo.Links {
+			for _, p := range []fabric.PortRef{l.A, l.B} {
+				r := &fabric.PortReading{Port: p, Time: at}
+				r.V[fabric.SymbolErrors], r.V[fabric.LinkIntegrityErrors], r.V[fabric.XmitDiscards] = 65535-bump[p], 15, 20000
+				in.Readings[p] = r
+				if !at.Equal(t0) { // no sample at the first sweep
+					s := &fabric.PortSample{Port: p, Time: at, Span: 10 * time.Second}
+					s.Delta[fabric.SymbolErrors] = bump[p]
+					in.Samples[p] = s
+				}
+			}
+		}
+		return in
+	}
+	e := NewEngine(Config{}.WithDefaults(), nil)
+	trickle := topo.Links[1].A
+	for i := range 30 {
+		at := t0.Add(time.Duration(i) * 10 * time.Second)
+		var bump map[fabric.PortRef]uint64
+		if i%20 == 5 { // one error every 200 s on one port
+			bump = map[fabric.PortRef]uint64{trickle: 1}
+		}
+		for _, a := range e.Evaluate(read(at, bump)) {
+			t.Errorf("at %s: %s fired: %s", at.Sub(t0), a.Rule, a.Summary)
+		}
+	}
+	bad := topo.Links[2].B
+	ch := e.Evaluate(read(t0.Add(300*time.Second), map[fabric.PortRef]uint64{bad: 12}))
+	if len(ch) != 1 || ch[0].Rule != "port_errors" || *ch[0].Subject.Port != bad || ch[0].Value != 12 {
+		t.Fatalf("12 errors in a sweep: %+v", ch)
+	}
+
+	c, err := parse(t, "alerting:\n  rules:\n    - {name: port_errors_total, disabled: false}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := NewEngine(only(c, "port_errors_total"), nil)
+	if ch := old.Evaluate(read(t0, nil)); len(ch) != 2*2*len(topo.Links) {
+		t.Errorf("port_errors_total turned on: %d alerts at the first sweep, want 2 per port (symbol errors, discards)", len(ch))
+	}
+}
+
+// TestSlowErrorsCompact: port_errors_slow counts a day of errors that
+// come one per sweep, too slowly for port_errors, while the port keeps
+// about a hundred entries, not one per sweep.
+func TestSlowErrorsCompact(t *testing.T) {
+	topo := tree(t)
+	p := topo.Links[0].A
+	e := NewEngine(only(Config{}.WithDefaults(), "port_errors", "port_errors_slow"), nil)
+	t0 := time.Unix(1_700_000_000, 0)
+	var fired []string
+	const step = 40 * time.Second
+	n := int(25 * time.Hour / step)
+	for i := 1; i <= n; i++ {
+		at := t0.Add(time.Duration(i) * step)
+		for _, a := range e.Evaluate(sweepAt(topo, at, map[fabric.PortRef]map[fabric.Counter]uint64{p: {fabric.RcvErrors: 1}})) {
+			fired = append(fired, fmt.Sprintf("%s %s @%s", a.Rule, a.State, at.Sub(t0)))
+		}
+	}
+	// 100 errors after 100 sweeps; port_errors (10 in 5m) never.
+	if !slices.Equal(fired, []string{"port_errors_slow firing @1h6m40s"}) {
+		t.Errorf("fired %v", fired)
+	}
+	if h := len(e.hist[p]); h > 150 {
+		t.Errorf("%d entries kept for one port after a day of errors", h)
+	}
+	a := e.Firing()
+	// A day holds 2160 sweeps; the far edge is counted in 15-minute steps.
+	if len(a) != 1 || a[0].Value < 2160 || a[0].Value > 2160+23 {
+		t.Errorf("firing %+v", a)
+	}
+}
+
+// TestJobsInWindow: an alert names the jobs its finder found since the
+// window before it became active, running ones first, then finished
+// ones latest first, marked in the job list Alertmanager gets.
+func TestJobsInWindow(t *testing.T) {
+	topo := tree(t)
+	l := topo.Links[4]
+	t0 := time.Unix(1_700_000_000, 0)
+	f := &finder{jobs: map[fabric.PortRef][]Job{l.A: {
+		{ID: "old", User: "ann", Bytes: 500, State: JobFinished, Start: t0.Add(-4 * time.Minute), End: t0.Add(-3 * time.Minute)},
+		{ID: "late", User: "bob", Bytes: 10, State: JobFinished, Start: t0.Add(-time.Minute), End: t0.Add(-10 * time.Second)},
+		{ID: "now", User: "cat", State: JobRunning, Start: t0.Add(-time.Hour)},
+	}}}
+	e := NewEngine(only(Config{}.WithDefaults(), "port_errors"), f)
+	ch := e.Evaluate(sweepAt(topo, t0, map[fabric.PortRef]map[fabric.Counter]uint64{l.A: {fabric.SymbolErrors: 30}}))
+	if len(ch) != 1 {
+		t.Fatalf("%+v", ch)
+	}
+	a := ch[0]
+	if !a.JobsSince.Equal(t0.Add(-5 * time.Minute)) {
+		t.Errorf("jobs since %s, want the 5m window before %s", a.JobsSince, t0)
+	}
+	if got := a.JobList(); got != "now (cat), late (bob, finished), old (ann, finished)" {
+		t.Errorf("job list %q", got)
+	}
+	if d := a.Annotations()["description"]; !strings.Contains(d, "Jobs that crossed it since 2023-11-14T22:08:20Z: now (cat), late (bob, finished)") {
+		t.Errorf("description %q", d)
+	}
+	b, _ := json.Marshal(a)
+	if !strings.Contains(string(b), `"jobs_since":"2023-11-14T22:08:20Z"`) || !strings.Contains(string(b), `"state":"finished","start":`) {
+		t.Errorf("JSON %s", b)
 	}
 }

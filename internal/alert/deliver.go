@@ -47,10 +47,14 @@ func (a *Alert) Labels() map[string]string {
 // Annotations are the Alertmanager annotations: what people read.
 func (a *Alert) Annotations() map[string]string {
 	desc := a.Summary
+	since := ""
+	if !a.JobsSince.IsZero() {
+		since = " since " + a.JobsSince.UTC().Format(time.RFC3339)
+	}
 	if len(a.Jobs) > 0 {
-		desc += ". Running jobs crossing it: " + a.JobList()
+		desc += ". Jobs that crossed it" + since + ": " + a.JobList()
 	} else if len(a.ports) > 0 {
-		desc += ". No running job crosses it"
+		desc += ". No job crossed it" + since
 	}
 	an := map[string]string{"summary": a.Summary, "description": desc,
 		"value": strconv.FormatFloat(a.Value, 'g', -1, 64), "threshold": strconv.FormatFloat(a.Threshold, 'g', -1, 64),

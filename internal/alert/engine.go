@@ -31,18 +31,34 @@ type Input struct {
 	BehindSince time.Time
 }
 
-// Job is a running job an alert names.
+// Job is a job an alert names: one that crossed what the alert is about
+// since the alert's window began, running or finished since.
 type Job struct {
 	ID   string `json:"id"`
 	User string `json:"user,omitempty"`
 	// Bytes is the job's traffic over the alert's link since the alert's
 	// window began (0: its routes cross the link; no traffic was seen).
 	Bytes uint64 `json:"bytes"`
+	// State is the job's state when it was looked up: JobRunning or
+	// JobFinished ("" when the finder does not say).
+	State string `json:"state,omitempty"`
+	// Start and End are the job's time range (End zero while running).
+	Start time.Time `json:"start,omitzero"`
+	End   time.Time `json:"end,omitzero"`
 }
 
-// JobFinder names the running jobs whose routes cross the link
-// directions leaving ports (both of a link's ends for the whole link),
-// with their traffic over them since since.
+// Job states, as the jobs API names them.
+const (
+	JobRunning  = "running"
+	JobFinished = "finished"
+)
+
+// JobFinder names the jobs that crossed the link directions leaving ports
+// (both of a link's ends for the whole link) at some time in [since, now]:
+// those running now whose routes cross them, and those that ran in that
+// range (finished since) with traffic attributed to them there or, for a
+// job whose traffic is not known, routes over them; with their traffic
+// over them since since.
 type JobFinder interface {
 	JobsCrossing(ports []fabric.PortRef, since time.Time) []Job
 }
@@ -101,7 +117,10 @@ type Alert struct {
 	Value     float64 `json:"value"`
 	Threshold float64 `json:"threshold"`
 	Summary   string  `json:"summary"`
-	Jobs      []Job   `json:"jobs"`
+	// Jobs are the jobs that crossed the subject since JobsSince (the
+	// alert's window before it became active), running or finished.
+	Jobs      []Job     `json:"jobs"`
+	JobsSince time.Time `json:"jobs_since,omitzero"`
 	// ActiveAt: the condition first held; StartsAt: the alert fired;
 	// EndsAt: it resolved.
 	ActiveAt time.Time `json:"active_at"`
@@ -111,7 +130,6 @@ type Alert struct {
 
 	key    string
 	ports  []fabric.PortRef // the link directions whose jobs are named
-	since  time.Time        // traffic of jobs is counted from here
 	jobsAt time.Time
 }
 
@@ -127,13 +145,21 @@ func (a *Alert) Users() []string {
 	return u
 }
 
-// JobList is the alert's jobs as "ID (user)", comma-separated.
+// JobList is the alert's jobs as "ID (user)", comma-separated, with
+// finished ones marked "ID (user, finished)".
 func (a *Alert) JobList() string {
 	s := make([]string, len(a.Jobs))
 	for i, j := range a.Jobs {
-		s[i] = j.ID
+		var notes []string
 		if j.User != "" {
-			s[i] += " (" + j.User + ")"
+			notes = append(notes, j.User)
+		}
+		if j.State == JobFinished {
+			notes = append(notes, "finished")
+		}
+		s[i] = j.ID
+		if len(notes) > 0 {
+			s[i] += " (" + strings.Join(notes, ", ") + ")"
 		}
 	}
 	return strings.Join(s, ", ")
@@ -170,6 +196,8 @@ type Engine struct {
 	finder JobFinder
 
 	watch     [fabric.NumCounters]time.Duration // counter_increase: longest window per counter
+	fine      [fabric.NumCounters]time.Duration // counter_increase: shortest window per counter
+	coarse    [fabric.NumCounters]time.Duration // past fine, increases are summed in steps this long (0: never)
 	hist      map[fabric.PortRef][]countEntry   // nonzero increases of watched counters
 	flaps     map[fabric.PortRef][]time.Time    // link (by its A end) -> down/up event times
 	flapLink  map[fabric.PortRef]fabric.Link
@@ -192,7 +220,21 @@ func NewEngine(cfg Config, finder JobFinder) *Engine {
 		if r.Kind == CounterIncrease {
 			for _, c := range r.Counters {
 				e.watch[c] = max(e.watch[c], r.Window)
+				if e.fine[c] == 0 || r.Window < e.fine[c] {
+					e.fine[c] = r.Window
+				}
 			}
+		}
+	}
+	for c := range e.coarse {
+		// A window of an hour or more (port_errors_slow's day) is counted
+		// in steps of 1/96 of it for increases older than the shortest
+		// window (or one step), so a port with errors at every sweep keeps
+		// ~100 entries, not one per sweep; the long window's far edge is
+		// then that coarse.
+		if e.watch[c] >= time.Hour {
+			e.coarse[c] = e.watch[c] / 96
+			e.fine[c] = min(e.fine[c], e.coarse[c])
 		}
 	}
 	return e
@@ -259,7 +301,7 @@ func (e *Engine) Evaluate(in Input) []Alert {
 			a.Subject, a.Counter, a.Event, a.Value, a.Summary, a.ports, a.Updated = c.subject, c.counter, c.event, c.value, c.summary, c.ports, now
 			if a.State == Pending && now.Sub(a.ActiveAt) >= holdFor(r) {
 				a.State, a.StartsAt = Firing, now
-				a.since = a.ActiveAt.Add(-r.Window)
+				a.JobsSince = a.ActiveAt.Add(-r.Window)
 				e.findJobs(a, now)
 				changed = append(changed, e.copyOf(a))
 			} else if a.State == Firing && now.Sub(a.jobsAt) >= jobRefresh {
@@ -295,8 +337,19 @@ func (e *Engine) findJobs(a *Alert, now time.Time) {
 	if e.finder == nil || len(a.ports) == 0 {
 		return
 	}
-	jobs := e.finder.JobsCrossing(a.ports, a.since)
+	jobs := e.finder.JobsCrossing(a.ports, a.JobsSince)
+	// Running jobs first, then those that finished, the latest first;
+	// within each the most traffic first.
 	slices.SortFunc(jobs, func(x, y Job) int {
+		if xf, yf := x.State == JobFinished, y.State == JobFinished; xf != yf {
+			if xf {
+				return 1
+			}
+			return -1
+		}
+		if c := y.End.Compare(x.End); c != 0 {
+			return c
+		}
 		if c := cmp.Compare(y.Bytes, x.Bytes); c != 0 {
 			return c
 		}
@@ -412,6 +465,9 @@ func (e *Engine) recordEvents(in Input) {
 func (e *Engine) prune(now time.Time) {
 	for p, h := range e.hist {
 		h = slices.DeleteFunc(h, func(x countEntry) bool { return now.Sub(x.t) > e.watch[x.c] })
+		if len(h) > compactAbove {
+			h = e.compact(h, now)
+		}
 		if len(h) == 0 {
 			delete(e.hist, p)
 		} else {
@@ -445,6 +501,40 @@ func (e *Engine) prune(now time.Time) {
 	if len(e.recent) > maxRecent {
 		e.recent = e.recent[len(e.recent)-maxRecent:]
 	}
+}
+
+// compactAbove is how many increases a port keeps before those older than
+// their counter's shortest window are summed (compact).
+const compactAbove = 32
+
+// compact sums the increases of each counter that are older than its
+// shortest window into steps of coarse[c], each dated by its latest
+// increase, so that long windows cost ~100 entries however often errors
+// come.
+func (e *Engine) compact(h []countEntry, now time.Time) []countEntry {
+	out := h[:0]
+	for _, x := range h {
+		if g := e.coarse[x.c]; g > 0 && now.Sub(x.t) > e.fine[x.c] {
+			b := x.t.Truncate(g)
+			merged := false
+			for i := len(out) - 1; i >= 0; i-- {
+				y := &out[i]
+				if y.c == x.c && now.Sub(y.t) > e.fine[x.c] && y.t.Truncate(g).Equal(b) {
+					y.d += x.d
+					if x.t.After(y.t) {
+						y.t = x.t
+					}
+					merged = true
+					break
+				}
+			}
+			if merged {
+				continue
+			}
+		}
+		out = append(out, x)
+	}
+	return out
 }
 
 // maxRecent bounds the resolved alerts kept, whatever Keep says.

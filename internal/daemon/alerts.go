@@ -125,23 +125,40 @@ func (d *Daemon) evaluateAlerts(eng *alert.Engine, events []fabric.Event, now ti
 	}
 }
 
-// jobFinder names the running jobs whose routes cross link directions,
-// the way the attribution API does: the jobs' attributed traffic over the
-// directions (the store's link-job samples, as /api/v1/links/{link}/jobs
-// reads them), and every running job with a pair of nodes whose route the
+// jobFinder names the jobs that crossed link directions since an alert's
+// window began, the way the attribution API does: the jobs' attributed
+// traffic over the directions in the window (the store's link-job
+// samples, as /api/v1/links/{link}/jobs reads them), running jobs or
+// finished since; every running job with a pair of nodes whose route the
 // forwarding tables send over them (Routes.PairsThrough), so that jobs
-// without an agent or without traffic yet are named too.
+// without an agent or without traffic yet are named too; and, the same
+// way, every job without an agent that finished in the window (its
+// traffic is not known, its scheduler's nodes are). A finished job with
+// an agent is named by its traffic alone: what it sent is known.
 type jobFinder struct {
 	d *Daemon
 
 	mu     sync.Mutex
 	routes *fabric.Routes
 	pairs  map[fabric.PortRef][]fabric.Pair
+	// ended caches the store's finished jobs that ran since a time, by
+	// that time (Unix ns), for the alerts that look them up together
+	// (those that became active at one sweep share it).
+	ended map[int64]endedList
+}
+
+type endedList struct {
+	at   time.Time
+	jobs []store.JobSummary
 }
 
 // maxPairs bounds the route pairs looked at per direction (a spine port of
 // a Stampede-size fabric carries millions).
 const maxPairs = 1 << 20
+
+// endedCache is how long the store's list of jobs that ran in a window
+// is reused.
+const endedCache = 5 * time.Second
 
 func (f *jobFinder) pairsThrough(r *fabric.Routes, p fabric.PortRef) []fabric.Pair {
 	f.mu.Lock()
@@ -160,41 +177,91 @@ func (f *jobFinder) pairsThrough(r *fabric.Routes, p fabric.PortRef) []fabric.Pa
 	return ps
 }
 
-func (f *jobFinder) JobsCrossing(ports []fabric.PortRef, since time.Time) []alert.Job {
-	d := f.d
-	live := d.liveJobs()
-	if live == nil || len(live.Jobs) == 0 {
+// endedJobs lists the finished jobs the store has that ran at some time
+// in [since, now].
+func (f *jobFinder) endedJobs(ctx context.Context, since, now time.Time) []store.JobSummary {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, e := range f.ended {
+		if now.Sub(e.at) >= endedCache || now.Before(e.at) {
+			delete(f.ended, k)
+		}
+	}
+	if e, ok := f.ended[since.UnixNano()]; ok {
+		return e.jobs
+	}
+	jobs, _, err := f.d.st.Jobs(ctx, store.JobQuery{State: store.JobFinished, From: since, To: now})
+	if err != nil {
+		f.d.log.Warn("alert: listing the jobs that ran in an alert's window failed", "err", err)
 		return nil
 	}
-	running := map[string]*store.Job{}
-	for id, j := range live.Jobs {
-		if j.State == store.JobRunning {
-			running[id] = j
+	if f.ended == nil {
+		f.ended = map[int64]endedList{}
+	}
+	f.ended[since.UnixNano()] = endedList{at: now, jobs: jobs}
+	return jobs
+}
+
+func (f *jobFinder) JobsCrossing(ports []fabric.PortRef, since time.Time) []alert.Job {
+	d := f.d
+	now := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The jobs that ran in the window: the store's finished ones, then the
+	// live view (newer) over them.
+	known := map[string]*store.JobSummary{}
+	for _, j := range f.endedJobs(ctx, since, now) {
+		known[j.ID] = &j
+	}
+	running := map[string]bool{}
+	var live map[string]*store.Job
+	if l := d.liveJobs(); l != nil {
+		live = l.Jobs
+	}
+	for id, j := range live {
+		if j.State == store.JobRunning || j.Overlaps(since, now) {
+			known[id] = &j.JobSummary
+			running[id] = j.State == store.JobRunning
 		}
 	}
 	found := map[string]uint64{}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if got, err := d.st.LinkJobs(ctx, ports, since, time.Now()); err != nil {
+	if got, err := d.st.LinkJobs(ctx, ports, since, now); err != nil {
 		d.log.Warn("alert: reading the jobs on a link failed", "err", err)
 	} else {
 		for _, x := range got {
-			if _, ok := running[x.Job]; ok {
-				found[x.Job] += x.Bytes
+			if x.Bytes == 0 {
+				continue
 			}
+			if _, ok := known[x.Job]; !ok {
+				// Attributed in the window, ended just before it (its last
+				// interval is attributed at the sweep after its end).
+				j, err := d.st.JobSummary(ctx, x.Job)
+				if err != nil {
+					continue
+				}
+				known[x.Job] = j
+			}
+			found[x.Job] += x.Bytes
 		}
 	}
 	st, av := d.state.Load(), d.attrib.Load()
 	if st != nil && st.Routes != nil && av != nil && av.Nodes != nil {
-		// The LIDs of each running job's nodes.
+		// The LIDs of the nodes of each job named by its routes: running
+		// ones, and finished ones whose traffic is not known.
 		byLID := map[fabric.LID][]string{}
 		lids := map[string]map[fabric.LID]bool{}
-		for id, j := range running {
-			if _, ok := found[id]; ok {
+		for id, j := range known {
+			if _, ok := found[id]; ok || (!running[id] && j.Agent) {
 				continue
 			}
+			var nodes []string
+			if lj, ok := live[id]; ok {
+				nodes = jobNodes(lj)
+			} else if j.Scheduler != nil {
+				nodes = j.Scheduler.Nodes
+			}
 			set := map[fabric.LID]bool{}
-			for _, n := range jobNodes(j) {
+			for _, n := range nodes {
 				if l, err := av.Nodes.LID(n); err == nil && !set[l] {
 					set[l] = true
 					byLID[l] = append(byLID[l], id)
@@ -219,7 +286,12 @@ func (f *jobFinder) JobsCrossing(ports []fabric.PortRef, since time.Time) []aler
 	}
 	out := make([]alert.Job, 0, len(found))
 	for id, b := range found {
-		out = append(out, alert.Job{ID: id, User: running[id].Owner(), Bytes: b})
+		j := known[id]
+		aj := alert.Job{ID: id, User: j.Owner(), Bytes: b, State: alert.JobFinished, Start: j.Start, End: j.End}
+		if running[id] {
+			aj.State, aj.End = alert.JobRunning, time.Time{}
+		}
+		out = append(out, aj)
 	}
 	return out
 }
@@ -304,7 +376,7 @@ func visibleAlert(a *alert.Alert, user string) bool {
 			continue
 		}
 		n++
-		jobs[i] = alert.Job{ID: fmt.Sprintf("other-%d", n), Bytes: j.Bytes}
+		jobs[i] = alert.Job{ID: fmt.Sprintf("other-%d", n), Bytes: j.Bytes, State: j.State}
 	}
 	a.Jobs = jobs
 	return mine

@@ -36,8 +36,10 @@ var ErrNoRoutes = errors.New("fabric has no LIDs (more endpoints than one subnet
 // transmit rate is a per-port base load (most moderate, some near capacity,
 // some idle) modulated by two slow waves, and the counters are its exact
 // integral, so they only go up and any two readings agree. A port's
-// receive counters are its peer's transmit counters. It is safe for
-// concurrent use.
+// receive counters are its peer's transmit counters. Error counters read
+// zero except on a few ports of bad links (badPortShare), which count one
+// error every 5 minutes to 2 hours since the epoch and stick at their
+// field's maximum, as real ports do. It is safe for concurrent use.
 type Source struct {
 	epoch time.Time
 	now   func() time.Time
@@ -73,9 +75,14 @@ type portModel struct {
 	pktBytes   float64
 	mcast      float64 // share of packets that are multicast
 	waitPerB   float64 // XmitWait ticks per byte sent
-	errEvery   float64 // seconds between symbol errors; 0 = none
+	errEvery   float64 // seconds between errors on a bad link's port; 0 = none
 	errKind    fabric.Counter
 }
+
+// badPortShare is the share of ports on a bad link: real fabrics read
+// zero errors on almost every port and a steady trickle on a few bad
+// cables or transceivers (Stampede's 33,786 ports have ~70).
+const badPortShare = 0.002
 
 // portAdjust holds what tests and demos injected into a port.
 type portAdjust struct {
@@ -172,7 +179,7 @@ func newPortModel(seed int64, p fabric.PortRef, capB float64) portModel {
 	if capB > 0 {
 		m.waitPerB = 4e8 * base * base * base / capB
 	}
-	if draw() < 0.01 {
+	if draw() < badPortShare {
 		m.errEvery = 300 + 7200*draw()
 		m.errKind = []fabric.Counter{fabric.SymbolErrors, fabric.SymbolErrors, fabric.LinkIntegrityErrors, fabric.RcvErrors}[int(draw()*4)]
 	}
@@ -206,6 +213,18 @@ func (s *Source) fill(i int32, ts float64, v *[fabric.NumCounters]uint64) {
 	v[fabric.XmitWait] = uint64(tx * m.waitPerB)
 	if m.errEvery > 0 {
 		v[m.errKind] = uint64(ts / m.errEvery)
+	}
+}
+
+// saturate holds the error counters at the largest value their
+// PortCounters field holds (IBA 16.1.3.5: they stick there, they do not
+// wrap), as a real port's do: a bad link's 4-bit LocalLinkIntegrityErrors
+// reads 15 after its 15th error.
+func saturate(v *[fabric.NumCounters]uint64) {
+	for c := fabric.FirstError; c < fabric.NumCounters; c++ {
+		if w := fabric.Width32[c]; w > 0 && v[c] > 1<<w-1 {
+			v[c] = 1<<w - 1
+		}
 	}
 }
 
@@ -315,6 +334,7 @@ func (s *Source) Sweep(ctx context.Context, _ *fabric.Topology, ports []fabric.P
 				}
 			}
 		}
+		saturate(&r.V)
 	}
 	if fresh != nil {
 		learned := fresh

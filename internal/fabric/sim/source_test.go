@@ -262,3 +262,51 @@ func BenchmarkSweepStampede(b *testing.B) {
 		}
 	}
 }
+
+// TestSourceErrorsAsRealFabrics: on Stampede, as on a real fabric, error
+// counters read zero on almost every port and count on a few bad links,
+// never past what their PortCounters field holds (4-bit
+// LocalLinkIntegrityErrors stops at 15), and only trickle: over a minute
+// no port gains more than one (an alert on totals fired on 213 of them,
+// issue 28).
+func TestSourceErrorsAsRealFabrics(t *testing.T) {
+	ctx := context.Background()
+	s, clk := newTestSource(t, Spec{Kind: KindStampede}, 0)
+	topo, err := s.Discover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := topo.SwitchPorts(false)
+	r0, err := s.Sweep(ctx, topo, ports, fabric.SweepOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.t = clk.t.Add(time.Minute)
+	r1, _ := s.Sweep(ctx, topo, ports, fabric.SweepOptions{})
+	bad, rising := 0, 0
+	for i := range r0 {
+		reads := false
+		for c := fabric.FirstError; c < fabric.NumCounters; c++ {
+			v, w := r1[i].V[c], r1[i].V[c]-r0[i].V[c]
+			if v > 0 {
+				reads = true
+			}
+			if top := uint64(1)<<fabric.Width32[c] - 1; v > top {
+				t.Errorf("%s %s = %d, past its field's %d", ports[i], fabric.CounterNames[c], v, top)
+			}
+			if w > 1 {
+				t.Errorf("%s %s rose by %d in a minute", ports[i], fabric.CounterNames[c], w)
+			}
+			if w > 0 {
+				rising++
+			}
+		}
+		if reads {
+			bad++
+		}
+	}
+	t.Logf("%d of %d switch ports read errors; %d rose in a minute", bad, len(ports), rising)
+	if bad == 0 || bad > len(ports)/200 {
+		t.Errorf("%d of %d ports read errors: want a few, not none nor more than 0.5%%", bad, len(ports))
+	}
+}

@@ -40,7 +40,10 @@ database) differ in both.
 
 Hosts are named n1..nN (node description "nK HCA-1"), one port each.
 width is 1X, 4X, 8X or 12X; speed is SDR, DDR, QDR, FDR10, FDR, EDR, HDR,
-NDR or XDR (default 4X EDR). seed sets the synthetic counters (default 1).`
+NDR or XDR (default 4X EDR). seed sets the synthetic counters (default 1).
+Error counters read zero except on a few ports of bad links (about 1 in
+500), which count an error every 5 minutes to 2 hours and stop at their
+PortCounters field's maximum, as real ports do.`
 
 // Kinds of simulated fabric.
 const (
