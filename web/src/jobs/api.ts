@@ -375,6 +375,10 @@ export interface ModelPrediction {
   inter_node_p2p_bytes: number;
   mpi_seconds: number;
   functions: Record<string, number>;
+  /** functions under the names the measurement shares ("point-to-point" for every point-to-point call) */
+  function_groups: Record<string, number>;
+  /** a what-if's change against the replay as it ran, in percent (absent for the replay as ran) */
+  vs_as_ran_pct?: number;
   rank_mpi_seconds: number[];
 }
 
@@ -384,7 +388,7 @@ export interface ModelResult {
   hosts: number;
   trace_events: number;
   platform: string;
-  measured: { elapsed_seconds: number; mpi_seconds: number; functions: Record<string, number> };
+  measured: { elapsed_seconds: number; mpi_seconds: number; functions: Record<string, number>; function_groups: Record<string, number> };
   as_ran: ModelPrediction;
   what_ifs: ModelPrediction[];
   warnings?: string[];

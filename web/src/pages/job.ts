@@ -10,7 +10,7 @@ import { ApiError, get, isAdmin } from "../api";
 import { chartError, chartFrame, drawChart, PALETTE } from "../chart";
 import { h, link, loading, panel } from "../dom";
 import * as fmt from "../format";
-import type { FunctionTotal, GpuSummary, Histogram, JobDetail, JobSeries, MatrixResponse, ModelResult, NodeView, Placement, PlacementCost, PlacementFormat, PlacementLink, ProcessView, Profile, RegionTotal, Why, WhyLink } from "../jobs/api";
+import type { FunctionTotal, GpuSummary, Histogram, JobDetail, JobSeries, MatrixResponse, ModelPrediction, ModelResult, NodeView, Placement, PlacementCost, PlacementFormat, PlacementLink, ProcessView, Profile, RegionTotal, Why, WhyLink } from "../jobs/api";
 import { jobPath } from "../jobs/api";
 import { buffersView, hasBuffers, hasNccl, ncclView } from "../jobs/gpu";
 import { heatmap } from "../jobs/heatmap";
@@ -533,7 +533,25 @@ export async function jobPage(ctx: PageContext): Promise<void> {
   const loadPlacement = async () => {
     try {
       const r = await get<Placement>(jobPath(id, "/placement"), { format: placeFormat.value as PlacementFormat }, signal);
-      placeBox.replaceChildren(placementView(r));
+      const predicted = h("div", { class: "placement-predicted" });
+      placeBox.replaceChildren(placementView(r), predicted);
+      // The advice's time, where a trace lets the model replay it: a gain
+      // in bytes x hops is a promise only the replay can weigh.
+      const j = detail?.job;
+      if (r.nothing_to_gain) return;
+      if (!j?.trace_dir || j.state !== "finished") {
+        predicted.replaceChildren(
+          h("p", { class: "panel-note" }, j?.trace_dir ? "Its predicted time comes when the job has ended." : "No predicted time: the job was not traced (netloom run --trace). Fewer bytes × hops shorten the job only as far as it waits on its traffic."),
+        );
+        return;
+      }
+      // The replay takes a while: the page is ready without it.
+      predicted.replaceChildren(h("p", { class: "panel-note" }, "Replaying the advice…"));
+      void get<ModelResult>(jobPath(id, "/model"), { placement: "advice" }, signal)
+        .then((m) => predicted.replaceChildren(placementPrediction(m)))
+        .catch((err) => {
+          if (!signal.aborted) predicted.replaceChildren(h("p", { class: "panel-note" }, `No predicted time: ${err instanceof Error ? err.message : String(err)}`));
+        });
     } catch (err) {
       if (signal.aborted) return;
       const missing = err instanceof ApiError && (err.status === 404 || err.status === 405);
@@ -590,38 +608,67 @@ export async function jobPage(ctx: PageContext): Promise<void> {
 
 /** "0–3" or "0, 2, 5" or "0, 2, 5 … (40)". */
 /** The advice: the predicted gain, the costs compared and the file. */
+const modelSecs = (s: number) => `${s.toFixed(s < 1 ? 4 : 2)} s`;
+/** A what-if's change against the replay as it ran (the API's vs_as_ran_pct). */
+const vsAsRan = (p: ModelPrediction) => (p.vs_as_ran_pct == null ? "–" : `${p.vs_as_ran_pct <= 0 ? "−" : "+"}${fmt.pct(Math.abs(p.vs_as_ran_pct))}`);
+/** The replay as it ran against the measured run: the model's calibration. */
+const calibration = (r: ModelResult) =>
+  `the replay as it ran takes ${modelSecs(r.as_ran.elapsed_seconds)}, ${fmt.pct((100 * r.as_ran.elapsed_seconds) / r.measured.elapsed_seconds)} of the measured ${modelSecs(r.measured.elapsed_seconds)} (the model's calibration)`;
+
+/** The advice replayed: its time against the replay of the job as it ran. */
+function placementPrediction(r: ModelResult): HTMLElement {
+  const p = r.what_ifs.find((x) => x.scenario === "placement");
+  if (!p) return h("p", { class: "panel-note" }, "No predicted time for the advice.");
+  const flat = p.vs_as_ran_pct != null && Math.abs(p.vs_as_ran_pct) < 1;
+  return h(
+    "div",
+    {},
+    h(
+      "p",
+      { class: "panel-note placement-time" },
+      `Predicted elapsed (the trace replayed on ${r.platform}): placed as advised ${modelSecs(p.elapsed_seconds)}, ${vsAsRan(p)} against the replay as it ran; ${calibration(r)}.`,
+      flat ? " The replay expects no change of the elapsed time: the job's time is not in the traffic the advice moves." : "",
+    ),
+    r.warnings?.length ? h("p", { class: "warn-text" }, r.warnings.join(" · ")) : "",
+  );
+}
+
 function modelView(r: ModelResult): HTMLElement {
-  const secs = (s: number) => `${s.toFixed(s < 1 ? 4 : 2)} s`;
-  const change = (s: number) => `${s <= r.measured.elapsed_seconds ? "−" : "+"}${fmt.pct((100 * Math.abs(s - r.measured.elapsed_seconds)) / r.measured.elapsed_seconds)}`;
+  const secs = modelSecs;
   const perfect = r.what_ifs.find((p) => p.scenario === "perfect network");
   const headline = h(
     "p",
     { class: "panel-note model-headline" },
-    `Measured ${secs(r.measured.elapsed_seconds)}; replayed on ${r.platform} ${secs(r.as_ran.elapsed_seconds)}`,
-    perfect ? `; a perfect network would take ${secs(perfect.elapsed_seconds)} (${change(perfect.elapsed_seconds)}): the rest is compute and waiting for other ranks` : "",
+    `Measured ${secs(r.measured.elapsed_seconds)}; ${calibration(r)} on ${r.platform}`,
+    perfect ? `; a perfect network would take ${secs(perfect.elapsed_seconds)} (${vsAsRan(perfect)} against the replay as it ran): the rest is compute and waiting for other ranks` : "",
     ".",
   );
   const preds = [r.as_ran, ...r.what_ifs];
-  const scenarios = table<{ name: string; elapsed: number; mpi: number; bytes: number | null }>({
+  const scenarios = table<{ name: string; elapsed: number; mpi: number; bytes: number | null; vs?: number }>({
     label: "Predicted time",
     param: "ms",
-    rows: [{ name: "measured", elapsed: r.measured.elapsed_seconds, mpi: r.measured.mpi_seconds, bytes: null }, ...preds.map((p) => ({ name: p.scenario, elapsed: p.elapsed_seconds, mpi: p.mpi_seconds, bytes: p.inter_node_p2p_bytes }))],
+    rows: [
+      { name: "measured", elapsed: r.measured.elapsed_seconds, mpi: r.measured.mpi_seconds, bytes: null },
+      ...preds.map((p) => ({ name: p.scenario, elapsed: p.elapsed_seconds, mpi: p.mpi_seconds, bytes: p.inter_node_p2p_bytes, vs: p.vs_as_ran_pct })),
+    ],
     defaultSort: "elapsed",
     pageSize: 10,
     empty: "No predictions.",
     columns: [
       { key: "name", label: "Scenario", value: (x) => x.name },
       { key: "elapsed", label: "Elapsed", value: (x) => x.elapsed, cell: (x) => secs(x.elapsed), numeric: true },
-      { key: "vs", label: "vs measured", value: (x) => x.elapsed, cell: (x) => (x.name === "measured" ? "–" : change(x.elapsed)), numeric: true },
+      { key: "vs", label: "vs as ran", value: (x) => x.vs ?? 0, cell: (x) => (x.vs == null ? "–" : `${x.vs <= 0 ? "−" : "+"}${fmt.pct(Math.abs(x.vs))}`), numeric: true, title: "The change of the elapsed time against the replay of the job as it ran" },
       { key: "mpi", label: "MPI time (all ranks)", value: (x) => x.mpi, cell: (x) => secs(x.mpi), numeric: true },
       { key: "bytes", label: "Inter-node p2p", value: (x) => x.bytes ?? -1, cell: (x) => (x.bytes == null ? "–" : fmt.bytes(x.bytes)), numeric: true },
     ],
   });
-  const names = [...new Set([...Object.keys(r.measured.functions), ...preds.flatMap((p) => Object.keys(p.functions))])];
+  // Under names both sides share: the replay keeps messages, not the
+  // point-to-point calls that posted and completed them.
+  const names = [...new Set([...Object.keys(r.measured.function_groups), ...preds.flatMap((p) => Object.keys(p.function_groups))])];
   const functions = table<{ name: string; v: number[] }>({
-    label: "Predicted MPI time per function",
+    label: "Predicted MPI time per function (point-to-point: every point-to-point call together, as the replay keeps messages, not the calls that posted and completed them)",
     param: "mf",
-    rows: names.map((n) => ({ name: n, v: [r.measured.functions[n] ?? 0, ...preds.map((p) => p.functions[n] ?? 0)] })),
+    rows: names.map((n) => ({ name: n, v: [r.measured.function_groups[n] ?? 0, ...preds.map((p) => p.function_groups[n] ?? 0)] })),
     defaultSort: "c0",
     pageSize: 10,
     empty: "No MPI time.",
