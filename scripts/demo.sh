@@ -100,6 +100,7 @@ cat <<MSG
 Netloom demo is running.
   UI:          http://$listen/  (sign in as admin, password $password)
   MPI agents:  udp://$agent  (unverified, --agent-auth none; from 127.0.0.0/8 only)
+  your jobs:   bin/netloom run --daemon $agent -- mpirun -np 4 ./app  (without --daemon, netloom run says where it would send)
   API token:   T=$token
   status:      curl -H "Authorization: Bearer \$T" http://$listen/api/v1/status
   fabric:      curl -H "Authorization: Bearer \$T" http://$listen/api/v1/fabric/nodes
