@@ -631,17 +631,8 @@ static void identity(int nranks, int rank)
 	nl_env_copy(g.out, sizeof g.out, "NETLOOM_OUTPUT", NULL);
 	gethostname(g.host, sizeof g.host);
 	g.host[sizeof g.host - 1] = 0;
-	nl_env_copy(g.node, sizeof g.node, "NETLOOM_NODE", "SLURMD_NODENAME");
-	if (!*g.node)
-		memcpy(g.node, g.host, sizeof g.node);
+	nl_node_program_user(g.node, sizeof g.node, g.host, g.program, sizeof g.program, g.user, sizeof g.user);
 	job_id(g.job, sizeof g.job);
-	char exe[256];
-	ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	exe[len > 0 ? len : 0] = 0;
-	const char *base = strrchr(exe, '/');
-	snprintf(g.program, sizeof g.program, "%s", base ? base + 1 : exe);
-	struct passwd *pw = getpwuid(getuid());
-	snprintf(g.user, sizeof g.user, "%s", pw ? pw->pw_name : "");
 
 	/* NCCL's version, from the library that loaded the plugin: in the
 	 * global scope, or loaded locally (PyTorch's Python extensions) */

@@ -1323,19 +1323,11 @@ void nl_start_agent(void)
 
 	gethostname(nl_agent.host, sizeof nl_agent.host);
 	nl_agent.host[sizeof nl_agent.host - 1] = 0;
-	nl_env_copy(nl_agent.node, sizeof nl_agent.node, "NETLOOM_NODE", "SLURMD_NODENAME");
-	if (!*nl_agent.node)
-		memcpy(nl_agent.node, nl_agent.host, sizeof nl_agent.node);
+	nl_node_program_user(nl_agent.node, sizeof nl_agent.node, nl_agent.host, nl_agent.program, sizeof nl_agent.program,
+	                     nl_agent.user, sizeof nl_agent.user);
 	job_id(nl_agent.job_id, sizeof nl_agent.job_id);
 
 	library_version();
-	char exe[256];
-	ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	exe[len > 0 ? len : 0] = 0;
-	const char *base = strrchr(exe, '/');
-	snprintf(nl_agent.program, sizeof nl_agent.program, "%s", base ? base + 1 : exe);
-	struct passwd *pw = getpwuid(getuid());
-	snprintf(nl_agent.user, sizeof nl_agent.user, "%s", pw ? pw->pw_name : "");
 
 	static const char *const inplace[4] = {"mpi_fortran_in_place_", "mpi_fortran_in_place__", "mpi_fortran_in_place", "MPI_FORTRAN_IN_PLACE"};
 	static const char *const bottom[4] = {"mpi_fortran_bottom_", "mpi_fortran_bottom__", "mpi_fortran_bottom", "MPI_FORTRAN_BOTTOM"};

@@ -4,6 +4,7 @@
 #ifndef NL_ENV_H
 #define NL_ENV_H
 
+#include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,23 @@ static inline void nl_job_id_finish(char *out, size_t n)
 	for (char *p = out; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '-' || *p == '_'))
 			*p = '_';
+}
+
+/* nl_node_program_user fills the node's name (NETLOOM_NODE, else
+ * SLURMD_NODENAME, else host), the program's (the last part of
+ * /proc/self/exe) and the user's. */
+static inline void nl_node_program_user(char *node, size_t nn, const char *host, char *program, size_t pn, char *user, size_t un)
+{
+	nl_env_copy(node, nn, "NETLOOM_NODE", "SLURMD_NODENAME");
+	if (!*node)
+		snprintf(node, nn, "%s", host);
+	char exe[256];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	exe[len > 0 ? len : 0] = 0;
+	const char *base = strrchr(exe, '/');
+	snprintf(program, pn, "%s", base ? base + 1 : exe);
+	struct passwd *pw = getpwuid(getuid());
+	snprintf(user, un, "%s", pw ? pw->pw_name : "");
 }
 
 /* nl_timespec_add adds ns to t. */

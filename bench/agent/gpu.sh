@@ -37,13 +37,7 @@ while [ $i -lt "$rounds" ]; do
 	i=$((i + 1))
 done
 echo "Open MPI $(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p'), 2 ranks, $iters iterations, median of $rounds interleaved rounds, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
-awk '
-{ v[$1 "," $2, ++n[$1 "," $2]] = $3; metrics[$2] = 1 }
-function median(k,   m, i, j, t, a) {
-	m = n[k]; for (i = 1; i <= m; i++) a[i] = v[k, i]
-	for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-	return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
-}
+awk -f "$here/medians.awk" -f /dev/fd/3 "$tmp/results" 3<<'AWK'
 END {
 	printf "%-22s %9s %9s %11s %11s %11s %11s %11s\n", "metric", "plain", "agent", "plain+cuda", "agent+cuda", "agent-add", "a+cuda-add", "probe-add"
 	split("pingpong_0B_oneway pingpong_8B_oneway msgrate_ns_per_msg send_procnull kernel_us_per_iter", order, " ")
@@ -53,4 +47,5 @@ END {
 		printf "%-22s %9.2f %9.2f %11.2f %11.2f %+11.2f %+11.2f %+11.2f\n", m, p, a, pc, ac, a - p, ac - pc, (ac - pc) - (a - p)
 	}
 	print "(ns, except kernel in us per iteration; ping-pong one-way = 2 MPI calls per rank: added per call is half)"
-}' "$tmp/results"
+}
+AWK

@@ -39,13 +39,7 @@ while [ $i -lt "$rounds" ]; do
 	i=$((i + 1))
 done
 echo "Open MPI $(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p'), 2 ranks, $iters iterations, median of $rounds interleaved rounds"
-awk '
-{ v[$1 "," $2, ++n[$1 "," $2]] = $3; metrics[$2] = 1 }
-function median(k,   m, i, j, t, a) {
-	m = n[k]; for (i = 1; i <= m; i++) a[i] = v[k, i]
-	for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-	return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
-}
+awk -f "$here/medians.awk" -f /dev/fd/3 "$tmp/results" 3<<'AWK'
 END {
 	printf "%-22s %9s %9s %9s %9s %9s %9s %11s %11s %11s %11s %11s %9s %9s %9s\n", "metric", "plain", "agent", "exact", "waits", "ompi-mon", "agent+mon", "agent-add", "exact-add", "waits-add", "mon-add", "a+mon-add", "phys-hook", "agent/mon", "exact/mon"
 	split("pingpong_0B_oneway pingpong_8B_oneway msgrate_ns_per_msg send_procnull kernel_us_per_iter", order, " ")
@@ -57,6 +51,7 @@ END {
 		printf "%-22s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %+11.2f %+11.2f %+11.2f %+11.2f %+11.2f %+9.2f %9s %9s\n", m, p, a, s, w, o, h, a - p, s - p, w - p, o - p, h - p, (h - o) - (a - p), r, rs
 	}
 	print "(ns, except kernel in us per iteration; ping-pong one-way = 2 MPI calls per rank: added per call is half)"
-}' "$tmp/results"
+}
+AWK
 mpicc -O2 -I"$root/agent/src" -I"$root/agent/build/ompi" -o "$tmp/mem" "$here/mem.c"
 "$tmp/mem" 1024

@@ -38,13 +38,7 @@ while [ $i -lt "$rounds" ]; do
 	i=$((i + 1))
 done
 echo "Open MPI $(ompi_info --parsable 2>/dev/null | sed -n 's/^ompi:version:full://p'), 2 ranks, $loops windows of 64, median of $rounds interleaved rounds, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-awk '
-{ v[$1 "," $2, ++n[$1 "," $2]] = $3; metrics[$2] = 1 }
-function median(k,   m, i, j, t, a) {
-	m = n[k]; for (i = 1; i <= m; i++) a[i] = v[k, i]
-	for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-	return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
-}
+awk -f "$here/medians.awk" -f /dev/fd/3 "$tmp/results" 3<<'AWK'
 END {
 	printf "%-10s %10s %10s %10s %10s %9s %9s %9s\n", "metric", "plain", "logical", "physical", "monitoring", "logical%", "physical%", "monitor%"
 	split("rate_0B rate_1B bw_1B rate_8B bw_8B rate_64B bw_64B", order, " ")
@@ -54,4 +48,5 @@ END {
 		printf "%-10s %10.3f %10.3f %10.3f %10.3f %+8.1f%% %+8.1f%% %+8.1f%%\n", m, p, l, h, o, (l - p) / p * 100, (h - p) / p * 100, (o - p) / p * 100
 	}
 	print "(rate: million messages per second; bw: MB/s; %: change against plain, negative = slower)"
-}' "$tmp/results"
+}
+AWK

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { newPage, shot, startBrowser, startDaemon } from "./harness.mjs";
+import { newPage, shot, startBrowser, startDaemon, until } from "./harness.mjs";
 
 let daemon;
 let browser;
@@ -18,15 +18,6 @@ let page;
 let dir;
 const errors = [];
 
-async function until(fn, what, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => null);
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${daemon.log().slice(-3000)}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "netloom-web-alerts-"));
@@ -66,7 +57,7 @@ describe("alerts", () => {
     const isSwitch = (g) => nodes.find((n) => n.guid === g)?.type === "switch";
     link = (await daemon.api("/fabric/links")).links.find((l) => isSwitch(l.a.guid));
     await daemon.ibsim.console(`PerformanceSet "${daemon.ibsim.id(link.a.guid)}"[${link.a.port}] PortCounters.SymbolErrorCounter=9`);
-    const a = await until(async () => (await daemon.api("/alerts?state=firing")).alerts.find((x) => x.rule === "port_errors"), "port_errors firing");
+    const a = await until(async () => (await daemon.api("/alerts?state=firing")).alerts.find((x) => x.rule === "port_errors"), "port_errors firing", 30_000, daemon);
     alertId = a.id;
     assert.equal(a.value, 9);
     const row = page.locator(".alert-row.state-firing", { hasText: "port_errors" });
@@ -89,7 +80,7 @@ describe("alerts", () => {
   });
 
   it("moves the alert to resolved when its window passes, and the badge goes", async () => {
-    await until(async () => (await daemon.api("/alerts?state=resolved")).alerts.some((x) => x.id === alertId), "port_errors resolved", 40_000);
+    await until(async () => (await daemon.api("/alerts?state=resolved")).alerts.some((x) => x.id === alertId), "port_errors resolved", 40_000, daemon);
     await page.goto(`${daemon.base}/alerts`);
     await page.locator(".alert-row.state-resolved", { hasText: "port_errors" }).waitFor();
     await page.getByText("No alert is firing.").waitFor();

@@ -19,7 +19,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { freeUdpPort, jobFinished, mpiSkip, netloomBin, newPage, shot, startBrowser, startDaemon, startJob, webDir } from "./harness.mjs";
+import { freeUdpPort, jobFinished, mpiSkip, netloomBin, newPage, shot, startBrowser, startDaemon, startJob, webDir, until } from "./harness.mjs";
 
 const mpiDir = join(webDir, "test", "mpi");
 let browser;
@@ -27,15 +27,6 @@ let page; // each suite's own, closed before its daemon stops
 let errors;
 let dir;
 
-async function until(fn, what, daemon, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => null);
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${daemon.log().slice(-3000)}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 /** The page's clock text for an ISO time, as the browser formats it. */
 const localTime = (iso) => page.evaluate((t) => new Date(t).toLocaleString("en-GB", { hour12: false }), iso);
@@ -178,12 +169,13 @@ describe("jobs that crossed a link", { skip }, () => {
     await runJob("web-leaf-only", 1); // n1, n2: one leaf
     // Every job's traffic on the uplink attributed (the last interval at the sweep after its end).
     const onUplink = async () => (await daemon.api(`/links/${encodeURIComponent(link.id)}/jobs?from=-5m`)).jobs.map((j) => j.job);
-    await until(async () => (await onUplink()).includes("web-cross-3"), "web-cross-3 attributed to the uplink", daemon);
+    await until(async () => (await onUplink()).includes("web-cross-3"), "web-cross-3 attributed to the uplink", 30_000, daemon);
 
     await daemon.ibsim.console(`PerformanceSet "${daemon.ibsim.id(up.guid)}"[${up.port}] PortCounters.SymbolErrorCounter=20`);
     const a = await until(
       async () => (await daemon.api("/alerts?state=firing")).alerts.find((x) => x.rule === "port_errors" && x.subject.port.guid === up.guid && x.subject.port.port === up.port),
       "port_errors on the uplink",
+      30_000,
       daemon,
     );
     // The API: the three, finished, latest first; not the one-leaf job.

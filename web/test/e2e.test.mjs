@@ -9,7 +9,7 @@
 // go to test-results/.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { newPage, shot, startBrowser, startDaemon } from "./harness.mjs";
+import { newPage, shot, startBrowser, startDaemon, until } from "./harness.mjs";
 
 // The map's colours (web/src/map/colors.ts): the ends of the utilization
 // ramp and the switch-with-errors mark.
@@ -32,21 +32,6 @@ let hotAt; // a time (Unix seconds) whose newest sample of the link has A→B ov
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls fn until it returns something truthy; returns that. */
-async function until(fn, what, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v;
-      last = v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`);
-    await sleep(200);
-  }
-}
 
 /** Sends ibsim console commands made by cmd(1), cmd(2), ... one after the
  * other until stopped; stop() resolves with the last k sent. */

@@ -18,6 +18,28 @@ export const netloomBin = process.env.NETLOOM_BIN ?? resolve(webDir, "../bin/net
 export const agentLibDir = process.env.NETLOOM_LIB_DIR ?? resolve(webDir, "../bin/lib");
 
 /** Whether a command is on the PATH. */
+/** until polls fn every 200 ms until it returns a truthy value, which it
+ * returns; after timeoutMs it throws, saying what it waited for, the last
+ * value or error, and the daemon's log's end when given one. */
+export async function until(fn, what, timeoutMs = 30_000, daemon = null) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+      last = v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) {
+      const tail = daemon ? `\n${daemon.log().slice(-3000)}` : "";
+      throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})${tail}`);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 export function have(cmd) {
   try {
     execFileSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" });

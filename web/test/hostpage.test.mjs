@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { newPage, shot, startBrowser, startDaemon } from "./harness.mjs";
+import { newPage, shot, startBrowser, startDaemon, until } from "./harness.mjs";
 
 let daemon;
 let browser;
@@ -18,23 +18,7 @@ let page;
 let scratch;
 const errors = [];
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function until(fn, what, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v;
-      last = v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${what} (last: ${last instanceof Error ? last.message : JSON.stringify(last)})`);
-    await sleep(200);
-  }
-}
 
 /** "125 GB/s" → 125e9 (the pages' powers of 1000). */
 function parseRate(s) {
