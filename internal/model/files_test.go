@@ -233,7 +233,7 @@ func TestOversubscribedWarns(t *testing.T) {
 		t.Fatalf("oversubscribed %+v", res.Oversubscribed)
 	}
 	// 3 ms of compute replayed against the 1 s measured
-	want := fmt.Sprintf("the measured run was oversubscribed: host vm ran 2 ranks on 1 CPUs (a test's count). Its ranks waited for a core inside MPI calls too")
+	want := "the measured run was oversubscribed: host vm ran 2 ranks on 1 CPUs (a test's count). Its ranks waited for a core inside MPI calls too"
 	worth := fmt.Sprintf("as ran it predicts %.0f%% of the measured elapsed time (%.4f s against %.4f s)", 100*res.AsRan.Elapsed/res.Measured.Elapsed, res.AsRan.Elapsed, res.Measured.Elapsed)
 	if res.Measured.Elapsed != 1 || res.AsRan.Elapsed > 0.01 {
 		t.Errorf("measured %g s, as ran %g s", res.Measured.Elapsed, res.AsRan.Elapsed)
