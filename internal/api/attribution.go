@@ -260,6 +260,24 @@ func measure(samples map[fabric.PortRef][]fabric.PortSample, from, to fabric.Por
 }
 
 // inRange is the samples of each port whose time lies in [from, to].
+// sampleSpacing is the median time between a port's consecutive samples,
+// over all the ports given (0 with fewer than two samples of a port).
+func sampleSpacing(samples map[fabric.PortRef][]fabric.PortSample) time.Duration {
+	var gaps []time.Duration
+	for _, xs := range samples {
+		for i := 1; i < len(xs); i++ {
+			if d := xs[i].Time.Sub(xs[i-1].Time); d > 0 {
+				gaps = append(gaps, d)
+			}
+		}
+	}
+	if len(gaps) == 0 {
+		return 0
+	}
+	slices.Sort(gaps)
+	return gaps[len(gaps)/2]
+}
+
 func inRange(samples map[fabric.PortRef][]fabric.PortSample, from, to time.Time) map[fabric.PortRef][]fabric.PortSample {
 	out := make(map[fabric.PortRef][]fabric.PortSample, len(samples))
 	for p, xs := range samples {
@@ -398,8 +416,19 @@ func (a *attribAPI) splitLink(ctx context.Context, t *fabric.Topology, l *fabric
 		}
 	}
 	// The counters over the range widened by the timing slack, for the
-	// consistency check; the range's own are a part of them.
+	// consistency check; the range's own are a part of them. The slack
+	// follows the sweeps as the samples show them, not this daemon's
+	// setting: an API-role daemon reads what collectors swept, and every
+	// daemon must give the same answer.
+	ports := []fabric.PortRef{l.A, l.B}
 	sweep := a.s.opt.SweepInterval
+	narrow, err := a.s.opt.Store.PortSamples(ctx, ports, from, to)
+	if err != nil {
+		return out, nil, err
+	}
+	if s := sampleSpacing(narrow); s > 0 {
+		sweep = s
+	}
 	wideFrom, wideTo := from.Add(-analysis.WidenBefore(sweep)), to.Add(analysis.WidenAfter(sweep))
 	wide, err := a.s.opt.Store.PortSamples(ctx, []fabric.PortRef{l.A, l.B}, wideFrom, wideTo)
 	if err != nil {
