@@ -43,9 +43,14 @@ const (
 	FabricChanged Kind = "fabric_changed"
 	// DaemonBehind: the daemon dropped data or its queues filled, for Window.
 	DaemonBehind Kind = "daemon_behind"
+	// ErrorTrend: a link direction's symbol error rate rises and its bit
+	// error rate is expected to reach Threshold (a BER, e.g. 1e-12) within
+	// Window, or has reached it while rising (internal/health); the rise
+	// is fitted over the last Window of sweeps.
+	ErrorTrend Kind = "error_trend"
 )
 
-var kinds = []Kind{CounterIncrease, CounterTotal, LinkFlap, LinkDegraded, Congestion, Utilization, PortUnreachable, FabricChanged, DaemonBehind}
+var kinds = []Kind{CounterIncrease, CounterTotal, LinkFlap, LinkDegraded, Congestion, Utilization, PortUnreachable, FabricChanged, DaemonBehind, ErrorTrend}
 
 // Severities, as Alertmanager routes usually match them.
 var severities = []string{"info", "warning", "critical"}
@@ -55,13 +60,15 @@ type Rule struct {
 	Name     string           `json:"name"`
 	Kind     Kind             `json:"kind"`
 	Counters []fabric.Counter `json:"-"`
-	// Threshold: a count (counter_increase, counter_total, link_flap) or a
-	// fraction (congestion, utilization); unused by the other kinds.
+	// Threshold: a count (counter_increase, counter_total, link_flap), a
+	// fraction (congestion, utilization) or a bit error rate
+	// (error_trend); unused by the other kinds.
 	Threshold float64 `json:"threshold"`
 	// Window: the counting window (counter_increase, link_flap), how long
 	// a condition must hold before firing (link_degraded, congestion,
 	// utilization, port_unreachable, daemon_behind), or how long a fabric
-	// change keeps firing (fabric_changed).
+	// change keeps firing (fabric_changed), or both the history fitted
+	// and how far ahead a crossing is alerted on (error_trend).
 	Window   time.Duration `json:"window_seconds"`
 	Severity string        `json:"severity"`
 	Disabled bool          `json:"disabled,omitempty"`
@@ -123,6 +130,10 @@ func DefaultRules() []Rule {
 		{Name: "port_unreachable", Kind: PortUnreachable, Window: time.Minute, Severity: "warning"},
 		{Name: "fabric_changed", Kind: FabricChanged, Window: 15 * time.Minute, Severity: "info"},
 		{Name: "daemon_behind", Kind: DaemonBehind, Window: time.Minute, Severity: "warning"},
+		// A link whose errors rise: fired on the prediction (the fitted
+		// BER reaches the specification's 1e-12 within 6 hours), never on
+		// a total (docs/health.md).
+		{Name: "link_errors_rising", Kind: ErrorTrend, Threshold: 1e-12, Window: 6 * time.Hour, Severity: "warning"},
 	}
 }
 
@@ -449,6 +460,13 @@ func (r *Rule) check() error {
 		}
 		if r.Window <= 0 {
 			return fmt.Errorf("window: a link_flap rule needs a window")
+		}
+	case ErrorTrend:
+		if !(r.Threshold > 0 && r.Threshold <= 1e-3) {
+			return fmt.Errorf("threshold %g: an error_trend rule's threshold is a bit error rate; want one in (0, 1e-3], e.g. 1e-12", r.Threshold)
+		}
+		if r.Window < time.Minute {
+			return fmt.Errorf("window %s: an error_trend rule fits the last window of sweeps; want at least 1m", r.Window)
 		}
 	case Congestion, Utilization:
 		if r.Threshold <= 0 || r.Threshold > 1 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/health"
 )
 
 // Input is what one evaluation sees: the fabric after a sweep or a
@@ -205,6 +206,11 @@ type Engine struct {
 	prevTopo  *fabric.Topology
 	lastSweep time.Time
 	sweepCand map[string][]candidate // last sweep's candidates of sweep-driven rules
+	// trendWin is the longest error_trend window (0: no such rule);
+	// trend holds, per receiving port that counted errors within it,
+	// its samples since (health points).
+	trendWin time.Duration
+	trend    map[fabric.PortRef][]health.Point
 
 	active map[string]*Alert
 	recent []*Alert // resolved, oldest first
@@ -215,8 +221,11 @@ func NewEngine(cfg Config, finder JobFinder) *Engine {
 	cfg = cfg.WithDefaults()
 	e := &Engine{cfg: cfg, rules: cfg.Enabled(), finder: finder, hist: map[fabric.PortRef][]countEntry{},
 		flaps: map[fabric.PortRef][]time.Time{}, flapLink: map[fabric.PortRef]fabric.Link{},
-		sweepCand: map[string][]candidate{}, active: map[string]*Alert{}}
+		sweepCand: map[string][]candidate{}, active: map[string]*Alert{}, trend: map[fabric.PortRef][]health.Point{}}
 	for _, r := range e.rules {
+		if r.Kind == ErrorTrend {
+			e.trendWin = max(e.trendWin, r.Window)
+		}
 		if r.Kind == CounterIncrease {
 			for _, c := range r.Counters {
 				e.watch[c] = max(e.watch[c], r.Window)
@@ -247,7 +256,7 @@ func (e *Engine) Rules() []Rule { return slices.Clone(e.rules) }
 // last result stands.
 func sweepDriven(k Kind) bool {
 	switch k {
-	case CounterIncrease, CounterTotal, Congestion, Utilization:
+	case CounterIncrease, CounterTotal, Congestion, Utilization, ErrorTrend:
 		return true
 	}
 	return false
@@ -421,8 +430,24 @@ func (e *Engine) record(in Input) {
 		if e.watch[fabric.XmitWait] > 0 && s.Delta[fabric.XmitWait] > 0 {
 			e.hist[p] = append(e.hist[p], countEntry{t: in.SweepTime, c: fabric.XmitWait, d: s.Delta[fabric.XmitWait]})
 		}
+		if e.trendWin > 0 {
+			// A port's series starts at its first error (or retrain); a
+			// clean port costs nothing.
+			pt := health.PointOf(s)
+			if _, ok := e.trend[p]; ok || (!pt.Reset && pt.Symbol+pt.Integrity+pt.Rcv+pt.Recovers+pt.Downed > 0) {
+				h := append(e.trend[p], pt)
+				if len(h) > maxTrendPoints {
+					h = h[len(h)-maxTrendPoints:]
+				}
+				e.trend[p] = h
+			}
+		}
 	}
 }
+
+// maxTrendPoints bounds the samples an error_trend rule keeps per port
+// (a day of 10-second sweeps; longer windows see the newest).
+const maxTrendPoints = 8640
 
 // fabricChangeKinds are the events fabric_changed alerts on.
 var fabricChangeKinds = []string{fabric.EventNodeAdded, fabric.EventNodeRemoved, fabric.EventLinkUp, fabric.EventLinkDown,
@@ -493,6 +518,21 @@ func (e *Engine) prune(now time.Time) {
 		}
 	}
 	e.changes = slices.DeleteFunc(e.changes, func(c fabricChange) bool { return now.Sub(c.ev.Time) > changeWin })
+	for p, h := range e.trend {
+		i := 0
+		for i < len(h) && now.Sub(h[i].Time) > e.trendWin {
+			i++
+		}
+		errs := false
+		for _, x := range h[i:] {
+			errs = errs || (!x.Reset && x.Symbol+x.Integrity+x.Rcv+x.Recovers+x.Downed > 0)
+		}
+		if !errs {
+			delete(e.trend, p)
+		} else {
+			e.trend[p] = h[i:]
+		}
+	}
 	i := 0
 	for i < len(e.recent) && now.Sub(e.recent[i].EndsAt) > e.cfg.Keep {
 		i++
@@ -715,6 +755,8 @@ func (e *Engine) evalRule(r *Rule, in Input) []candidate {
 			byKey[key] = len(out)
 			out = append(out, c)
 		}
+	case ErrorTrend:
+		out = e.errorTrend(r, in)
 	case DaemonBehind:
 		if len(in.Behind) > 0 {
 			out = append(out, candidate{key: "daemon", subject: Subject{Kind: "daemon"}, value: float64(len(in.Behind)), since: in.BehindSince,
@@ -814,4 +856,43 @@ func rankName(m map[string]int, v int, def string) string {
 		}
 	}
 	return def
+}
+
+// errorTrend fits each erroring port's symbol error rate over the rule's
+// window (health.Analyze) and names the link directions whose rate rises
+// and whose BER is expected to reach the threshold within the window, or
+// has reached it while rising. The jobs named are those crossing the link
+// either way: a link that retrains or fails stops both directions.
+func (e *Engine) errorTrend(r *Rule, in Input) []candidate {
+	t := in.Topology
+	if t == nil {
+		return nil
+	}
+	var out []candidate
+	for p, h := range e.trend {
+		l, ok := t.LinkAt(p)
+		if !ok {
+			continue
+		}
+		i := 0
+		for i < len(h) && in.Time.Sub(h[i].Time) > r.Window {
+			i++
+		}
+		d := health.Analyze(h[i:], health.LinkBits(l), health.Options{BERLimit: r.Threshold, Horizon: r.Window, Now: in.Time})
+		pr := d.Prediction
+		if pr == nil || pr.CrossesAt.IsZero() || pr.InSeconds > r.Window.Seconds() {
+			continue
+		}
+		peer, _ := t.Peer(p)
+		sub, _ := portSubject(t, peer, "direction")
+		when := "is expected to reach it at " + pr.CrossesAt.UTC().Format(time.RFC3339) + " (in " + (time.Duration(pr.InSeconds) * time.Second).String() + ")"
+		if pr.Crossed {
+			when = "reached it at " + pr.CrossesAt.UTC().Format(time.RFC3339)
+		}
+		out = append(out, candidate{key: p.String(), subject: sub, counter: fabric.CounterNames[fabric.SymbolErrors], value: d.BERNow,
+			ports: []fabric.PortRef{peer, p}, since: pr.RisingSince,
+			summary: fmt.Sprintf("symbol errors on %s rising since %s: bit error rate %.2g now, limit %g; it %s (fit R² %.2f over %d samples)",
+				sub, pr.RisingSince.UTC().Format(time.RFC3339), d.BERNow, r.Threshold, when, pr.Confidence, pr.Points)})
+	}
+	return out
 }

@@ -103,6 +103,7 @@ func New(opt Options) *Server {
 	s.route("GET /api/v1/events", s.events)
 	s.route("GET /api/v1/fabric/errors", s.portErrors)
 	s.route("GET /api/v1/fabric/utilization", s.utilization)
+	s.healthRoutes()
 	s.mux.Handle("GET /api/v1/fabric/layout", s.adminOnly(http.HandlerFunc(s.layout)))
 	s.mux.Handle("GET /api/v1/fabric/stream", s.adminOnly(http.HandlerFunc(s.stream)))
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
