@@ -848,6 +848,13 @@ static int take(struct snap *s, int final)
 		pt->peer = (uint32_t)w;
 		pt->coll = traffic(s, a[CLS_COLL * 2], a[CLS_COLL * 2 + 1]);
 		pt->p2p = traffic(s, a[CLS_P2P * 2], a[CLS_P2P * 2 + 1]);
+		/* these are the bytes NCCL's network transport moved to the peer
+		 * (its network events, else its proxy steps): what crossed the
+		 * links, as Open MPI's monitoring tells the MPI agent. The daemon
+		 * puts a rank's monitored peer bytes on the links' directions
+		 * (traffic_model physical). */
+		pt->monitored_coll = pt->coll;
+		pt->monitored_p2p = pt->p2p;
 		s->ptp[d->n_peers++] = pt;
 	}
 	d->peers = s->ptp;

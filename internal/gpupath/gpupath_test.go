@@ -218,7 +218,7 @@ func TestNCCL(t *testing.T) {
 	// Peer rows without network events: from the proxy operations, and
 	// the links are not attributed from them.
 	wantPeers := []NCCLPeerRow{{Rank: 0, Comm: c1, Peer: 1, Sent: tr(500, 2), Received: tr(400, 2)}}
-	if n.PeersFrom != PeersFromProxy || n.LinkAttribution != LinksNotAttributed || !reflect.DeepEqual(n.Peers, wantPeers) || n.PeersTotal != 1 {
+	if n.PeersFrom != PeersFromProxy || n.LinkAttribution != LinksFromProxy || !reflect.DeepEqual(n.Peers, wantPeers) || n.PeersTotal != 1 {
 		t.Errorf("peers from %q, links %q, peers %+v", n.PeersFrom, n.LinkAttribution, n.Peers)
 	}
 	j.Processes[1].GPU.NCCLNetEvents = true

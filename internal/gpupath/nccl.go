@@ -20,6 +20,7 @@ const (
 // Link attribution of NCCL traffic (NCCL.LinkAttribution).
 const (
 	LinksFromNetEvents = "from NCCL network events"
+	LinksFromProxy     = "from NCCL's proxy operations (the bytes its network transport moved)"
 	LinksNotAttributed = "not reported by NCCL's transport: links not attributed"
 )
 
@@ -125,7 +126,7 @@ func nccl(j *store.Job, maxPeers int) NCCL {
 	case netEvents:
 		n.PeersFrom, n.LinkAttribution = PeersFromNetEvents, LinksFromNetEvents
 	case len(n.Peers) > 0:
-		n.PeersFrom = PeersFromProxy
+		n.PeersFrom, n.LinkAttribution = PeersFromProxy, LinksFromProxy
 	}
 	slices.SortStableFunc(n.Peers, func(a, b NCCLPeerRow) int {
 		return cmp.Compare(b.Sent.Bytes+b.Received.Bytes, a.Sent.Bytes+a.Received.Bytes)

@@ -185,10 +185,11 @@ func checkNCCLProfile(t *testing.T, d *agentpb.Datagram, job string, r int, ifac
 // ncclJob is what the daemon's API says of a job, ncclProcess of a rank.
 type ncclJob struct {
 	Job struct {
-		State      string
-		Ranks      int
-		Finalized  int
-		MPILibrary string `json:"mpi_library"`
+		State        string
+		Ranks        int
+		Finalized    int
+		MPILibrary   string `json:"mpi_library"`
+		TrafficModel string `json:"traffic_model"`
 	}
 }
 
@@ -277,7 +278,9 @@ func TestNCCLPlugin(t *testing.T) {
 			d.waitFor(func() bool {
 				return d.get("/api/v1/jobs/"+job, &j) == 200 && j.Job.State == "finished" && j.Job.Finalized == 2
 			}, "job "+job+" to finish with both ranks; drops:\n"+d.dropped())
-			if j.Job.Ranks != 2 || !strings.HasPrefix(j.Job.MPILibrary, "NCCL 2.28.9") {
+			// the network bytes are what crossed the links: the daemon
+			// attributes them as physical traffic
+			if j.Job.Ranks != 2 || !strings.HasPrefix(j.Job.MPILibrary, "NCCL 2.28.9") || j.Job.TrafficModel != "physical" {
 				t.Errorf("job %+v", j.Job)
 			}
 			for r := range 2 {
