@@ -287,9 +287,9 @@ NL_INLINE void nl_peer_addm(int mt, int w, int c, uint64_t b)
 	struct nl_peer *p = &nl_peers[w];
 	nl_addm(mt, &p->bytes[c], b);
 	nl_addm(mt, &p->msgs[c], 1);
-	if (__builtin_expect(nl_gpu_on, 0) && c == NL_P2P)
-		nl_gpu_peer(w, 0, b);
 	if (c == NL_P2P) {
+		if (__builtin_expect(nl_gpu_on, 0))
+			nl_gpu_peer(w, 0, b);
 		uint64_t *h = __atomic_load_n(&p->hist, __ATOMIC_ACQUIRE);
 		if (__builtin_expect(!h, 0))
 			h = nl_hist_alloc(p);
@@ -303,6 +303,15 @@ NL_INLINE void nl_peer_add(int w, int c, uint64_t b)
 	nl_peer_addm(nl_mt, w, c, b);
 }
 
+/* nl_fn_sentm, nl_fn_sent, nl_fn_recvd: b bytes of a call of f sent or
+ * received (nl_fn_sentm: nl_mt loaded by the caller, as nl_addm) */
+NL_INLINE void nl_fn_sentm(int mt, int f, uint64_t b)
+{
+	nl_addm(mt, &nl_fns[f].sent, b);
+	if (__builtin_expect(nl_gpu_on, 0))
+		nl_gpu_fn(f, 0, b);
+}
+
 /* Point-to-point send of count x datatype to dest in comm. */
 NL_INLINE void nl_p2p(int f, int count, MPI_Datatype t, int dest, MPI_Comm comm)
 {
@@ -310,18 +319,13 @@ NL_INLINE void nl_p2p(int f, int count, MPI_Datatype t, int dest, MPI_Comm comm)
 		return;
 	const int mt = nl_mt; /* one load for all the counters */
 	uint64_t b = (uint64_t)count * nl_type_size(t);
-	nl_addm(mt, &nl_fns[f].sent, b);
-	if (__builtin_expect(nl_gpu_on, 0))
-		nl_gpu_fn(f, 0, b);
+	nl_fn_sentm(mt, f, b);
 	nl_peer_addm(mt, nl_world_rank(comm, dest), NL_P2P, b);
 }
 
-/* nl_fn_sent, nl_fn_recvd: b bytes of a call of f sent or received */
 NL_INLINE void nl_fn_sent(int f, uint64_t b)
 {
-	nl_add(&nl_fns[f].sent, b);
-	if (__builtin_expect(nl_gpu_on, 0))
-		nl_gpu_fn(f, 0, b);
+	nl_fn_sentm(nl_mt, f, b);
 }
 
 NL_INLINE void nl_fn_recvd(int f, uint64_t b)
