@@ -229,12 +229,6 @@ func (a *attribAPI) modelAnswer(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var adv *place.Advice
-	if withAdvice {
-		if adv, err = advise(j, place.Options{Seed: 1}, routes, nodes); err != nil {
-			return nil, err
-		}
-	}
 	ran := false // this request's own function computed the answer
 	ch := m.flight.DoChan(key, func() (any, error) {
 		ran = true
@@ -261,8 +255,14 @@ func (a *attribAPI) modelAnswer(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, timeoutOr(ctx, j.ID, m.opt.Timeout, &httpError{http.StatusNotFound, "no_trace", "job " + j.ID + ": " + err.Error()})
 		}
+		// the advice inside the flight and its slot: computed once for
+		// requests that share the question, and bounded as replays are
 		var advised []string
-		if adv != nil {
+		if withAdvice {
+			adv, err := advise(j, place.Options{Seed: 1}, routes, nodes)
+			if err != nil {
+				return nil, err
+			}
 			if advised, err = adv.NodesOf(job.Ranks); err != nil {
 				return nil, &httpError{http.StatusUnprocessableEntity, "model_failed", "job " + j.ID + ": " + err.Error()}
 			}
