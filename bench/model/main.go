@@ -161,7 +161,7 @@ func main() {
 		}
 		fmt.Printf("  window %6.1f s of wall time: elapsed %.3f s (%+.2f%%), MPI %.2f s (%+.2f%%); %+v\n", tp.Seconds(),
 			part.AsRan.Elapsed, pct(part.AsRan.Elapsed, whole.AsRan.Elapsed), part.AsRan.MPISeconds, pct(part.AsRan.MPISeconds, whole.AsRan.MPISeconds), *part.Window)
-		for _, f := range model.Functions(nil, []*model.Prediction{whole.AsRan}) {
+		for _, f := range model.Functions(whole.AsRan.Functions) {
 			if whole.AsRan.Functions[f] == 0 {
 				continue
 			}

@@ -314,11 +314,11 @@ func writePrediction(w io.Writer, r *model.Result) error {
 		head = append(head, p.Scenario)
 	}
 	fmt.Fprintf(tw, "%s\t\n", strings.Join(head, "\t"))
-	groups := make([]*model.Prediction, len(preds))
-	for i, p := range preds {
-		groups[i] = &model.Prediction{Functions: p.Groups}
+	times := []map[string]float64{r.Measured.Groups}
+	for _, p := range preds {
+		times = append(times, p.Groups)
 	}
-	for _, fn := range model.Functions(r.Measured.Groups, groups) {
+	for _, fn := range model.Functions(times...) {
 		row := []string{fn, fmt.Sprintf("%.4f", r.Measured.Groups[fn])}
 		for _, p := range preds {
 			row = append(row, fmt.Sprintf("%.4f", p.Groups[fn]))

@@ -821,17 +821,14 @@ func readError(path string, n int, err error) error {
 	return fmt.Errorf("%s line %d: %w", path, n, err)
 }
 
-// Functions lists the functions of some predictions and a measurement,
-// by time in the first prediction, largest first.
-func Functions(measured map[string]float64, preds []*Prediction) []string {
+// Functions lists the functions that times per function (a measurement's,
+// predictions') name, by their largest time, largest first.
+func Functions(times ...map[string]float64) []string {
 	seen := map[string]float64{}
-	for _, p := range preds {
-		for f, t := range p.Functions {
+	for _, m := range times {
+		for f, t := range m {
 			seen[f] = max(seen[f], t)
 		}
-	}
-	for f, t := range measured {
-		seen[f] = max(seen[f], t)
 	}
 	out := make([]string, 0, len(seen))
 	for f := range seen {
