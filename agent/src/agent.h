@@ -36,6 +36,18 @@ struct nl_nodemap {
 	int32_t *node_of;          /* per world rank: index into names */
 };
 
+/* One netloom_reorder this rank took part in (reorder.c), for the reports. */
+#define NL_MAX_REORDERS 16
+struct nl_reorder_ev {
+	int64_t unix_ns;         /* when it returned */
+	int ranks, nodes, moved, scotch;
+	int old_rank, new_rank;  /* this rank's in comm and in the new communicator */
+	int comm_world;          /* comm was MPI_COMM_WORLD */
+	uint64_t before, after, total;
+	double seconds, map_seconds;
+	char since[NL_NAME_MAX]; /* the mark the matrix started at, "" for MPI_Init */
+};
+
 struct nl_agent {
 	int started, stopped;
 	char job_id[128];
@@ -60,6 +72,12 @@ struct nl_agent {
 
 	/* every rank's node, set once by the helper thread when the launcher tells */
 	struct nl_nodemap *nodemap;
+
+	/* netloom_reorder calls (reorder.c), read by the reports under reorder_lock */
+	pthread_mutex_t reorder_lock;
+	int nreorders;           /* kept: the first NL_MAX_REORDERS */
+	uint64_t reorders_total; /* all of them */
+	struct nl_reorder_ev reorders[NL_MAX_REORDERS];
 
 	/* regions */
 	pthread_mutex_t region_lock;
@@ -89,6 +107,12 @@ uint64_t nl_fn_ticks(int f);
 int64_t nl_unix_ns(void);
 double nl_ns_per_tick(void);
 void nl_totals(uint64_t bytes[NL_NCLASS], uint64_t msgs[NL_NCLASS], uint64_t *mpi_ticks, uint64_t *wait_ticks);
+
+/* core.c: a communicator's size, this rank's rank in it, whether it is an
+ * intercommunicator, and its ranks' world ranks (*world NULL: the world
+ * itself); -1 if it cannot be translated. Builds the cached entry. */
+int nl_comm_ranks(MPI_Comm comm, int *size, int *rank, int *inter, const int **world);
+void nl_reorders_copy(struct nl_reorder_ev *out, int *n, uint64_t *total);
 
 /* report.c */
 void nl_report_start(void);  /* starts the helper thread */

@@ -23,6 +23,7 @@ struct nl_gpu_counts *nl_gpeers;
 __thread unsigned char nl_gk[2] __attribute__((tls_model("initial-exec"))) = {NL_KIND_NONE, NL_KIND_NONE};
 struct nl_agent nl_agent = {
 	.region_lock = PTHREAD_MUTEX_INITIALIZER,
+	.reorder_lock = PTHREAD_MUTEX_INITIALIZER,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.pcontrol_region = -1,
 };
@@ -483,6 +484,18 @@ static struct nl_comm *comm_entry(MPI_Comm comm)
 	}
 	__atomic_store_n(&e->key, err ? KEY_TOMB : key, __ATOMIC_RELEASE);
 	return err ? NULL : e;
+}
+
+int nl_comm_ranks(MPI_Comm comm, int *size, int *rank, int *inter, const int **world)
+{
+	struct nl_comm *e = comm_entry(comm);
+	if (!e)
+		return -1;
+	*size = e->size;
+	*rank = e->rank;
+	*inter = e->inter;
+	*world = e == &world_entry ? NULL : e->world;
+	return 0;
 }
 
 static struct nl_comm *win_entry(MPI_Win win)

@@ -49,6 +49,10 @@ struct snapshot {
 	Traffic *ntraffic; /* 3 per node */
 	uint64_t *hist;    /* NL_NBINS per peer */
 	int truncated;
+	/* netloom_reorder calls (reorder.c); since points into evs */
+	struct nl_reorder_ev evs[NL_MAX_REORDERS];
+	Netloom__Agent__V1__Reorder reorders[NL_MAX_REORDERS];
+	Netloom__Agent__V1__Reorder *reorderp[NL_MAX_REORDERS];
 };
 
 static uint64_t max_u64(uint64_t a, uint64_t b)
@@ -275,6 +279,34 @@ static int take(struct snapshot *s, int final, int all_peers)
 	d->n_functions = s->nfns;
 	d->functions = s->fnp;
 	nl_gpu_take(d); /* the GPU section (gpu_report.c), when the process has CUDA */
+
+	/* the reorderings (chunk 0 only, like the regions) */
+	int nev = 0;
+	uint64_t nev_total = 0;
+	nl_reorders_copy(s->evs, &nev, &nev_total);
+	for (int i = 0; i < nev; i++) {
+		Netloom__Agent__V1__Reorder *o = &s->reorders[i];
+		const struct nl_reorder_ev *e = &s->evs[i];
+		netloom__agent__v1__reorder__init(o);
+		o->index = (uint32_t)i;
+		o->time_unix_ns = e->unix_ns;
+		o->ranks = (uint32_t)e->ranks;
+		o->comm_world = e->comm_world;
+		o->nodes = (uint32_t)e->nodes;
+		o->method = (char *)(e->scotch ? "scotch" : "kept");
+		o->moved = (uint32_t)e->moved;
+		o->old_rank = (uint32_t)e->old_rank;
+		o->new_rank = (uint32_t)e->new_rank;
+		o->inter_node_before = e->before;
+		o->inter_node_after = e->after;
+		o->total_bytes = e->total;
+		o->since = s->evs[i].since;
+		o->seconds = e->seconds;
+		o->map_seconds = e->map_seconds;
+		s->reorderp[i] = o;
+	}
+	d->n_reorders = (size_t)nev;
+	d->reorders = nev ? s->reorderp : NULL;
 
 	/* regions */
 	int nr = 0;

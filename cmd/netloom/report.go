@@ -21,7 +21,9 @@ bytes sent and received per function; the rank-to-rank SIZE (bytes) and
 REQUEST (messages) matrices of point-to-point, collective and one-sided
 traffic; regions; for GPU jobs, the MPI buffers' paths between host and
 device memory (H->H, H->D, D->H, D->D, inside and across nodes) and kinds
-per function, and the NCCL operations (docs/gpu.md). DIR is the job's
+per function, and the NCCL operations (docs/gpu.md); when the job reordered
+its own ranks (netloom_reorder, docs/reorder.md), when and how, with the
+predicted inter-node bytes before and after. DIR is the job's
 directory, or the output directory when it holds one job.
 
 A rank file that cannot be read in full (cut short, not a Netloom profile,
@@ -32,7 +34,9 @@ can be read, netloom report exits 1 with each file's error.
 --json prints one document instead (docs/cli.md): "ranks", "matrix" with
 p2p, coll and rma, each with "bytes" and "msgs" as rank-by-rank arrays
 (row = sender), "processes", "nodes", "profile", "histogram", "regions",
-"gpu" (as GET /api/v1/jobs/{job}/gpu gives it), "warnings" ([] when none).
+"gpu" (as GET /api/v1/jobs/{job}/gpu gives it), "reorders" (each
+netloom_reorder call, the ranks' records joined; [] when none), "warnings"
+([] when none).
 --csv also writes ranks.csv, functions.csv and matrix-CLASS-METRIC.csv.`,
 		Example: `  netloom report /tmp/prof --json`,
 		Args:    posArgs("DIR"),

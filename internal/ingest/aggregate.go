@@ -204,6 +204,9 @@ type ProcessView struct {
 	Total      store.Traffic `json:"total"`
 	IntraNode  store.Traffic `json:"intra_node"`
 	InterNode  store.Traffic `json:"inter_node"`
+	// Reorders: the netloom_reorder calls the rank took part in
+	// (docs/reorder.md); absent when none.
+	Reorders []store.Reorder `json:"reorders,omitempty"`
 }
 
 // ViewProcess summarizes one process.
@@ -211,7 +214,7 @@ func ViewProcess(p *store.Process) ProcessView {
 	v := ProcessView{Rank: p.Rank, Node: p.Node, Host: p.Host, PID: p.PID, CPU: p.CPU, Time: p.Time, Seq: p.Seq, Final: p.Final,
 		CPUUser: p.CPUUser, CPUSystem: p.CPUSystem, Wall: p.Wall, MPI: p.MPI, VmSize: p.VmSize, VmPeak: p.VmPeak,
 		VmRSS: p.VmRSS, VmHWM: p.VmHWM, IORead: p.IORead, IOWrite: p.IOWrite, MPIIORead: p.MPIIORead, MPIIOWrite: p.MPIIOWrite,
-		Traffic: p.Sent(), IntraNode: p.IntraNode, InterNode: p.InterNode}
+		Traffic: p.Sent(), IntraNode: p.IntraNode, InterNode: p.InterNode, Reorders: p.Reorders}
 	v.Total = v.Traffic.Total()
 	if p.Wall > 0 {
 		v.CPUPercent = 100 * (p.CPUUser + p.CPUSystem) / p.Wall

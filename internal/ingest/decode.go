@@ -210,6 +210,11 @@ func Validate(d *Datagram, lim Limits) error {
 			return err
 		}
 	}
+	if len(d.Reorders) > 0 {
+		if err := validateReorders(d, lim, where); err != nil {
+			return err
+		}
+	}
 	if pp := &d.peers; pp.rows.Len() > 0 {
 		switch {
 		case int64(pp.rows.Len()) > int64(d.WorldSize):

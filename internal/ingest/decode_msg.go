@@ -116,6 +116,14 @@ func (d *Datagram) field(b []byte, num protowire.Number, typ protowire.Type, at 
 				return 0, fmt.Errorf("gpu (field 22): %w", err)
 			}
 			return next, nil
+		case 23:
+			// netloom_reorder calls: a few, in chunk 0 only (reorder.go)
+			r := new(agentpb.Reorder)
+			if err := (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(v, r); err != nil {
+				return 0, fmt.Errorf("reorders (field 23): %w", err)
+			}
+			m.Reorders = append(m.Reorders, r)
+			return next, nil
 		case 20:
 			m.Credential = append([]byte{}, v...)
 		case 21:

@@ -568,6 +568,9 @@ type Report struct {
 	// GPU is the ranks' GPU side: their MPI buffers by kind and path
 	// between host and device memory, and their NCCL operations.
 	GPU *gpupath.Summary `json:"gpu"`
+	// Reorders are the times the job reordered its ranks itself
+	// (netloom_reorder, docs/reorder.md), oldest first; [] when never.
+	Reorders []store.JobReorder `json:"reorders"`
 	// Warnings is never null: [] when there are none.
 	Warnings []string `json:"warnings"`
 }
@@ -586,7 +589,11 @@ type Startup struct {
 func BuildReport(j *store.Job, warnings []error) (*Report, error) {
 	r := &Report{Job: j.JobSummary, Ranks: j.Ranks, Nodes: Nodes(j), Processes: make([]ProcessView, len(j.Processes)),
 		Profile: BuildProfile(j), Matrix: map[string]map[string][][]uint64{}, NodeMatrix: map[string]map[string]map[string]any{},
-		Histogram: BuildHistogram(j, -1), Regions: BuildRegions(j), GPU: gpupath.Summarize(j, maxReportPairs)}
+		Histogram: BuildHistogram(j, -1), Regions: BuildRegions(j), GPU: gpupath.Summarize(j, maxReportPairs),
+		Reorders: j.Reorders()}
+	if r.Reorders == nil {
+		r.Reorders = []store.JobReorder{}
+	}
 	for i := range j.Processes {
 		r.Processes[i] = ViewProcess(&j.Processes[i])
 	}
@@ -730,6 +737,7 @@ func WriteText(w io.Writer, r *Report) error {
 		tw.Flush()
 	}
 	writeGPU(bw, r.GPU)
+	writeReorders(bw, r.Reorders)
 	return bw.Flush()
 }
 

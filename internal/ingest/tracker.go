@@ -603,6 +603,9 @@ func (t *Tracker) mergeChunk(j *jobState, pend *pending, d *Datagram, prev *stor
 	if d.Gpu != nil {
 		p.GPU = gpuOf(d.Gpu)
 	}
+	if len(d.Reorders) > 0 {
+		p.Reorders = reordersOf(d.Reorders)
+	}
 	// The decoder made the rows; a one-chunk snapshot keeps them.
 	if pend.rows.n == 0 {
 		pend.rows = d.rows
@@ -688,6 +691,9 @@ func (t *Tracker) apply(j *jobState, r *rankState, p *pending, last *Datagram, n
 		np.VmSize, np.VmPeak, np.VmRSS, np.VmHWM = old.VmSize, old.VmPeak, old.VmRSS, old.VmHWM
 		np.IORead, np.IOWrite, np.MPIIORead, np.MPIIOWrite = old.IORead, old.IOWrite, old.MPIIORead, old.MPIIOWrite
 		np.IntraNode, np.InterNode, np.AgentDrops = old.IntraNode, old.InterNode, old.AgentDrops
+	}
+	if np.Reorders == nil && r.has {
+		np.Reorders = r.cur.Reorders // cumulative: a snapshot without them keeps the last ones
 	}
 	if np.GPU == nil && r.has {
 		// Cumulative like the rest: a snapshot without the section (sent

@@ -185,6 +185,9 @@ type Process struct {
 	// GPU is the rank's GPU side (nil: its agent reported none, as for a
 	// process without CUDA).
 	GPU *GPU `json:"gpu,omitempty"`
+	// Reorders are the netloom_reorder calls the rank took part in
+	// (reorder.go; nil: none).
+	Reorders []Reorder `json:"reorders,omitempty"`
 }
 
 // Sent is what the rank sent, by class (summed over destination nodes,

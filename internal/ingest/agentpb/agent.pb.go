@@ -67,7 +67,13 @@ type Datagram struct {
 	Mac []byte `protobuf:"bytes,21,opt,name=mac,proto3" json:"mac,omitempty"`
 	// Only in chunk 0: what the rank's GPU side did (docs/gpu.md). Absent in a
 	// process without CUDA and from agents older than it.
-	Gpu           *Gpu `protobuf:"bytes,22,opt,name=gpu,proto3" json:"gpu,omitempty"`
+	Gpu *Gpu `protobuf:"bytes,22,opt,name=gpu,proto3" json:"gpu,omitempty"`
+	// Only in chunk 0: the times the application reordered its ranks with
+	// netloom_reorder (docs/reorder.md), oldest first, the first 16 of them.
+	// Absent when it never did and from
+	// agents older than it. Cumulative like the rest: every snapshot after a
+	// reordering carries it.
+	Reorders      []*Reorder `protobuf:"bytes,23,rep,name=reorders,proto3" json:"reorders,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -242,6 +248,171 @@ func (x *Datagram) GetGpu() *Gpu {
 	return nil
 }
 
+func (x *Datagram) GetReorders() []*Reorder {
+	if x != nil {
+		return x.Reorders
+	}
+	return nil
+}
+
+// Reorder is one netloom_reorder call this rank took part in (and that
+// returned a new communicator).
+type Reorder struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Index           uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`                                               // the call's number on this rank, from 0
+	TimeUnixNs      int64                  `protobuf:"varint,2,opt,name=time_unix_ns,json=timeUnixNs,proto3" json:"time_unix_ns,omitempty"`                 // when it returned
+	Ranks           uint32                 `protobuf:"varint,3,opt,name=ranks,proto3" json:"ranks,omitempty"`                                               // the communicator's size
+	CommWorld       bool                   `protobuf:"varint,4,opt,name=comm_world,json=commWorld,proto3" json:"comm_world,omitempty"`                      // the communicator was MPI_COMM_WORLD
+	Nodes           uint32                 `protobuf:"varint,5,opt,name=nodes,proto3" json:"nodes,omitempty"`                                               // the nodes its ranks ran on
+	Method          string                 `protobuf:"bytes,6,opt,name=method,proto3" json:"method,omitempty"`                                              // "scotch": a new order; "kept": nothing to gain, the order kept
+	Moved           uint32                 `protobuf:"varint,7,opt,name=moved,proto3" json:"moved,omitempty"`                                               // ranks whose rank changed
+	OldRank         uint32                 `protobuf:"varint,8,opt,name=old_rank,json=oldRank,proto3" json:"old_rank,omitempty"`                            // this rank's rank in the communicator
+	NewRank         uint32                 `protobuf:"varint,9,opt,name=new_rank,json=newRank,proto3" json:"new_rank,omitempty"`                            // and in the new one
+	InterNodeBefore uint64                 `protobuf:"varint,10,opt,name=inter_node_before,json=interNodeBefore,proto3" json:"inter_node_before,omitempty"` // predicted inter-node bytes of the matrix, as the ranks ran
+	InterNodeAfter  uint64                 `protobuf:"varint,11,opt,name=inter_node_after,json=interNodeAfter,proto3" json:"inter_node_after,omitempty"`    // the same with the new order
+	TotalBytes      uint64                 `protobuf:"varint,12,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`                  // the matrix's bytes
+	Since           string                 `protobuf:"bytes,13,opt,name=since,proto3" json:"since,omitempty"`                                               // the mark the matrix started at ("": MPI_Init)
+	Seconds         float64                `protobuf:"fixed64,14,opt,name=seconds,proto3" json:"seconds,omitempty"`                                         // the call's wall time on this rank
+	MapSeconds      float64                `protobuf:"fixed64,15,opt,name=map_seconds,json=mapSeconds,proto3" json:"map_seconds,omitempty"`                 // the mapping's (rank 0 of the communicator)
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Reorder) Reset() {
+	*x = Reorder{}
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reorder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reorder) ProtoMessage() {}
+
+func (x *Reorder) ProtoReflect() protoreflect.Message {
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reorder.ProtoReflect.Descriptor instead.
+func (*Reorder) Descriptor() ([]byte, []int) {
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Reorder) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *Reorder) GetTimeUnixNs() int64 {
+	if x != nil {
+		return x.TimeUnixNs
+	}
+	return 0
+}
+
+func (x *Reorder) GetRanks() uint32 {
+	if x != nil {
+		return x.Ranks
+	}
+	return 0
+}
+
+func (x *Reorder) GetCommWorld() bool {
+	if x != nil {
+		return x.CommWorld
+	}
+	return false
+}
+
+func (x *Reorder) GetNodes() uint32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *Reorder) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *Reorder) GetMoved() uint32 {
+	if x != nil {
+		return x.Moved
+	}
+	return 0
+}
+
+func (x *Reorder) GetOldRank() uint32 {
+	if x != nil {
+		return x.OldRank
+	}
+	return 0
+}
+
+func (x *Reorder) GetNewRank() uint32 {
+	if x != nil {
+		return x.NewRank
+	}
+	return 0
+}
+
+func (x *Reorder) GetInterNodeBefore() uint64 {
+	if x != nil {
+		return x.InterNodeBefore
+	}
+	return 0
+}
+
+func (x *Reorder) GetInterNodeAfter() uint64 {
+	if x != nil {
+		return x.InterNodeAfter
+	}
+	return 0
+}
+
+func (x *Reorder) GetTotalBytes() uint64 {
+	if x != nil {
+		return x.TotalBytes
+	}
+	return 0
+}
+
+func (x *Reorder) GetSince() string {
+	if x != nil {
+		return x.Since
+	}
+	return ""
+}
+
+func (x *Reorder) GetSeconds() float64 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+func (x *Reorder) GetMapSeconds() float64 {
+	if x != nil {
+		return x.MapSeconds
+	}
+	return 0
+}
+
 // Gpu is a rank's GPU side: the kinds of the buffers its MPI calls named
 // (MPI agent, when the process has CUDA loaded), or its NCCL operations
 // (the NCCL profiler plugin, libnetloom-nccl.so).
@@ -279,7 +450,7 @@ type Gpu struct {
 
 func (x *Gpu) Reset() {
 	*x = Gpu{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[1]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -291,7 +462,7 @@ func (x *Gpu) String() string {
 func (*Gpu) ProtoMessage() {}
 
 func (x *Gpu) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[1]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -304,7 +475,7 @@ func (x *Gpu) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gpu.ProtoReflect.Descriptor instead.
 func (*Gpu) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Gpu) GetProbed() bool {
@@ -383,7 +554,7 @@ type BufferKinds struct {
 
 func (x *BufferKinds) Reset() {
 	*x = BufferKinds{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -395,7 +566,7 @@ func (x *BufferKinds) String() string {
 func (*BufferKinds) ProtoMessage() {}
 
 func (x *BufferKinds) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -408,7 +579,7 @@ func (x *BufferKinds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BufferKinds.ProtoReflect.Descriptor instead.
 func (*BufferKinds) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *BufferKinds) GetPageable() *Traffic {
@@ -450,7 +621,7 @@ type GpuFunction struct {
 
 func (x *GpuFunction) Reset() {
 	*x = GpuFunction{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +633,7 @@ func (x *GpuFunction) String() string {
 func (*GpuFunction) ProtoMessage() {}
 
 func (x *GpuFunction) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +646,7 @@ func (x *GpuFunction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuFunction.ProtoReflect.Descriptor instead.
 func (*GpuFunction) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GpuFunction) GetName() string {
@@ -510,7 +681,7 @@ type GpuPeer struct {
 
 func (x *GpuPeer) Reset() {
 	*x = GpuPeer{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -522,7 +693,7 @@ func (x *GpuPeer) String() string {
 func (*GpuPeer) ProtoMessage() {}
 
 func (x *GpuPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -535,7 +706,7 @@ func (x *GpuPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuPeer.ProtoReflect.Descriptor instead.
 func (*GpuPeer) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GpuPeer) GetPeer() uint32 {
@@ -576,7 +747,7 @@ type NcclOp struct {
 
 func (x *NcclOp) Reset() {
 	*x = NcclOp{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +759,7 @@ func (x *NcclOp) String() string {
 func (*NcclOp) ProtoMessage() {}
 
 func (x *NcclOp) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +772,7 @@ func (x *NcclOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NcclOp.ProtoReflect.Descriptor instead.
 func (*NcclOp) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NcclOp) GetComm() uint64 {
@@ -679,7 +850,7 @@ type NcclPeer struct {
 
 func (x *NcclPeer) Reset() {
 	*x = NcclPeer{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -691,7 +862,7 @@ func (x *NcclPeer) String() string {
 func (*NcclPeer) ProtoMessage() {}
 
 func (x *NcclPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -704,7 +875,7 @@ func (x *NcclPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NcclPeer.ProtoReflect.Descriptor instead.
 func (*NcclPeer) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *NcclPeer) GetComm() uint64 {
@@ -746,7 +917,7 @@ type Traffic struct {
 
 func (x *Traffic) Reset() {
 	*x = Traffic{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +929,7 @@ func (x *Traffic) String() string {
 func (*Traffic) ProtoMessage() {}
 
 func (x *Traffic) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +942,7 @@ func (x *Traffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Traffic.ProtoReflect.Descriptor instead.
 func (*Traffic) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Traffic) GetBytes() uint64 {
@@ -824,7 +995,7 @@ type Process struct {
 
 func (x *Process) Reset() {
 	*x = Process{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +1007,7 @@ func (x *Process) String() string {
 func (*Process) ProtoMessage() {}
 
 func (x *Process) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +1020,7 @@ func (x *Process) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Process.ProtoReflect.Descriptor instead.
 func (*Process) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Process) GetNode() string {
@@ -1026,7 +1197,7 @@ type NodeTraffic struct {
 
 func (x *NodeTraffic) Reset() {
 	*x = NodeTraffic{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1038,7 +1209,7 @@ func (x *NodeTraffic) String() string {
 func (*NodeTraffic) ProtoMessage() {}
 
 func (x *NodeTraffic) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1051,7 +1222,7 @@ func (x *NodeTraffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTraffic.ProtoReflect.Descriptor instead.
 func (*NodeTraffic) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NodeTraffic) GetNode() string {
@@ -1108,7 +1279,7 @@ type PeerTraffic struct {
 
 func (x *PeerTraffic) Reset() {
 	*x = PeerTraffic{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1291,7 @@ func (x *PeerTraffic) String() string {
 func (*PeerTraffic) ProtoMessage() {}
 
 func (x *PeerTraffic) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1304,7 @@ func (x *PeerTraffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerTraffic.ProtoReflect.Descriptor instead.
 func (*PeerTraffic) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PeerTraffic) GetPeer() uint32 {
@@ -1218,7 +1389,7 @@ type FunctionStat struct {
 
 func (x *FunctionStat) Reset() {
 	*x = FunctionStat{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1401,7 @@ func (x *FunctionStat) String() string {
 func (*FunctionStat) ProtoMessage() {}
 
 func (x *FunctionStat) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1414,7 @@ func (x *FunctionStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionStat.ProtoReflect.Descriptor instead.
 func (*FunctionStat) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FunctionStat) GetName() string {
@@ -1306,7 +1477,7 @@ type Region struct {
 
 func (x *Region) Reset() {
 	*x = Region{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1489,7 @@ func (x *Region) String() string {
 func (*Region) ProtoMessage() {}
 
 func (x *Region) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1502,7 @@ func (x *Region) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Region.ProtoReflect.Descriptor instead.
 func (*Region) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Region) GetName() string {
@@ -1394,7 +1565,7 @@ var File_netloom_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1cnetloom/agent/v1/agent.proto\x12\x10netloom.agent.v1\"\xc0\x05\n" +
+	"\x1cnetloom/agent/v1/agent.proto\x12\x10netloom.agent.v1\"\xf7\x05\n" +
 	"\bDatagram\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x12\n" +
@@ -1421,7 +1592,29 @@ const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"credential\x18\x14 \x01(\fR\n" +
 	"credential\x12\x10\n" +
 	"\x03mac\x18\x15 \x01(\fR\x03mac\x12'\n" +
-	"\x03gpu\x18\x16 \x01(\v2\x15.netloom.agent.v1.GpuR\x03gpu\"\x9f\x03\n" +
+	"\x03gpu\x18\x16 \x01(\v2\x15.netloom.agent.v1.GpuR\x03gpu\x125\n" +
+	"\breorders\x18\x17 \x03(\v2\x19.netloom.agent.v1.ReorderR\breorders\"\xb8\x03\n" +
+	"\aReorder\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12 \n" +
+	"\ftime_unix_ns\x18\x02 \x01(\x03R\n" +
+	"timeUnixNs\x12\x14\n" +
+	"\x05ranks\x18\x03 \x01(\rR\x05ranks\x12\x1d\n" +
+	"\n" +
+	"comm_world\x18\x04 \x01(\bR\tcommWorld\x12\x14\n" +
+	"\x05nodes\x18\x05 \x01(\rR\x05nodes\x12\x16\n" +
+	"\x06method\x18\x06 \x01(\tR\x06method\x12\x14\n" +
+	"\x05moved\x18\a \x01(\rR\x05moved\x12\x19\n" +
+	"\bold_rank\x18\b \x01(\rR\aoldRank\x12\x19\n" +
+	"\bnew_rank\x18\t \x01(\rR\anewRank\x12*\n" +
+	"\x11inter_node_before\x18\n" +
+	" \x01(\x04R\x0finterNodeBefore\x12(\n" +
+	"\x10inter_node_after\x18\v \x01(\x04R\x0einterNodeAfter\x12\x1f\n" +
+	"\vtotal_bytes\x18\f \x01(\x04R\n" +
+	"totalBytes\x12\x14\n" +
+	"\x05since\x18\r \x01(\tR\x05since\x12\x18\n" +
+	"\aseconds\x18\x0e \x01(\x01R\aseconds\x12\x1f\n" +
+	"\vmap_seconds\x18\x0f \x01(\x01R\n" +
+	"mapSeconds\"\x9f\x03\n" +
 	"\x03Gpu\x12\x16\n" +
 	"\x06probed\x18\x01 \x01(\bR\x06probed\x12\x1f\n" +
 	"\vprobe_error\x18\x02 \x01(\tR\n" +
@@ -1539,63 +1732,65 @@ func file_netloom_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_netloom_agent_v1_agent_proto_rawDescData
 }
 
-var file_netloom_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_netloom_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_netloom_agent_v1_agent_proto_goTypes = []any{
 	(*Datagram)(nil),     // 0: netloom.agent.v1.Datagram
-	(*Gpu)(nil),          // 1: netloom.agent.v1.Gpu
-	(*BufferKinds)(nil),  // 2: netloom.agent.v1.BufferKinds
-	(*GpuFunction)(nil),  // 3: netloom.agent.v1.GpuFunction
-	(*GpuPeer)(nil),      // 4: netloom.agent.v1.GpuPeer
-	(*NcclOp)(nil),       // 5: netloom.agent.v1.NcclOp
-	(*NcclPeer)(nil),     // 6: netloom.agent.v1.NcclPeer
-	(*Traffic)(nil),      // 7: netloom.agent.v1.Traffic
-	(*Process)(nil),      // 8: netloom.agent.v1.Process
-	(*NodeTraffic)(nil),  // 9: netloom.agent.v1.NodeTraffic
-	(*PeerTraffic)(nil),  // 10: netloom.agent.v1.PeerTraffic
-	(*FunctionStat)(nil), // 11: netloom.agent.v1.FunctionStat
-	(*Region)(nil),       // 12: netloom.agent.v1.Region
+	(*Reorder)(nil),      // 1: netloom.agent.v1.Reorder
+	(*Gpu)(nil),          // 2: netloom.agent.v1.Gpu
+	(*BufferKinds)(nil),  // 3: netloom.agent.v1.BufferKinds
+	(*GpuFunction)(nil),  // 4: netloom.agent.v1.GpuFunction
+	(*GpuPeer)(nil),      // 5: netloom.agent.v1.GpuPeer
+	(*NcclOp)(nil),       // 6: netloom.agent.v1.NcclOp
+	(*NcclPeer)(nil),     // 7: netloom.agent.v1.NcclPeer
+	(*Traffic)(nil),      // 8: netloom.agent.v1.Traffic
+	(*Process)(nil),      // 9: netloom.agent.v1.Process
+	(*NodeTraffic)(nil),  // 10: netloom.agent.v1.NodeTraffic
+	(*PeerTraffic)(nil),  // 11: netloom.agent.v1.PeerTraffic
+	(*FunctionStat)(nil), // 12: netloom.agent.v1.FunctionStat
+	(*Region)(nil),       // 13: netloom.agent.v1.Region
 }
 var file_netloom_agent_v1_agent_proto_depIdxs = []int32{
-	8,  // 0: netloom.agent.v1.Datagram.process:type_name -> netloom.agent.v1.Process
-	11, // 1: netloom.agent.v1.Datagram.functions:type_name -> netloom.agent.v1.FunctionStat
-	12, // 2: netloom.agent.v1.Datagram.regions:type_name -> netloom.agent.v1.Region
-	9,  // 3: netloom.agent.v1.Datagram.nodes:type_name -> netloom.agent.v1.NodeTraffic
-	10, // 4: netloom.agent.v1.Datagram.peers:type_name -> netloom.agent.v1.PeerTraffic
-	1,  // 5: netloom.agent.v1.Datagram.gpu:type_name -> netloom.agent.v1.Gpu
-	3,  // 6: netloom.agent.v1.Gpu.functions:type_name -> netloom.agent.v1.GpuFunction
-	4,  // 7: netloom.agent.v1.Gpu.peers:type_name -> netloom.agent.v1.GpuPeer
-	5,  // 8: netloom.agent.v1.Gpu.nccl_ops:type_name -> netloom.agent.v1.NcclOp
-	6,  // 9: netloom.agent.v1.Gpu.nccl_peers:type_name -> netloom.agent.v1.NcclPeer
-	7,  // 10: netloom.agent.v1.BufferKinds.pageable:type_name -> netloom.agent.v1.Traffic
-	7,  // 11: netloom.agent.v1.BufferKinds.pinned:type_name -> netloom.agent.v1.Traffic
-	7,  // 12: netloom.agent.v1.BufferKinds.device:type_name -> netloom.agent.v1.Traffic
-	7,  // 13: netloom.agent.v1.BufferKinds.managed:type_name -> netloom.agent.v1.Traffic
-	2,  // 14: netloom.agent.v1.GpuFunction.send:type_name -> netloom.agent.v1.BufferKinds
-	2,  // 15: netloom.agent.v1.GpuFunction.recv:type_name -> netloom.agent.v1.BufferKinds
-	2,  // 16: netloom.agent.v1.GpuPeer.sent_from:type_name -> netloom.agent.v1.BufferKinds
-	2,  // 17: netloom.agent.v1.GpuPeer.received_into:type_name -> netloom.agent.v1.BufferKinds
-	7,  // 18: netloom.agent.v1.NcclPeer.sent:type_name -> netloom.agent.v1.Traffic
-	7,  // 19: netloom.agent.v1.NcclPeer.received:type_name -> netloom.agent.v1.Traffic
-	7,  // 20: netloom.agent.v1.Process.intra_node:type_name -> netloom.agent.v1.Traffic
-	7,  // 21: netloom.agent.v1.Process.inter_node:type_name -> netloom.agent.v1.Traffic
-	7,  // 22: netloom.agent.v1.NodeTraffic.p2p:type_name -> netloom.agent.v1.Traffic
-	7,  // 23: netloom.agent.v1.NodeTraffic.coll:type_name -> netloom.agent.v1.Traffic
-	7,  // 24: netloom.agent.v1.NodeTraffic.rma:type_name -> netloom.agent.v1.Traffic
-	7,  // 25: netloom.agent.v1.PeerTraffic.p2p:type_name -> netloom.agent.v1.Traffic
-	7,  // 26: netloom.agent.v1.PeerTraffic.coll:type_name -> netloom.agent.v1.Traffic
-	7,  // 27: netloom.agent.v1.PeerTraffic.rma:type_name -> netloom.agent.v1.Traffic
-	7,  // 28: netloom.agent.v1.PeerTraffic.monitored_p2p:type_name -> netloom.agent.v1.Traffic
-	7,  // 29: netloom.agent.v1.PeerTraffic.monitored_coll:type_name -> netloom.agent.v1.Traffic
-	7,  // 30: netloom.agent.v1.PeerTraffic.monitored_rma:type_name -> netloom.agent.v1.Traffic
-	7,  // 31: netloom.agent.v1.PeerTraffic.monitored_fetched:type_name -> netloom.agent.v1.Traffic
-	7,  // 32: netloom.agent.v1.Region.p2p:type_name -> netloom.agent.v1.Traffic
-	7,  // 33: netloom.agent.v1.Region.coll:type_name -> netloom.agent.v1.Traffic
-	7,  // 34: netloom.agent.v1.Region.rma:type_name -> netloom.agent.v1.Traffic
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	9,  // 0: netloom.agent.v1.Datagram.process:type_name -> netloom.agent.v1.Process
+	12, // 1: netloom.agent.v1.Datagram.functions:type_name -> netloom.agent.v1.FunctionStat
+	13, // 2: netloom.agent.v1.Datagram.regions:type_name -> netloom.agent.v1.Region
+	10, // 3: netloom.agent.v1.Datagram.nodes:type_name -> netloom.agent.v1.NodeTraffic
+	11, // 4: netloom.agent.v1.Datagram.peers:type_name -> netloom.agent.v1.PeerTraffic
+	2,  // 5: netloom.agent.v1.Datagram.gpu:type_name -> netloom.agent.v1.Gpu
+	1,  // 6: netloom.agent.v1.Datagram.reorders:type_name -> netloom.agent.v1.Reorder
+	4,  // 7: netloom.agent.v1.Gpu.functions:type_name -> netloom.agent.v1.GpuFunction
+	5,  // 8: netloom.agent.v1.Gpu.peers:type_name -> netloom.agent.v1.GpuPeer
+	6,  // 9: netloom.agent.v1.Gpu.nccl_ops:type_name -> netloom.agent.v1.NcclOp
+	7,  // 10: netloom.agent.v1.Gpu.nccl_peers:type_name -> netloom.agent.v1.NcclPeer
+	8,  // 11: netloom.agent.v1.BufferKinds.pageable:type_name -> netloom.agent.v1.Traffic
+	8,  // 12: netloom.agent.v1.BufferKinds.pinned:type_name -> netloom.agent.v1.Traffic
+	8,  // 13: netloom.agent.v1.BufferKinds.device:type_name -> netloom.agent.v1.Traffic
+	8,  // 14: netloom.agent.v1.BufferKinds.managed:type_name -> netloom.agent.v1.Traffic
+	3,  // 15: netloom.agent.v1.GpuFunction.send:type_name -> netloom.agent.v1.BufferKinds
+	3,  // 16: netloom.agent.v1.GpuFunction.recv:type_name -> netloom.agent.v1.BufferKinds
+	3,  // 17: netloom.agent.v1.GpuPeer.sent_from:type_name -> netloom.agent.v1.BufferKinds
+	3,  // 18: netloom.agent.v1.GpuPeer.received_into:type_name -> netloom.agent.v1.BufferKinds
+	8,  // 19: netloom.agent.v1.NcclPeer.sent:type_name -> netloom.agent.v1.Traffic
+	8,  // 20: netloom.agent.v1.NcclPeer.received:type_name -> netloom.agent.v1.Traffic
+	8,  // 21: netloom.agent.v1.Process.intra_node:type_name -> netloom.agent.v1.Traffic
+	8,  // 22: netloom.agent.v1.Process.inter_node:type_name -> netloom.agent.v1.Traffic
+	8,  // 23: netloom.agent.v1.NodeTraffic.p2p:type_name -> netloom.agent.v1.Traffic
+	8,  // 24: netloom.agent.v1.NodeTraffic.coll:type_name -> netloom.agent.v1.Traffic
+	8,  // 25: netloom.agent.v1.NodeTraffic.rma:type_name -> netloom.agent.v1.Traffic
+	8,  // 26: netloom.agent.v1.PeerTraffic.p2p:type_name -> netloom.agent.v1.Traffic
+	8,  // 27: netloom.agent.v1.PeerTraffic.coll:type_name -> netloom.agent.v1.Traffic
+	8,  // 28: netloom.agent.v1.PeerTraffic.rma:type_name -> netloom.agent.v1.Traffic
+	8,  // 29: netloom.agent.v1.PeerTraffic.monitored_p2p:type_name -> netloom.agent.v1.Traffic
+	8,  // 30: netloom.agent.v1.PeerTraffic.monitored_coll:type_name -> netloom.agent.v1.Traffic
+	8,  // 31: netloom.agent.v1.PeerTraffic.monitored_rma:type_name -> netloom.agent.v1.Traffic
+	8,  // 32: netloom.agent.v1.PeerTraffic.monitored_fetched:type_name -> netloom.agent.v1.Traffic
+	8,  // 33: netloom.agent.v1.Region.p2p:type_name -> netloom.agent.v1.Traffic
+	8,  // 34: netloom.agent.v1.Region.coll:type_name -> netloom.agent.v1.Traffic
+	8,  // 35: netloom.agent.v1.Region.rma:type_name -> netloom.agent.v1.Traffic
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_netloom_agent_v1_agent_proto_init() }
@@ -1609,7 +1804,7 @@ func file_netloom_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_netloom_agent_v1_agent_proto_rawDesc), len(file_netloom_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -17,7 +17,7 @@ import (
 // bytes, strings as a length and bytes):
 //
 //	rank, node, host, pid, cpu, mpi_library, program, user, start_ns, time_ns,
-//	seq, flags (1 final, 2 peers truncated, 4 wait times, 8 region wait times, 16 a GPU section), cpu_user, cpu_system, wall, mpi,
+//	seq, flags (1 final, 2 peers truncated, 4 wait times, 8 region wait times, 16 a GPU section, 32 reorders), cpu_user, cpu_system, wall, mpi,
 //	vm_size, vm_peak, vm_rss, vm_hwm, io_read, io_write, mpiio_read,
 //	mpiio_write, intra_node bytes and msgs, inter_node bytes and msgs, agent_drops,
 //	functions: count, then name, calls, time_ns, bytes_sent, bytes_received
@@ -29,6 +29,7 @@ import (
 //	peers: count, then the peer as the difference from the previous one,
 //	  classes, histogram (count and bins), monitored (0, or 1 and classes),
 //	with flag 16, the GPU section (appendGPU),
+//	with flag 32, the reorders (appendReorders),
 //
 // where classes are a byte saying which of p2p, coll and rma bytes and
 // msgs are not zero, then those. It replaced rows of
@@ -101,6 +102,9 @@ func EncodeProcess(dst []byte, p *store.Process) []byte {
 	if p.GPU != nil {
 		flags |= 16 // the GPU section after the peer rows
 	}
+	if len(p.Reorders) > 0 {
+		flags |= 32 // the reorders after the GPU section (process_reorder.go)
+	}
 	dst = binary.AppendUvarint(dst, flags)
 	for _, f := range [...]float64{p.CPUUser, p.CPUSystem, p.Wall, p.MPI} {
 		dst = appendFloat(dst, f)
@@ -151,6 +155,9 @@ func EncodeProcess(dst []byte, p *store.Process) []byte {
 	dst = append(dst, p.Peers.Packed()...)
 	if p.GPU != nil {
 		dst = appendGPU(dst, p.GPU)
+	}
+	if len(p.Reorders) > 0 {
+		dst = appendReorders(dst, p.Reorders)
 	}
 	return dst
 }
@@ -354,6 +361,9 @@ func DecodeProcess(b []byte) (store.Process, error) {
 	}
 	if flags&16 != 0 && r.err == nil {
 		p.GPU = r.gpu()
+	}
+	if flags&32 != 0 && r.err == nil {
+		p.Reorders = r.reorders()
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%d bytes after the row", len(r.b))

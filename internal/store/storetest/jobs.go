@@ -48,6 +48,12 @@ func testJobs(t *testing.T, s store.Store) {
 		Peers:       []store.GPUPeer{{Peer: 0, ReceivedInto: store.BufferKinds{Pinned: store.Traffic{Bytes: 1000, Msgs: 1}}}, {Peer: 2, SentFrom: store.BufferKinds{Device: store.Traffic{Bytes: 2000, Msgs: 1}}}},
 		NCCLOps:     []store.NCCLOp{{Comm: 0xfedcba9876543210, CommSize: 4, CommRank: 1, Name: "AllReduce", Algorithm: "RING", Protocol: "LL", Calls: 3, Bytes: 3 << 20, TimeNS: 4e6}},
 		NCCLVersion: "2.28.9", NCCLProfilerInterface: 5}
+	// Every rank reordered itself once (netloom_reorder): kept as is.
+	for r := range j.Processes {
+		j.Processes[r].Reorders = []store.Reorder{{Time: T0.Add(3 * time.Second), Ranks: 4, CommWorld: true, Nodes: 2, Method: "scotch",
+			Moved: 2, OldRank: r, NewRank: []int{0, 2, 1, 3}[r], InterNodeBefore: 4000, InterNodeAfter: 2000, TotalBytes: 8000, Since: "warm",
+			Seconds: 0.002, MapSeconds: 0.001}}
+	}
 	if err := s.SaveJob(ctx, j); err != nil {
 		t.Fatal(err)
 	}

@@ -81,6 +81,27 @@ export interface ProcessView {
   total: Traffic;
   intra_node: Traffic;
   inter_node: Traffic;
+  /** netloom_reorder calls the rank took part in (docs/reorder.md); absent when none. */
+  reorders?: RankReorder[];
+}
+
+/** One netloom_reorder call as one rank recorded it (store.Reorder). */
+export interface RankReorder {
+  index: number;
+  time: string;
+  ranks: number;
+  comm_world: boolean;
+  nodes: number;
+  method: string; // "scotch" | "kept"
+  moved: number;
+  old_rank: number;
+  new_rank: number;
+  inter_node_before: number;
+  inter_node_after: number;
+  total_bytes: number;
+  since?: string;
+  seconds: number;
+  map_seconds: number;
 }
 
 export interface NodeView {

@@ -13,6 +13,7 @@ import * as fmt from "../format";
 import type { FunctionTotal, GpuSummary, Histogram, JobDetail, JobSeries, MatrixResponse, ModelPrediction, ModelResult, NodeView, Placement, PlacementCost, PlacementFormat, PlacementLink, ProcessView, Profile, RegionTotal, Why, WhyLink } from "../jobs/api";
 import { jobPath } from "../jobs/api";
 import { buffersView, hasBuffers, hasNccl, ncclView } from "../jobs/gpu";
+import { joinReorders, reorderView } from "../jobs/reorder";
 import { heatmap } from "../jobs/heatmap";
 import { histogramBars } from "../jobs/histogram";
 import { checkNote, explainedText, flagged, jobLabel } from "../jobs/linkjobs";
@@ -143,6 +144,11 @@ export async function jobPage(ctx: PageContext): Promise<void> {
   gpuPanel.classList.add("gpu-panel");
   ncclPanel.classList.add("nccl-panel");
   gpuPanel.hidden = ncclPanel.hidden = true;
+  // Jobs that reordered their ranks themselves (netloom_reorder) only.
+  const reorderBox = h("div", {}, "");
+  const reorderPanel = panel("Rank reordering (netloom_reorder)", reorderBox);
+  reorderPanel.classList.add("reorder-panel");
+  reorderPanel.hidden = true;
   const linksBox = h("div", {}, loading("Loading links…"));
   const placeBox = h("div", {}, loading("Computing placement advice…"));
   const modelBox = h("div", { class: "model-box" }, loading("Replaying the job's trace…"));
@@ -167,6 +173,7 @@ export async function jobPage(ctx: PageContext): Promise<void> {
     panel("Nodes", nodesBox),
     h("div", { class: "grid2" }, charts.nodeBytes, charts.nodeCpu),
     panel("Processes", procsBox),
+    reorderPanel,
     h("div", { class: "grid2" }, charts.rankBytes, charts.rankMpi, charts.rankWait),
     panel("Communication matrix", h("div", { class: "heatmaps" }, rankHeat.el, nodeHeat.el), matrixTools),
     h(
@@ -198,6 +205,9 @@ export async function jobPage(ctx: PageContext): Promise<void> {
   const loadDetail = async () => {
     const d = await get<JobDetail>(jobPath(id), {}, signal);
     detail = d;
+    const reorders = joinReorders(d.processes);
+    reorderPanel.hidden = reorders.length === 0;
+    if (reorders.length > 0) reorderBox.replaceChildren(reorderView(reorders));
     const j = d.job;
     title.textContent = `Job ${j.id}`;
     sub.replaceChildren(
