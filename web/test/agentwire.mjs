@@ -12,7 +12,12 @@ const SCHEMA = {
   Datagram: {
     version: [1, "u"], job_id: [2, "s"], rank: [3, "u"], world_size: [4, "u"], seq: [5, "u"], chunk: [6, "u"], chunks: [7, "u"],
     time_unix_ns: [8, "u"], final: [9, "b"], start_unix_ns: [10, "u"], process: [11, "Process"], functions: [12, ["FunctionStat"]],
-    interval_ns: [17, "u"], gpu: [22, "Gpu"],
+    interval_ns: [17, "u"], gpu: [22, "Gpu"], reorders: [23, ["Reorder"]],
+  },
+  Reorder: {
+    index: [1, "u"], time_unix_ns: [2, "u"], ranks: [3, "u"], comm_world: [4, "b"], nodes: [5, "u"], method: [6, "s"], moved: [7, "u"],
+    old_rank: [8, "u"], new_rank: [9, "u"], inter_node_before: [10, "u"], inter_node_after: [11, "u"], total_bytes: [12, "u"], since: [13, "s"],
+    seconds: [14, "d"], map_seconds: [15, "d"],
   },
   Process: { node: [1, "s"], host: [2, "s"], pid: [3, "u"], mpi_library: [5, "s"], program: [6, "s"], user: [7, "s"], cpu_user_seconds: [10, "d"], wall_seconds: [12, "d"], mpi_seconds: [13, "d"] },
   FunctionStat: { name: [1, "s"], calls: [2, "u"], time_ns: [3, "u"], bytes_sent: [4, "u"], bytes_received: [5, "u"] },
