@@ -30,9 +30,11 @@ import (
 	"time"
 
 	"github.com/netloom/netloom/internal/alert"
+	"github.com/netloom/netloom/internal/analysis"
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/fabric/sim"
 	"github.com/netloom/netloom/internal/health"
+	"github.com/netloom/netloom/internal/store"
 )
 
 func main() {
@@ -260,6 +262,133 @@ func run(ctx context.Context, spec string, sweeps int, interval time.Duration, b
 		ruleMean.Round(time.Microsecond), ruleCPUMean.Round(time.Microsecond), ruleMean.Seconds()/sweepMean.Seconds(),
 		100*ruleMean.Seconds()/interval.Seconds(), len(eng.Firing()))
 	fmt.Printf("  statuses %v; rising ports among the first %d: %d; flat ports called rising: %d\n", rep.Counts, len(rising), top, flatCalledRising)
+	return benchImpact(ctx, src, topo, sweepMean, interval, runs)
+}
+
+// benchImpact times the repair-impact answer (health.ComputeImpact: which
+// running jobs' routes cross the element, the predicted routes around it
+// and the load moved) for a spine switch, a leaf uplink and 16 nodes to
+// drain, with jobs on every host: all-to-all jobs of 1024, 512, 256, ...
+// nodes, each pair 1 MB, their load on every direction computed here by
+// walking the routes (what link attribution stores).
+func benchImpact(ctx context.Context, src *sim.Source, topo *fabric.Topology, sweep, interval time.Duration, runs int) error {
+	ft, err := src.ForwardingTables(ctx, topo)
+	if err != nil {
+		return err
+	}
+	routes := fabric.NewRoutes(topo, ft)
+	lids := routes.CALIDs()
+	var jobs []health.ImpactJob
+	var load []store.LinkJobBytes
+	pairs := 0
+	for start, size, k := 0, 1024, 0; start < len(lids) && size >= 2; k++ {
+		if start+size > len(lids) {
+			size /= 2
+			continue
+		}
+		id := fmt.Sprintf("bench-%d", k)
+		m := analysis.Matrix{LIDs: lids[start : start+size], Bytes: make([]uint64, size*size)}
+		j := health.ImpactJob{Summary: store.JobSummary{ID: id, Ranks: size, State: store.JobRunning}, Matrix: m, RanksOn: map[string]int{}}
+		onDir := map[fabric.PortRef]uint64{}
+		for a, s := range m.LIDs {
+			p, _ := topo.PortByLID(s)
+			n, _ := topo.Node(p.GUID)
+			j.Names = append(j.Names, n.Name())
+			j.RanksOn[n.Name()] = 1
+			for b, d := range m.LIDs {
+				if a == b {
+					continue
+				}
+				m.Bytes[b*size+a] = 1 << 20
+				rt, err := routes.Path(s, d)
+				if err != nil {
+					return err
+				}
+				for _, h := range rt.Hops {
+					onDir[fabric.PortRef{GUID: h.GUID, Port: h.Port}] += 1 << 20
+				}
+				pairs++
+			}
+		}
+		for p, b := range onDir {
+			load = append(load, store.LinkJobBytes{Job: id, Port: p, Bytes: b})
+		}
+		jobs = append(jobs, j)
+		start += size
+		if size > 16 && k%2 == 1 {
+			size /= 2
+		}
+	}
+	// The busiest spine (most links), a leaf's first uplink, 16 nodes.
+	var spine *fabric.Node
+	links := map[fabric.GUID]int{}
+	for _, l := range topo.Links {
+		links[l.A.GUID]++
+		links[l.B.GUID]++
+	}
+	var uplink *fabric.Link
+	for i := range topo.Nodes {
+		n := &topo.Nodes[i]
+		if n.Type != fabric.Switch {
+			continue
+		}
+		hostLinked := false
+		for p := 1; p <= n.Ports; p++ {
+			if peer, ok := topo.Peer(fabric.PortRef{GUID: n.GUID, Port: p}); ok {
+				if pn, _ := topo.Node(peer.GUID); pn.Type != fabric.Switch {
+					hostLinked = true
+				}
+			}
+		}
+		if !hostLinked && (spine == nil || links[n.GUID] > links[spine.GUID]) {
+			spine = n
+		}
+		if hostLinked && uplink == nil {
+			for p := 1; p <= n.Ports && uplink == nil; p++ {
+				if peer, ok := topo.Peer(fabric.PortRef{GUID: n.GUID, Port: p}); ok {
+					if pn, _ := topo.Node(peer.GUID); pn.Type == fabric.Switch {
+						uplink, _ = topo.LinkAt(fabric.PortRef{GUID: n.GUID, Port: p})
+					}
+				}
+			}
+		}
+	}
+	nm, err := analysis.NewNodeMap(topo, nil)
+	if err != nil {
+		return err
+	}
+	var drain []string
+	for _, l := range lids[:16] {
+		p, _ := topo.PortByLID(l)
+		n, _ := topo.Node(p.GUID)
+		drain = append(drain, n.Name())
+	}
+	fmt.Printf("  repair impact, %d running jobs on %d hosts (%d node pairs):\n", len(jobs), len(lids), pairs)
+	for _, q := range []struct {
+		what, link, sw string
+		nodes          []string
+	}{{"spine " + spine.Description, "", spine.GUID.String(), nil}, {"leaf uplink " + uplink.ID(), uplink.ID(), "", nil}, {"16 nodes", "", "", drain}} {
+		tg, err := health.ResolveTarget(topo, nm, q.link, q.sw, q.nodes)
+		if err != nil {
+			return err
+		}
+		var best time.Duration
+		var im *health.Impact
+		for range runs {
+			runtime.GC()
+			w0 := time.Now()
+			if im, err = health.ComputeImpact(health.ImpactInput{Target: tg, Topo: topo, Before: routes, Jobs: jobs, Load: load,
+				From: time.Now().Add(-time.Hour), To: time.Now()}); err != nil {
+				return err
+			}
+			if w := time.Since(w0); best == 0 || w < best {
+				best = w
+			}
+		}
+		fmt.Printf("    %s: %s = %.2fx the sweep's own time, %.3f%% of the interval; %d jobs named, %d pairs moved (%d bytes), %d unroutable bytes, %d directions change\n",
+			q.what, best.Round(time.Millisecond), best.Seconds()/sweep.Seconds(), 100*best.Seconds()/interval.Seconds(), len(im.Jobs), im.PairsTotal,
+			im.MovedBytes, im.UnroutableBytes, len(im.Changes))
+	}
 	return nil
 }
 

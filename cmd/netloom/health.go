@@ -63,6 +63,7 @@ link's two directions (--json adds their samples).`,
 	f.DurationVar(&horizon, "horizon", health.DefaultHorizon, "how far ahead a rising link's fit is extended to rank it")
 	f.IntVar(&limit, "limit", 20, "directions shown in the table (0: all)")
 	f.BoolVar(&all, "all", false, "list directions without errors too")
+	c.AddCommand(healthImpactCmd(), healthDegradedCmd())
 	return c
 }
 
@@ -100,7 +101,10 @@ func runHealth(ctx context.Context, w io.Writer, db string, args []string, windo
 		return err
 	}
 	if asJSON {
-		return writeJSON(w, rep)
+		return writeJSON(w, struct {
+			*health.Report
+			Degraded []health.Degraded `json:"degraded"`
+		}{rep, health.FindDegraded(t)})
 	}
 	fmt.Fprintf(w, "link health over the last %s: %d links, BER limit %g", window, rep.Links, rep.BERLimit)
 	for _, s := range []string{health.StatusRising, health.StatusOverLimit, health.StatusRetrained, health.StatusErrors, health.StatusNoHistory} {
@@ -127,6 +131,13 @@ func runHealth(ctx context.Context, w io.Writer, db string, args []string, windo
 	tw.Flush()
 	if shown == 0 {
 		fmt.Fprintln(w, "no link direction counted errors in the window")
+	}
+	deg := health.FindDegraded(t)
+	for i := range deg {
+		if i == 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "degraded: link %s %s[%d] - %s[%d]: %s\n", deg[i].Link, deg[i].ANode, deg[i].A.Port, deg[i].BNode, deg[i].B.Port, deg[i].Reason)
 	}
 	return nil
 }

@@ -15,6 +15,9 @@ import (
 func (s *Server) healthRoutes() {
 	s.route("GET /api/v1/health", s.health)
 	s.route("GET /api/v1/health/links/{link}", s.healthLink)
+	s.route("GET /api/v1/health/impact", s.healthImpact)
+	s.route("GET /api/v1/health/degraded", s.healthDegraded)
+	s.route("GET /api/v1/health/hurt", s.healthHurt)
 }
 
 // maxHealthWindow bounds the history one health request reads.
@@ -85,8 +88,13 @@ func (s *Server) health(r *http.Request) (any, error) {
 	if len(rep.Directions) > limit {
 		rep.Directions = rep.Directions[:limit]
 	}
+	deg, err := s.degraded(r, t, window)
+	if err != nil {
+		return nil, err
+	}
 	return map[string]any{"at": rep.At, "from": rep.From, "window_seconds": window.Seconds(), "ber_limit": rep.BERLimit,
-		"horizon_seconds": rep.Horizon, "links": rep.Links, "total": total, "counts": rep.Counts, "directions": rep.Directions}, nil
+		"horizon_seconds": rep.Horizon, "links": rep.Links, "total": total, "counts": rep.Counts, "directions": rep.Directions,
+		"degraded": deg.Links}, nil
 }
 
 // healthLink serves GET /api/v1/health/links/{link}: both directions of

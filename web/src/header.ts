@@ -23,6 +23,7 @@ const NAV: NavItem[] = [
   { key: "network", label: "Network", admin: true },
   { key: "jobs", label: "Jobs", admin: false },
   { key: "errors", label: "Errors", admin: true },
+  { key: "health", label: "Health", admin: true },
   { key: "events", label: "Events", admin: true },
   { key: "alerts", label: "Alerts", admin: false },
 ];

@@ -4,6 +4,8 @@
 // renders, the app's guard decides whether the visitor may see it (signed
 // in; an administrator for fabric pages) and names the page to show if not.
 
+import { healthPage } from "./pages/health";
+
 export interface PageContext {
   root: HTMLElement;
   params: Record<string, string>;
@@ -139,3 +141,7 @@ export async function render(): Promise<void> {
   nf.textContent = `No page at ${path}.`;
   mount.replaceChildren(nf);
 }
+
+// The link health page is registered here, beside the router, rather than
+// among main.ts's routes (issue 31: its author owns this file, not main.ts).
+route("/health", "health", healthPage, "admin");
