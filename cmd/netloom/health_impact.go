@@ -53,6 +53,7 @@ func impactSource(ctx context.Context, db string) (store.Store, health.ImpactReq
 func healthImpactCmd() *cobra.Command {
 	var (
 		db, link, sw, nodes string
+		nodeMap             string
 		asJSON              bool
 		window              time.Duration
 		limit               int
@@ -100,6 +101,9 @@ their jobs' traffic leaves the fabric.`,
 				return err
 			}
 			defer st.Close()
+			if req.NodeOverrides, err = readNodeMap(nodeMap); err != nil {
+				return err
+			}
 			req.Link, req.Switch, req.Nodes, req.Window, req.MaxPairs = link, sw, list, window, limit
 			im, err := health.QueryImpact(c.Context(), st, req)
 			if err != nil {
@@ -114,6 +118,7 @@ their jobs' traffic leaves the fabric.`,
 	}
 	f := c.Flags()
 	f.StringVar(&db, "db", daemon.DefaultDB, "the store a netloom daemon writes: a file path, sqlite:PATH or postgres://USER@HOST/DB")
+	f.StringVar(&nodeMap, "node-map", "", "node names to host adapters, as netloom serve's --node-map `file`")
 	f.StringVar(&link, "link", "", "the link: GUID:PORT-GUID:PORT, or GUID:PORT of either end")
 	f.StringVar(&sw, "switch", "", "the switch: GUID, LID or description")
 	f.StringVar(&nodes, "nodes", "", "the nodes to drain: names, comma-separated")
@@ -168,9 +173,10 @@ func writeImpact(w io.Writer, im *health.Impact, limit int) {
 
 func healthDegradedCmd() *cobra.Command {
 	var (
-		db     string
-		asJSON bool
-		window time.Duration
+		db      string
+		nodeMap string
+		asJSON  bool
+		window  time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "degraded",
@@ -190,6 +196,9 @@ on them in the last --window (docs/health.md, "Degraded links").`,
 				return err
 			}
 			defer st.Close()
+			if req.NodeOverrides, err = readNodeMap(nodeMap); err != nil {
+				return err
+			}
 			req.Window = window
 			rep, err := health.QueryDegraded(c.Context(), st, req)
 			if err != nil {
@@ -213,6 +222,7 @@ on them in the last --window (docs/health.md, "Degraded links").`,
 	}
 	f := c.Flags()
 	f.StringVar(&db, "db", daemon.DefaultDB, "the store a netloom daemon writes: a file path, sqlite:PATH or postgres://USER@HOST/DB")
+	f.StringVar(&nodeMap, "node-map", "", "node names to host adapters, as netloom serve's --node-map `file`")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.DurationVar(&window, "window", health.DefaultImpactWindow, "the jobs' traffic over this much history")
 	return c

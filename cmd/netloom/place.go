@@ -232,20 +232,25 @@ func routesAndNodeMap(ctx context.Context, spec, loadCache, db, nodeMap string) 
 	if err != nil {
 		return nil, nil, err
 	}
-	var overrides map[string]string
-	if nodeMap != "" {
-		fh, err := os.Open(nodeMap)
-		if err != nil {
-			return nil, nil, fmt.Errorf("node map: %w", err)
-		}
-		overrides, err = analysis.ParseMapping(fh, nodeMap)
-		fh.Close()
-		if err != nil {
-			return nil, nil, err
-		}
+	overrides, err := readNodeMap(nodeMap)
+	if err != nil {
+		return nil, nil, err
 	}
 	nm, err := analysis.NewNodeMap(routes.Topology(), overrides)
 	return routes, nm, err
+}
+
+// readNodeMap reads a --node-map file's overrides ("": none).
+func readNodeMap(path string) (map[string]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("node map: %w", err)
+	}
+	defer fh.Close()
+	return analysis.ParseMapping(fh, path)
 }
 
 // placeJob reads the job: a profile directory, else a job id in the store.

@@ -41,6 +41,9 @@ type Options struct {
 	// AgentAuth, when set, says which agent datagrams the daemon accepts
 	// (nil: it has no agent socket); /api/v1/status shows administrators.
 	AgentAuth func() *AgentAuth
+	// NodeOverrides are the daemon's --node-map entries, which the health
+	// answers map node names with as link attribution does.
+	NodeOverrides map[string]string
 }
 
 // AgentAuth is the agent authentication in force (docs/security.md,

@@ -144,7 +144,7 @@ func (s *Server) healthImpact(r *http.Request) (any, error) {
 		return nil, err
 	}
 	im, err := health.QueryImpact(r.Context(), s.opt.Store, health.ImpactRequest{Link: q.Get("link"), Switch: q.Get("switch"), Nodes: nodes,
-		Window: window, Now: time.Now(), Topo: t, Routes: routes, Jobs: jobs, MaxPairs: limit})
+		Window: window, Now: time.Now(), Topo: t, Routes: routes, Jobs: jobs, MaxPairs: limit, NodeOverrides: s.opt.NodeOverrides})
 	if err != nil {
 		return nil, healthError(err)
 	}
@@ -157,7 +157,7 @@ func (s *Server) degraded(r *http.Request, t *fabric.Topology, window time.Durat
 	if st := s.opt.State(); st != nil && st.Topology == t {
 		routes = st.Routes
 	}
-	req := health.ImpactRequest{Window: window, Now: time.Now(), Topo: t, Routes: routes}
+	req := health.ImpactRequest{Window: window, Now: time.Now(), Topo: t, Routes: routes, NodeOverrides: s.opt.NodeOverrides}
 	if len(health.FindDegraded(t)) > 0 {
 		jobs, err := s.runningJobs(r)
 		if err != nil {

@@ -21,7 +21,7 @@ import (
 // guard, which identifies every request and bounds its cost.
 func (d *Daemon) Handler() (http.Handler, error) {
 	srv := api.New(api.Options{Store: d.st, State: d.State, Registry: d.reg, SweepInterval: d.cfg.SweepInterval, Log: d.log,
-		Behind: d.behind.Load, Role: d.cfg.Role, AgentAuth: d.agents.auth.Load})
+		Behind: d.behind.Load, Role: d.cfg.Role, AgentAuth: d.agents.auth.Load, NodeOverrides: d.nodeOverrides})
 	srv.Mux().Handle("/", api.UI(web.Dist()))
 	srv.Mux().HandleFunc("GET /api/v1/alerts", d.serveAlerts)
 	if d.cfg.Role == RoleAPI {

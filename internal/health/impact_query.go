@@ -34,6 +34,21 @@ type ImpactRequest struct {
 	// Jobs are the running jobs with their processes.
 	Jobs     []*store.Job
 	MaxPairs int
+	// NodeOverrides are the daemon's --node-map entries (node name to a
+	// node GUID, port GUID or description), as link attribution uses them.
+	NodeOverrides map[string]string
+}
+
+// nodeMap maps node names on t as the daemon's attribution does: with the
+// overrides, or by the default rule alone where they do not fit t (an
+// older topology version).
+func (req *ImpactRequest) nodeMap(t *fabric.Topology) (*analysis.NodeMap, error) {
+	if len(req.NodeOverrides) > 0 {
+		if nm, err := analysis.NewNodeMap(t, req.NodeOverrides); err == nil {
+			return nm, nil
+		}
+	}
+	return analysis.NewNodeMap(t, nil)
 }
 
 // ErrNoRoutes: the forwarding tables needed are not known.
@@ -52,7 +67,7 @@ func QueryImpact(ctx context.Context, st store.Store, req ImpactRequest) (*Impac
 		req.Now = time.Now()
 	}
 	in := ImpactInput{Topo: req.Topo, Before: req.Routes, From: req.Now.Add(-req.Window), To: req.Now, MaxPairs: req.MaxPairs}
-	nm, err := analysis.NewNodeMap(req.Topo, nil)
+	nm, err := req.nodeMap(req.Topo)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +84,7 @@ func QueryImpact(ctx context.Context, st store.Store, req ImpactRequest) (*Impac
 		if req.Routes == nil {
 			return nil, fmt.Errorf("%s is down, but %w since", nf.Param, ErrNoRoutes)
 		}
-		if nm, err = analysis.NewNodeMap(old, nil); err != nil {
+		if nm, err = req.nodeMap(old); err != nil {
 			return nil, err
 		}
 		if tg, err = ResolveTarget(old, nm, req.Link, req.Switch, nil); err != nil {
@@ -233,7 +248,7 @@ func QueryDegraded(ctx context.Context, st store.Store, req ImpactRequest) (*Deg
 	if len(r.Links) == 0 {
 		return r, nil
 	}
-	nm, err := analysis.NewNodeMap(req.Topo, nil)
+	nm, err := req.nodeMap(req.Topo)
 	if err != nil {
 		return nil, err
 	}

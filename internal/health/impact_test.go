@@ -459,3 +459,43 @@ func TestImpactLeafUnroutable(t *testing.T) {
 		}
 	}
 }
+
+// TestImpactNodeOverrides: names the daemon's --node-map gives resolve as
+// link attribution resolves them; without the overrides they are unknown.
+func TestImpactNodeOverrides(t *testing.T) {
+	topo, _, nm := impactFabric(t)
+	want, err := nm.LID("n3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n3, err := topo.FindNode("n3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := ImpactRequest{NodeOverrides: map[string]string{"gpu7": n3.GUID.String()}}
+	m, err := req.nodeMap(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := m.LID("gpu7"); err != nil || got != want {
+		t.Fatalf("gpu7 with the overrides: LID %d, %v; want n3's %d", got, err, want)
+	}
+	if _, err := ResolveTarget(topo, m, "", "", []string{"gpu7"}); err != nil {
+		t.Fatalf("gpu7 with the overrides: %v", err)
+	}
+	plain, err := (&ImpactRequest{}).nodeMap(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ResolveTarget(topo, plain, "", "", []string{"gpu7"}); err == nil {
+		t.Fatal("gpu7 without the overrides resolved")
+	}
+	// Overrides that do not fit the topology (an older version): the
+	// default rule still maps the rest.
+	bad := ImpactRequest{NodeOverrides: map[string]string{"gpu7": "0x00000000deadbeef"}}
+	if m, err := bad.nodeMap(topo); err != nil {
+		t.Fatal(err)
+	} else if got, err := m.LID("n3"); err != nil || got != want {
+		t.Fatalf("n3 under unfitting overrides: %d, %v", got, err)
+	}
+}
