@@ -34,20 +34,47 @@ packages=(
   # Alerts: the tests deliver to a real Alertmanager and check the shipped
   # rules and dashboards with promtool and a real Prometheus.
   prometheus prometheus-alertmanager
+  # The Ethernet lab (test/ethlab, scripts/ethlab): lldpd and snmpd run one
+  # instance per network namespace; snmp (snmpwalk, snmpget) checks them;
+  # prometheus-snmp-exporter is what sites scrape switches with today.
+  lldpd snmpd snmp prometheus-snmp-exporter
   gcc make pkg-config
 )
 
+# Debian starts lldpd, snmpd and the SNMP exporter as system services on
+# install. The lab runs its own instances, one per namespace, and a
+# system-wide lldpd would talk LLDP over the lab's management veths in the
+# root namespace: stop and disable them (with or without systemd).
+quiet_services() {
+  local s
+  for s in lldpd snmpd prometheus-snmp-exporter; do
+    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+      $SUDO systemctl disable --now "$s" >/dev/null 2>&1 || true
+    else
+      [ -x "/etc/init.d/$s" ] && $SUDO "/etc/init.d/$s" stop >/dev/null 2>&1 || true
+      command -v update-rc.d >/dev/null 2>&1 && $SUDO update-rc.d "$s" disable >/dev/null 2>&1 || true
+    fi
+  done
+}
+
+# A package counts as there when it is installed or when an installed
+# package provides it (simgrid is a virtual package: libsimgrid-dev).
+provided=" $(dpkg-query -W -f='${Status}|${Provides}\n' 2>/dev/null | grep '^install ok installed|' \
+  | cut -d'|' -f2 | sed -e 's/([^)]*)//g' -e 's/,/ /g' | tr -s ' \n' '  ') "
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" && continue
+  case "$provided" in *" $p "*) continue ;; esac
+  missing+=("$p")
 done
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 echo "install-deps: installing ${missing[*]}"
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+quiet_services
 echo "install-deps: done"
