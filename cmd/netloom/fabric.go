@@ -25,7 +25,9 @@ func fabricCmd() *cobra.Command {
 
 const sourceHelp = `The fabric is reached like the infiniband-diags tools reach it: through the
 local umad device (so under ibsim, run with the umad2sim LD_PRELOAD and
-IBSIM_SOCKNAME set), or a simulated fabric with --fabric sim:SPEC.
+IBSIM_SOCKNAME set), or a simulated fabric with --fabric sim:SPEC, or an
+Ethernet fabric read over SNMP and LLDP with --fabric eth:FILE (FILE lists
+the switches: docs/ethernet.md).
 
 A known topology skips discovery, as the diags' --load-cache does:
 --load-cache FILE reads an ibnetdiscover cache (ibnetdiscover --cache FILE,
@@ -40,7 +42,7 @@ route --db DB, which gives route the daemon's stored forwarding tables too).`
 // and how it prints.
 func sourceFlags(c *cobra.Command) (src *string, asJSON *bool) {
 	src, asJSON = new(string), new(bool)
-	c.Flags().StringVar(src, "fabric", daemon.DefaultFabric, "fabric `source`: ib, ib:CA:PORT or sim:SPEC")
+	c.Flags().StringVar(src, "fabric", daemon.DefaultFabric, "fabric `source`: ib, ib:CA:PORT, sim:SPEC or eth:FILE")
 	c.Flags().BoolVar(asJSON, "json", false, "print JSON (documented in docs/cli.md)")
 	completeFlag(c, "fabric", fabricSpecs...)
 	return src, asJSON
@@ -213,15 +215,30 @@ func fabricDiscover(ctx context.Context, stdout io.Writer, spec string, asJSON b
 		return err
 	}
 	took := time.Since(start)
+	// An Ethernet source names its ports (ifName, the hosts' LLDP port IDs).
+	var names map[fabric.PortRef]string
 	if t == nil {
 		var src fabric.Source
 		if src, t, took, from, err = openTopology(ctx, spec, tf); err != nil {
 			return fabric.WithAlternatives(err, fabric.AltLoadCache, fabric.AltDBTopo, fabric.AltSim)
 		}
+		if pn, ok := src.(interface {
+			PortNames() map[fabric.PortRef]string
+		}); ok {
+			names = pn.PortNames()
+		}
 		src.Close()
 	}
 	if asJSON {
-		return writeJSON(stdout, map[string]any{"nodes": t.Nodes, "links": t.Links, "seconds": took.Seconds(), "from": from})
+		out := map[string]any{"nodes": t.Nodes, "links": t.Links, "seconds": took.Seconds(), "from": from}
+		if names != nil {
+			byKey := make(map[string]string, len(names))
+			for p, n := range names {
+				byKey[p.String()] = n
+			}
+			out["port_names"] = byKey
+		}
+		return writeJSON(stdout, out)
 	}
 	c := t.Counts()
 	verb := "discovered"
@@ -233,7 +250,15 @@ func fabricDiscover(ctx context.Context, stdout io.Writer, spec string, asJSON b
 		fmt.Fprintf(stdout, "%-6s %s lid %-5d ports %-3d %q\n", n.Type, n.GUID, n.LID, n.Ports, n.Description)
 	}
 	for _, l := range t.Links {
-		fmt.Fprintf(stdout, "link %s[%d] - %s[%d] %s %s %s\n", l.A.GUID, l.A.Port, l.B.GUID, l.B.Port, l.Width, l.Speed, l.State)
+		fmt.Fprintf(stdout, "link %s[%d] - %s[%d] %s %s %s", l.A.GUID, l.A.Port, l.B.GUID, l.B.Port, l.Width, l.Speed, l.State)
+		if names != nil {
+			end := func(p fabric.PortRef) string {
+				n, _ := t.Node(p.GUID)
+				return n.Name() + ":" + names[p]
+			}
+			fmt.Fprintf(stdout, " (%s - %s)", end(l.A), end(l.B))
+		}
+		fmt.Fprintln(stdout)
 	}
 	return nil
 }

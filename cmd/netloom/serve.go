@@ -149,7 +149,7 @@ Fabric sources (--fabric):
 	f.DurationVar(&poll, "poll-interval", 0, "with --role api: how often the database is read for the live views (default 2s)")
 	f.StringVar(&listen, "listen", "", "HTTP listen `address` (default "+daemon.DefaultListen+")")
 	f.StringVar(&db, "db", "", "store `URL`: a file path, sqlite:PATH or postgres://USER@HOST/DB (docs/postgres.md; default "+daemon.DefaultDB+")")
-	f.StringVar(&fabricS, "fabric", "", "fabric `source`: ib, ib:CA:PORT or sim:SPEC (default ib)")
+	f.StringVar(&fabricS, "fabric", "", "fabric `source`: ib, ib:CA:PORT, sim:SPEC or eth:FILE (default ib)")
 	f.StringVar(&fabricName, "fabric-name", "", "`name` of the fabric this collector owns in the database; collectors on one database each give their own (default default)")
 	f.DurationVar(&discover, "discover-interval", 0, "re-discovery `interval` (default 5m)")
 	f.DurationVar(&sweep, "sweep-interval", 0, "counter sweep `interval`; sub-second allowed (default 30s)")
@@ -178,4 +178,4 @@ Fabric sources (--fabric):
 }
 
 // fabricSpecs are the --fabric values completion offers.
-var fabricSpecs = []string{"ib", "ib:", "sim:stampede", "sim:10x-stampede", "sim:fat-tree:hosts="}
+var fabricSpecs = []string{"ib", "ib:", "sim:stampede", "sim:10x-stampede", "sim:fat-tree:hosts=", "eth:"}

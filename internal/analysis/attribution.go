@@ -39,6 +39,24 @@ type Attributor struct {
 
 	mu    sync.Mutex
 	trees map[fabric.LID]*destTree
+
+	// multi is set when the routes model some switches by shortest paths
+	// (Ethernet): traffic toward a destination then follows a DAG of
+	// equal-cost next hops, split evenly at each switch, not a tree.
+	multi bool
+	dags  map[fabric.LID]*destDAG
+}
+
+// destDAG is how every switch forwards toward one destination when it may
+// have several equal-cost next hops: for switch i, outs[i] are the
+// direction indices it splits its inflow over, evenly, and nexts[i] the
+// switch each reaches (-1: it delivers to the destination). order lists
+// switches farthest first; switches that cannot reach the destination are
+// not in it and carry nothing.
+type destDAG struct {
+	outs  [][]int32
+	nexts [][]int32
+	order []int32
 }
 
 // destTree is how every switch forwards toward one destination: for switch
@@ -56,7 +74,7 @@ func NewAttributor(routes *fabric.Routes) *Attributor {
 	t := routes.Topology()
 	a := &Attributor{routes: routes, topo: t, portIndex: map[fabric.PortRef]int32{},
 		swIndex: map[fabric.GUID]int32{}, caSwitch: map[fabric.LID]int32{}, caPort: map[fabric.LID]int32{},
-		trees: map[fabric.LID]*destTree{}}
+		trees: map[fabric.LID]*destTree{}, multi: routes.Model() != "", dags: map[fabric.LID]*destDAG{}}
 	for _, l := range t.Links {
 		for _, end := range []fabric.PortRef{l.A, l.B} {
 			a.portIndex[end] = int32(len(a.ports))
@@ -90,6 +108,14 @@ func NewAttributor(routes *fabric.Routes) *Attributor {
 	}
 	return a
 }
+
+// RouteModel says how the routes the attribution follows were found: ""
+// for forwarding tables (InfiniBand: each pair's one path), or
+// fabric.ModelShortestPath where some switches are routed by the LLDP
+// graph's shortest paths and a pair's bytes are split evenly over
+// equal-cost next hops (ECMP) at each switch, the switches' hash not
+// being known.
+func (a *Attributor) RouteModel() string { return a.routes.Model() }
 
 // Directions is the number of link directions; Load slices are this long.
 func (a *Attributor) Directions() int { return len(a.ports) }
@@ -284,6 +310,10 @@ func (a *Attributor) drain(d fabric.LID, inflow, load []uint64, errs *errorList)
 		errs.add("attribute: destination LID %d is not a linked host port", d)
 		return
 	}
+	if a.multi {
+		a.drainDAG(d, inflow, load)
+		return
+	}
 	t := a.tree(d)
 	for _, sw := range t.order {
 		b := inflow[sw]
@@ -295,4 +325,121 @@ func (a *Attributor) drain(d fabric.LID, inflow, load []uint64, errs *errorList)
 			inflow[nx] += b
 		}
 	}
+}
+
+// drainDAG is drain over equal-cost next hops: each switch's inflow is
+// split evenly over its next hops, the bytes that do not divide going one
+// each to the lowest ports, so no byte is lost or made up.
+func (a *Attributor) drainDAG(d fabric.LID, inflow, load []uint64) {
+	g := a.dag(d)
+	for _, sw := range g.order {
+		b := inflow[sw]
+		if b == 0 {
+			continue
+		}
+		outs, nexts := g.outs[sw], g.nexts[sw]
+		k := uint64(len(outs))
+		q, rem := b/k, b%k
+		for j, dir := range outs {
+			x := q
+			if uint64(j) < rem {
+				x++
+			}
+			if x == 0 {
+				continue
+			}
+			load[dir] += x
+			if nx := nexts[j]; nx >= 0 {
+				inflow[nx] += x
+			}
+		}
+	}
+}
+
+// dag returns (building once) the equal-cost forwarding DAG toward d.
+func (a *Attributor) dag(d fabric.LID) *destDAG {
+	a.mu.Lock()
+	g, ok := a.dags[d]
+	a.mu.Unlock()
+	if ok {
+		return g
+	}
+	n := len(a.swGUID)
+	g = &destDAG{outs: make([][]int32, n), nexts: make([][]int32, n)}
+	const deadEnd = -2
+	for i, sw := range a.swGUID {
+		for _, out := range a.routes.NextPorts(sw, d) {
+			ref := fabric.PortRef{GUID: sw, Port: out}
+			dir, linked := a.portIndex[ref]
+			if !linked {
+				continue
+			}
+			peer, _ := a.topo.Peer(ref)
+			next := int32(deadEnd)
+			if s, isSwitch := a.swIndex[peer.GUID]; isSwitch {
+				next = s
+			} else if node, _ := a.topo.Node(peer.GUID); node.PortLID(peer.Port) == d {
+				next = -1
+			}
+			g.outs[i] = append(g.outs[i], dir)
+			g.nexts[i] = append(g.nexts[i], next)
+		}
+	}
+	// Longest distance to delivery; loops and dead ends get none. A next
+	// hop that cannot deliver is dropped, so what a switch splits all
+	// arrives.
+	depth := make([]int32, n)
+	for i := range depth {
+		depth[i] = -2 // not computed
+	}
+	var resolve func(i int32, guard int) int32
+	resolve = func(i int32, guard int) int32 {
+		if depth[i] != -2 {
+			return depth[i]
+		}
+		if guard > 64 {
+			return -1
+		}
+		depth[i] = -1 // in progress: a loop back here finds no depth
+		best := int32(-1)
+		for _, nx := range g.nexts[i] {
+			switch {
+			case nx == -1:
+				best = max(best, 0)
+			case nx >= 0:
+				if dd := resolve(nx, guard+1); dd >= 0 {
+					best = max(best, dd+1)
+				}
+			}
+		}
+		depth[i] = best
+		return best
+	}
+	maxDepth := int32(0)
+	for i := range depth {
+		maxDepth = max(maxDepth, resolve(int32(i), 0))
+	}
+	for i := range g.outs {
+		var outs, nexts []int32
+		for j, nx := range g.nexts[i] {
+			if nx == -1 || (nx >= 0 && depth[nx] >= 0 && depth[nx] < depth[i]) {
+				outs, nexts = append(outs, g.outs[i][j]), append(nexts, nx)
+			}
+		}
+		g.outs[i], g.nexts[i] = outs, nexts
+		if len(outs) == 0 {
+			depth[i] = -1
+		}
+	}
+	for dd := maxDepth; dd >= 0; dd-- {
+		for i := range depth {
+			if depth[i] == dd {
+				g.order = append(g.order, int32(i))
+			}
+		}
+	}
+	a.mu.Lock()
+	a.dags[d] = g
+	a.mu.Unlock()
+	return g
 }

@@ -27,7 +27,7 @@ type Config struct {
 
 	Listen string `yaml:"listen"` // HTTP address
 	DB     string `yaml:"db"`     // store URL: a path, or sqlite:PATH
-	Fabric string `yaml:"fabric"` // "ib", "ib:CA:PORT" or "sim:SPEC"
+	Fabric string `yaml:"fabric"` // "ib", "ib:CA:PORT", "sim:SPEC" or "eth:FILE"
 	// FabricName names the fabric this collector owns in the database:
 	// collectors on one database each give their own (default "default").
 	FabricName string `yaml:"fabric_name"`

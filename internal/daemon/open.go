@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/fabric/eth"
 	"github.com/netloom/netloom/internal/fabric/ib"
 	"github.com/netloom/netloom/internal/fabric/sim"
 	"github.com/netloom/netloom/internal/store"
@@ -15,7 +16,8 @@ import (
 )
 
 // OpenSource opens a fabric source from its spec: "ib", "ib:CA",
-// "ib:CA:PORT" or "sim:SPEC".
+// "ib:CA:PORT", "sim:SPEC" or "eth:FILE" (an Ethernet fabric read over
+// SNMP from the switches FILE lists: docs/ethernet.md).
 func OpenSource(ctx context.Context, spec string) (fabric.Source, error) {
 	kind, rest, _ := strings.Cut(spec, ":")
 	switch kind {
@@ -47,8 +49,21 @@ func OpenSource(ctx context.Context, spec string) (fabric.Source, error) {
 			return nil, fmt.Errorf("fabric %q: %w", spec, err)
 		}
 		return src, nil
+	case "eth":
+		if rest == "" {
+			return nil, fmt.Errorf("fabric %q: want eth:FILE, FILE a YAML list of switches (docs/ethernet.md)", spec)
+		}
+		cfg, err := eth.LoadConfig(rest)
+		if err != nil {
+			return nil, fmt.Errorf("fabric %q: %w", spec, err)
+		}
+		src, err := eth.Open(*cfg, eth.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("fabric %q: %w", spec, err)
+		}
+		return src, nil
 	}
-	return nil, fmt.Errorf("fabric %q: unknown source; want ib, ib:CA:PORT or sim:SPEC", spec)
+	return nil, fmt.Errorf("fabric %q: unknown source; want ib, ib:CA:PORT, sim:SPEC or eth:FILE", spec)
 }
 
 // OpenStore opens the store a URL names: a file path or sqlite:PATH for the

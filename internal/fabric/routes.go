@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // NoPort marks an unset forwarding-table entry (IBA: 255 drops the packet).
@@ -57,12 +58,49 @@ type Route struct {
 	Hops []Hop `json:"hops"`
 	// To is the node and port the packet arrives at.
 	To Hop `json:"to"`
+	// RouteModel says how the route was found where it was not read from
+	// forwarding tables: "lldp-shortest-path (unique)" for the one
+	// shortest path of a switch graph (Ethernet, discovered by LLDP), or
+	// "lldp-shortest-path (ecmp: …)" where several equal-cost paths exist
+	// and traffic is taken as split evenly over the next hops at each
+	// switch. Empty for routes read from forwarding tables (InfiniBand).
+	RouteModel string `json:"route_model,omitempty"`
+	// Paths lists the equal-cost paths (at most MaxPaths, lowest ports
+	// first) with the share of the traffic each carries under even
+	// splitting, when there are several; Hops is the first of them.
+	Paths []SharedPath `json:"paths,omitempty"`
+	// PathCount is how many equal-cost paths there are (Paths holds at
+	// most MaxPaths of them); 0 for routes read from forwarding tables.
+	PathCount int `json:"path_count,omitempty"`
 }
+
+// SharedPath is one of several equal-cost paths and the share of the
+// pair's traffic it carries.
+type SharedPath struct {
+	Share float64 `json:"share"`
+	Hops  []Hop   `json:"hops"`
+}
+
+// MaxPaths bounds the equal-cost paths a Route lists.
+const MaxPaths = 64
+
+// ModelShortestPath names the route model of switches whose links are
+// Ethernet: the shortest paths of the LLDP graph, traffic split evenly
+// over equal-cost next hops (ECMP), since a switch's hash is not known.
+const ModelShortestPath = "lldp-shortest-path"
 
 // Pair is a (source LID, destination LID) pair.
 type Pair struct {
 	Src LID `json:"src_lid"`
 	Dst LID `json:"dst_lid"`
+}
+
+// PairShare is a pair whose traffic crosses a port, with the fraction of
+// it that does under the shortest-path model's even split (1 where the
+// path is unique, and for routes read from forwarding tables).
+type PairShare struct {
+	Pair
+	Share float64 `json:"share"`
 }
 
 // Routes answers path questions over one topology and its forwarding
@@ -74,6 +112,10 @@ type Routes struct {
 	swIndex map[GUID]int
 	swGUID  []GUID
 	caPorts []PortRef // every CA port with a LID
+
+	// sp routes the switches whose links are Ethernet by shortest paths;
+	// nil when there are none (InfiniBand: the tables alone route).
+	sp *spModel
 }
 
 // NewRoutes builds the route oracle.
@@ -94,7 +136,47 @@ func NewRoutes(t *Topology, ft ForwardingTables) *Routes {
 			}
 		}
 	}
+	r.sp = newSPModel(r)
 	return r
+}
+
+// Model is the route model of switches routed by shortest paths
+// (ModelShortestPath) when the fabric has any, or "" when every switch
+// routes by its forwarding table.
+func (r *Routes) Model() string {
+	if r.sp == nil {
+		return ""
+	}
+	return ModelShortestPath
+}
+
+// ShortestPath reports whether switch g is routed by the shortest-path
+// model (its links are Ethernet) rather than by a forwarding table.
+func (r *Routes) ShortestPath(g GUID) bool {
+	return r.sp != nil && r.sp.member[g]
+}
+
+// NextPorts lists the ports switch g sends traffic for LID d by: every
+// equal-cost next hop, lowest port first, for a switch of the shortest-path
+// model; its forwarding-table entry otherwise. It is empty where g does
+// not forward toward d, and for d's own switch (port 0 delivers).
+func (r *Routes) NextPorts(g GUID, d LID) []int {
+	if r.ShortestPath(g) {
+		to, ok := r.t.PortByLID(d)
+		if !ok {
+			return nil
+		}
+		return r.sp.next(g, to)
+	}
+	n, ok := r.t.Node(g)
+	if !ok || n.Type != Switch || n.LID == d {
+		return nil
+	}
+	out := int(lftAt(r.lft[g], int(d)))
+	if out == NoPort || out == 0 || out > n.Ports {
+		return nil
+	}
+	return []int{out}
 }
 
 // Tables returns the forwarding tables the routes were built from.
@@ -144,18 +226,27 @@ func (r *Routes) PathBetween(from, to PortRef) (*Route, error) {
 		if n.Type == Switch {
 			if n.LID == dst {
 				rt.To = r.hop(PortRef{n.GUID, 0})
-				return rt, nil
+				return r.spPaths(rt, from, to)
 			}
-			tbl := r.lft[n.GUID]
-			out := int(lftAt(tbl, int(dst)))
-			if out == NoPort || out == 0 || out > n.Ports {
-				return nil, fmt.Errorf("route %d -> %d: switch %s %q has no forwarding entry for LID %d", src, dst, n.GUID, n.Description, dst)
+			var out int
+			if r.ShortestPath(n.GUID) {
+				ports := r.sp.next(n.GUID, to)
+				if len(ports) == 0 {
+					return nil, fmt.Errorf("route %d -> %d: switch %s %q has no path to LID %d in the LLDP graph", src, dst, n.GUID, n.Description, dst)
+				}
+				out = ports[0]
+			} else {
+				tbl := r.lft[n.GUID]
+				out = int(lftAt(tbl, int(dst)))
+				if out == NoPort || out == 0 || out > n.Ports {
+					return nil, fmt.Errorf("route %d -> %d: switch %s %q has no forwarding entry for LID %d", src, dst, n.GUID, n.Description, dst)
+				}
 			}
 			cur = PortRef{n.GUID, out}
 		} else if i > 0 {
 			if n.PortLID(cur.Port) == dst {
 				rt.To = r.hop(cur)
-				return rt, nil
+				return r.spPaths(rt, from, to)
 			}
 			return nil, fmt.Errorf("route %d -> %d: reached %q, which does not forward", src, dst, n.Description)
 		} else if src == dst {
@@ -186,6 +277,21 @@ func (r *Routes) noLID(what string, l LID) string {
 // leaves by port from, i.e. crosses that link in the direction away from
 // from. It returns at most limit pairs (all when limit <= 0) and the total.
 func (r *Routes) PairsThrough(from PortRef, limit int) ([]Pair, int, error) {
+	shares, total, err := r.PairSharesThrough(from, limit)
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []Pair
+	for _, p := range shares {
+		out = append(out, p.Pair)
+	}
+	return out, total, nil
+}
+
+// PairSharesThrough is PairsThrough with each pair's share of traffic
+// crossing the port: below 1 where the shortest-path model splits a
+// pair's traffic over equal-cost paths (ECMP), 1 otherwise.
+func (r *Routes) PairSharesThrough(from PortRef, limit int) ([]PairShare, int, error) {
 	n, ok := r.t.Node(from.GUID)
 	if !ok {
 		return nil, 0, fmt.Errorf("port %s: no such node", from)
@@ -193,13 +299,18 @@ func (r *Routes) PairsThrough(from PortRef, limit int) ([]Pair, int, error) {
 	if _, ok := r.t.LinkAt(from); !ok {
 		return nil, 0, fmt.Errorf("port %s: not linked", from)
 	}
-	var out []Pair
+	var out []PairShare
 	total := 0
-	emit := func(s, d LID) {
+	emitPair := func(p PairShare) {
 		total++
 		if limit <= 0 || len(out) < limit {
-			out = append(out, Pair{s, d})
+			out = append(out, p)
 		}
+	}
+	emit := func(s, d LID) { emitPair(PairShare{Pair{Src: s, Dst: d}, 1}) }
+	if n.Type == Switch && r.ShortestPath(from.GUID) {
+		r.sp.pairsThrough(from, n.Fabric, emitPair)
+		return out, total, nil
 	}
 	if n.Type != Switch {
 		// Everything a CA port sends to another CA leaves by that port.
@@ -334,5 +445,330 @@ func FormatRoute(w io.Writer, rt *Route) error {
 		p("[%d] -> %s {%s} lid %d %q\n", h.Port, name(next.Type), next.GUID, next.LID, next.Description)
 	}
 	p("To %s {%s} portnum %d lid %d %q\n", name(rt.To.Type), rt.To.GUID, rt.To.Port, rt.To.LID, rt.To.Description)
+	if rt.RouteModel != "" {
+		p("# route model: %s\n", rt.RouteModel)
+		for i, sp := range rt.Paths {
+			p("# path %d, share %.4g:", i+1, sp.Share)
+			for _, h := range sp.Hops {
+				p(" %q[%d]", h.Description, h.Port)
+			}
+			p("\n")
+		}
+		if rt.PathCount > len(rt.Paths) && len(rt.Paths) > 0 {
+			p("# … and %d more equal-cost paths\n", rt.PathCount-len(rt.Paths))
+		}
+	}
 	return err
 }
+
+// spModel routes the switches whose links are Ethernet, discovered by
+// LLDP: no forwarding table says where an L2/L3 switch sends a packet, so
+// traffic is taken to follow the shortest paths of the switch graph, split
+// evenly over the equal-cost next hops at each switch (ECMP), as a
+// switch's hash would on average over many flows. Which flow takes which
+// path is not known and never claimed.
+type spModel struct {
+	r      *Routes
+	member map[GUID]bool
+	idx    map[GUID]int32
+	adj    [][]spEdge // per member switch: up links to member switches, by port
+
+	mu    sync.Mutex
+	dests map[PortRef]*spDest // by destination port (port 0: a switch)
+}
+
+type spEdge struct {
+	port int
+	to   int32
+}
+
+// spDest is the shortest-path distance of every member switch to one
+// destination: target is the switch the destination is (port 0) or hangs
+// off (port), -1 when it is not on a member switch.
+type spDest struct {
+	dist   []int32 // -1: cannot reach
+	target int32
+	port   int
+}
+
+func linkUp(l *Link) bool { return !strings.EqualFold(l.State, "Down") }
+
+func newSPModel(r *Routes) *spModel {
+	m := &spModel{r: r, member: map[GUID]bool{}, idx: map[GUID]int32{}, dests: map[PortRef]*spDest{}}
+	t := r.t
+	for i := range t.Links {
+		l := &t.Links[i]
+		if !IsEthernetSpeed(l.Speed) {
+			continue
+		}
+		for _, end := range []PortRef{l.A, l.B} {
+			if n, ok := t.Node(end.GUID); ok && n.Type == Switch {
+				m.member[end.GUID] = true
+			}
+		}
+	}
+	if len(m.member) == 0 {
+		return nil
+	}
+	for _, g := range r.swGUID { // GUID order: deterministic
+		if m.member[g] {
+			m.idx[g] = int32(len(m.adj))
+			m.adj = append(m.adj, nil)
+		}
+	}
+	for g, i := range m.idx {
+		n, _ := t.Node(g)
+		for p := 1; p <= n.Ports; p++ {
+			l, ok := t.LinkAt(PortRef{g, p})
+			if !ok || !linkUp(l) {
+				continue
+			}
+			peer, _ := t.Peer(PortRef{g, p})
+			if j, ok := m.idx[peer.GUID]; ok && peer.GUID != g {
+				m.adj[i] = append(m.adj[i], spEdge{port: p, to: j})
+			}
+		}
+	}
+	return m
+}
+
+// dest returns (computing once) every member switch's distance to port
+// p (port 0 of a switch, or a host port). Destinations are ports, not
+// LIDs, so a view of several fabrics whose LIDs overlap routes too.
+func (m *spModel) dest(p PortRef) *spDest {
+	m.mu.Lock()
+	ds, ok := m.dests[p]
+	m.mu.Unlock()
+	if ok {
+		return ds
+	}
+	ds = &spDest{dist: make([]int32, len(m.adj)), target: -1}
+	for i := range ds.dist {
+		ds.dist[i] = -1
+	}
+	t := m.r.t
+	if n, ok := t.Node(p.GUID); ok {
+		if i, member := m.idx[p.GUID]; member && p.Port == 0 && n.Type == Switch {
+			ds.target = i
+		} else if l, linked := t.LinkAt(p); linked && linkUp(l) {
+			peer, _ := t.Peer(p)
+			if i, member := m.idx[peer.GUID]; member {
+				ds.target, ds.port = i, peer.Port
+			}
+		}
+	}
+	if ds.target >= 0 {
+		ds.dist[ds.target] = 0
+		queue := []int32{ds.target}
+		for len(queue) > 0 {
+			i := queue[0]
+			queue = queue[1:]
+			for _, e := range m.adj[i] {
+				if ds.dist[e.to] < 0 {
+					ds.dist[e.to] = ds.dist[i] + 1
+					queue = append(queue, e.to)
+				}
+			}
+		}
+	}
+	m.mu.Lock()
+	m.dests[p] = ds
+	m.mu.Unlock()
+	return ds
+}
+
+// next lists member switch g's equal-cost ports toward port to, lowest
+// first.
+func (m *spModel) next(g GUID, to PortRef) []int {
+	i, ok := m.idx[g]
+	if !ok {
+		return nil
+	}
+	ds := m.dest(to)
+	if ds.target < 0 || ds.dist[i] < 0 {
+		return nil
+	}
+	if i == ds.target {
+		if ds.port == 0 {
+			return nil
+		}
+		return []int{ds.port}
+	}
+	var out []int
+	for _, e := range m.adj[i] {
+		if ds.dist[e.to] == ds.dist[i]-1 {
+			out = append(out, e.port)
+		}
+	}
+	return out
+}
+
+// pairsThrough emits the (source, destination) pairs of host ports whose
+// traffic crosses port from of a member switch on some shortest path,
+// each with the share of it that does under even splitting.
+func (m *spModel) pairsThrough(from PortRef, fab string, emit func(PairShare)) {
+	r := m.r
+	target := m.idx[from.GUID]
+	for _, dport := range r.caPorts {
+		if r.fabricOf(dport) != fab {
+			continue
+		}
+		d := r.lidOf(dport)
+		ports := m.next(from.GUID, dport)
+		k := 0
+		for _, p := range ports {
+			if p == from.Port {
+				k = len(ports)
+			}
+		}
+		if k == 0 {
+			continue
+		}
+		ds := m.dest(dport)
+		frac := make([]float64, len(m.adj))
+		for i := range frac {
+			frac[i] = -1
+		}
+		var share func(i int32) float64
+		share = func(i int32) float64 {
+			if frac[i] >= 0 {
+				return frac[i]
+			}
+			f := 0.0
+			switch {
+			case i == target:
+				f = 1 / float64(k)
+			case ds.dist[i] > ds.dist[target]:
+				var nx []int32
+				for _, e := range m.adj[i] {
+					if ds.dist[e.to] == ds.dist[i]-1 {
+						nx = append(nx, e.to)
+					}
+				}
+				for _, j := range nx {
+					f += share(j) / float64(len(nx))
+				}
+			}
+			frac[i] = f
+			return f
+		}
+		for _, sport := range r.caPorts {
+			if r.fabricOf(sport) != fab {
+				continue
+			}
+			s := r.lidOf(sport)
+			if s == d {
+				continue
+			}
+			peer, ok := r.t.Peer(sport)
+			if !ok {
+				continue
+			}
+			i, member := m.idx[peer.GUID]
+			if !member || ds.dist[i] < 0 {
+				continue
+			}
+			if f := share(i); f > 0 {
+				emit(PairShare{Pair{Src: s, Dst: d}, f})
+			}
+		}
+	}
+}
+
+// spPaths completes a route from port from to port to that crossed
+// switches of the shortest-path model: its model, how many equal-cost paths
+// there are and, when several, each (up to MaxPaths) with its share.
+// Routes over forwarding tables alone are returned as they are.
+func (r *Routes) spPaths(rt *Route, from, to PortRef) (*Route, error) {
+	if r.sp == nil {
+		return rt, nil
+	}
+	uses := false
+	for _, h := range rt.Hops {
+		if r.ShortestPath(h.GUID) {
+			uses = true
+			break
+		}
+	}
+	if !uses {
+		return rt, nil
+	}
+	// next is where switch g sends toward to: the model's equal-cost
+	// ports, or a forwarding table's one.
+	next := func(g GUID) []int {
+		if r.ShortestPath(g) {
+			return r.sp.next(g, to)
+		}
+		return r.NextPorts(g, rt.Dst)
+	}
+	arrived := func(p PortRef) bool { return p == to }
+	// Count the paths from each switch without listing them.
+	counts := map[GUID]float64{}
+	var count func(g GUID, depth int) float64
+	count = func(g GUID, depth int) float64 {
+		if c, ok := counts[g]; ok {
+			return c
+		}
+		c := 0.0
+		if arrived(PortRef{g, 0}) {
+			c = 1
+		} else if depth < maxHops {
+			counts[g] = 0 // a loop back here counts nothing
+			for _, p := range next(g) {
+				peer, ok := r.t.Peer(PortRef{g, p})
+				if !ok {
+					continue
+				}
+				if pn, _ := r.t.Node(peer.GUID); pn.Type == Switch {
+					c += count(peer.GUID, depth+1)
+				} else if arrived(peer) {
+					c++
+				}
+			}
+		}
+		counts[g] = c
+		return c
+	}
+	var first PortRef // the first switch
+	var prefix []Hop
+	if n, _ := r.t.Node(from.GUID); n.Type == Switch {
+		first = PortRef{from.GUID, 0}
+	} else {
+		prefix = []Hop{r.hop(from)}
+		first, _ = r.t.Peer(from)
+	}
+	total := count(first.GUID, 0)
+	rt.PathCount = int(min(total, 1<<30))
+	if total <= 1 {
+		rt.RouteModel = ModelShortestPath + " (unique)"
+		return rt, nil
+	}
+	rt.RouteModel = fmt.Sprintf("%s (ecmp: %d equal-cost paths; traffic taken as split evenly over each switch's next hops, not the switches' own hash)", ModelShortestPath, rt.PathCount)
+	var walk func(g GUID, hops []Hop, share float64)
+	walk = func(g GUID, hops []Hop, share float64) {
+		if len(rt.Paths) >= MaxPaths || len(hops) > maxHops {
+			return
+		}
+		if arrived(PortRef{g, 0}) {
+			rt.Paths = append(rt.Paths, SharedPath{Share: share, Hops: slicesClone(hops)})
+			return
+		}
+		ports := next(g)
+		for _, p := range ports {
+			peer, ok := r.t.Peer(PortRef{g, p})
+			if !ok {
+				continue
+			}
+			h := append(hops, r.hop(PortRef{g, p}))
+			if pn, _ := r.t.Node(peer.GUID); pn.Type == Switch {
+				walk(peer.GUID, h, share/float64(len(ports)))
+			} else if arrived(peer) && len(rt.Paths) < MaxPaths {
+				rt.Paths = append(rt.Paths, SharedPath{Share: share / float64(len(ports)), Hops: slicesClone(h)})
+			}
+		}
+	}
+	walk(first.GUID, prefix, 1)
+	return rt, nil
+}
+
+func slicesClone(h []Hop) []Hop { return append([]Hop(nil), h...) }

@@ -200,13 +200,66 @@ var laneGbps = map[string]float64{ // data rate per lane after encoding
 }
 
 // LinkCapacity is the one-direction data rate in bytes/s of width x speed,
-// or 0 when either is unknown.
+// or 0 when either is unknown. An Ethernet speed ("100GbE", "10GbE",
+// "100MbE": see EthernetSpeed) is the whole link's rate; its width is "1X"
+// (or empty) and any other width multiplies it as lanes would.
 func LinkCapacity(width, speed string) float64 {
+	if mbps, ok := ethernetMbps(speed); ok {
+		w := 1
+		if width != "" {
+			n, err := strconv.Atoi(strings.TrimSuffix(strings.ToUpper(width), "X"))
+			if err != nil || n <= 0 {
+				return 0
+			}
+			w = n
+		}
+		return float64(w) * mbps * 1e6 / 8
+	}
 	w, err := strconv.Atoi(strings.TrimSuffix(strings.ToUpper(width), "X"))
 	if err != nil {
 		return 0
 	}
 	return float64(w) * laneGbps[strings.ToUpper(speed)] * 1e9 / 8
+}
+
+// EthernetSpeed names an Ethernet link's rate from IF-MIB's ifHighSpeed
+// (millions of bits per second): "100GbE", "25GbE", "2.5GbE", "100MbE";
+// "" when the rate is unknown (0).
+func EthernetSpeed(mbps uint64) string {
+	switch {
+	case mbps == 0:
+		return ""
+	case mbps%1000 == 0:
+		return strconv.FormatUint(mbps/1000, 10) + "GbE"
+	case mbps >= 1000 && mbps%100 == 0:
+		return strconv.FormatFloat(float64(mbps)/1000, 'f', -1, 64) + "GbE"
+	}
+	return strconv.FormatUint(mbps, 10) + "MbE"
+}
+
+// IsEthernetSpeed reports whether speed names an Ethernet rate
+// (EthernetSpeed's form) rather than an InfiniBand one.
+func IsEthernetSpeed(speed string) bool {
+	_, ok := ethernetMbps(speed)
+	return ok
+}
+
+// ethernetMbps parses EthernetSpeed's form.
+func ethernetMbps(speed string) (float64, bool) {
+	var unit float64
+	switch {
+	case strings.HasSuffix(speed, "GbE"):
+		unit = 1000
+	case strings.HasSuffix(speed, "MbE"):
+		unit = 1
+	default:
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(speed[:len(speed)-3], 64)
+	if err != nil || !(v > 0 && v <= 1e7) {
+		return 0, false
+	}
+	return v * unit, true
 }
 
 // Topology is one snapshot of a fabric. Nodes and Links are kept sorted
