@@ -122,6 +122,11 @@ func New(cfg Config, src fabric.Source, st store.Store, log *slog.Logger) *Daemo
 	d.m.alert = newAlertMetrics(d.reg)
 	d.notifier = alert.NewNotifier(d.cfg.Alerting, log, d.reg)
 	d.reg.MustRegister(&alert.Collector{Alerts: d.Alerts})
+	// A source that counts its own errors (the Ethernet source: per switch
+	// and MIB object) exports them beside the daemon's metrics.
+	if c, ok := src.(prometheus.Collector); ok {
+		d.reg.MustRegister(c)
+	}
 	d.reg.MustRegister(d.m.writeQueue, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return d
 }

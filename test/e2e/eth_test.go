@@ -164,7 +164,9 @@ func testEthDaemonSwitchDown(t *testing.T, lab *ethlab.Lab) {
 	if st.Sweep.Errors != want || st.Sweep.Ports != len(topo.SwitchPorts(false)) {
 		t.Errorf("sweep with one switch down: %+v, want %d errors of %d ports", st, want, len(topo.SwitchPorts(false)))
 	}
-	metric := func() string {
+	// metric is the value of the first sample whose line starts with
+	// prefix and holds label.
+	metric := func(prefix, label string) string {
 		resp, err := http.Get(d.base + "/metrics")
 		if err != nil {
 			t.Fatal(err)
@@ -172,14 +174,18 @@ func testEthDaemonSwitchDown(t *testing.T, lab *ethlab.Lab) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		for _, line := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(line, "netloom_fabric_sweep_port_errors_total ") {
-				return strings.TrimPrefix(line, "netloom_fabric_sweep_port_errors_total ")
+			if strings.HasPrefix(line, prefix) && strings.Contains(line, label) {
+				return line[strings.LastIndexByte(line, ' ')+1:]
 			}
 		}
 		return ""
 	}
-	if m := metric(); m == "" || m == "0" {
+	if m := metric("netloom_fabric_sweep_port_errors_total ", ""); m == "" || m == "0" {
 		t.Errorf("netloom_fabric_sweep_port_errors_total = %q", m)
+	}
+	// The source's own count names the switch that did not answer.
+	if m := metric("netloom_eth_errors_total{", fmt.Sprintf("switch=%q", tg[1].Switch)); m == "" || m == "0" {
+		t.Errorf("netloom_eth_errors_total for %s = %q", tg[1].Switch, m)
 	}
 	var events struct {
 		Events []fabric.Event `json:"events"`
