@@ -297,6 +297,34 @@ func TestLinkDegraded(t *testing.T) {
 	if len(ch) != 1 || ch[0].Subject.Link != links[1].ID() || !strings.Contains(ch[0].Summary, "below 4X HDR") {
 		t.Fatalf("against the ports' capabilities: %+v", ch)
 	}
+
+	// Ethernet: one lane of the whole rate (what the Ethernet source
+	// reads from ifHighSpeed). A 10GbE link among 100GbE ones is degraded,
+	// named in Ethernet's terms; every link at 100GbE is not.
+	links = slices.Clone(topo.Links)
+	for i := range links {
+		links[i].Width, links[i].Speed = "1X", "100GbE"
+	}
+	eth, err := fabric.NewTopology(topo.Nodes, links)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := NewEngine(only(Config{}.WithDefaults(), "link_degraded"), nil).Evaluate(Input{Time: time.Now(), Topology: eth}); len(ch) != 0 {
+		t.Fatalf("healthy Ethernet fabric: %+v", ch)
+	}
+	links[4].Speed = "10GbE"
+	if eth, err = fabric.NewTopology(topo.Nodes, links); err != nil {
+		t.Fatal(err)
+	}
+	ch = NewEngine(only(Config{}.WithDefaults(), "link_degraded"), nil).Evaluate(Input{Time: time.Now(), Topology: eth})
+	if len(ch) != 1 || ch[0].Subject.Link != links[4].ID() || !strings.Contains(ch[0].Summary, "up at 1X 10GbE, below 1X 100GbE") {
+		t.Fatalf("a 10GbE link among 100GbE ones: %+v", ch)
+	}
+	c = Config{}.WithDefaults()
+	rule(c, "link_degraded").Width, rule(c, "link_degraded").Speed = "1X", "400GbE"
+	if ch := NewEngine(only(c, "link_degraded"), nil).Evaluate(Input{Time: time.Now(), Topology: eth}); len(ch) != len(links) {
+		t.Fatalf("every link is below the rule's 400GbE: %d alerts", len(ch))
+	}
 }
 
 func TestCongestionAndUtilizationHold(t *testing.T) {

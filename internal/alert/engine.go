@@ -779,17 +779,19 @@ func orTopo(t, prev *fabric.Topology, g fabric.GUID) *fabric.Topology {
 	return t
 }
 
-// widths and speeds in increasing order.
-var (
-	widthRank = map[string]int{"1X": 1, "2X": 2, "4X": 4, "8X": 8, "12X": 12}
-	speedRank = map[string]int{"SDR": 1, "DDR": 2, "QDR": 3, "FDR10": 4, "FDR": 5, "EDR": 6, "HDR": 7, "NDR": 8, "XDR": 9}
-)
+// widthRank orders widths (lanes).
+var widthRank = map[string]int{"1X": 1, "2X": 2, "4X": 4, "8X": 8, "12X": 12}
+
+// speedRank orders speeds by their data rate per lane in Mb/s, InfiniBand
+// ("EDR") and Ethernet ("100GbE": one lane of the whole rate) alike; 0
+// when unknown.
+func speedRank(speed string) int { return int(fabric.LinkCapacity("1X", speed) * 8 / 1e6) }
 
 // degraded finds active links below the rule's width and speed or, where
 // the rule names none, below what both ends support and have enabled
 // (Link.MaxWidth, MaxSpeed, from PortInfo), or, where the topology does not
-// say (a simulated fabric), below the best width and speed among the other
-// links of either end's node.
+// say (a simulated fabric, an Ethernet fabric), below the best width and
+// speed among the other links of either end's node.
 func degraded(r *Rule, t *fabric.Topology) []candidate {
 	type best struct{ w, s [2]int } // top two per node, so a link is compared with the others
 	top := map[fabric.GUID]*best{}
@@ -799,6 +801,14 @@ func degraded(r *Rule, t *fabric.Topology) []candidate {
 		} else if x > v[1] {
 			v[1] = x
 		}
+	}
+	speedName := map[int]string{} // each rank's name, as the links give it
+	named := func(speed string) int {
+		x := speedRank(speed)
+		if _, ok := speedName[x]; !ok && x > 0 {
+			speedName[x] = speed
+		}
+		return x
 	}
 	up := func(l *fabric.Link) bool { return !strings.EqualFold(l.State, "Down") }
 	for i := range t.Links {
@@ -813,7 +823,7 @@ func degraded(r *Rule, t *fabric.Topology) []candidate {
 				top[g] = b
 			}
 			push(&b.w, widthRank[strings.ToUpper(l.Width)])
-			push(&b.s, speedRank[strings.ToUpper(l.Speed)])
+			push(&b.s, named(l.Speed))
 		}
 	}
 	other := func(v [2]int, mine int) int {
@@ -825,13 +835,13 @@ func degraded(r *Rule, t *fabric.Topology) []candidate {
 	var out []candidate
 	for i := range t.Links {
 		l := &t.Links[i]
-		w, s := widthRank[strings.ToUpper(l.Width)], speedRank[strings.ToUpper(l.Speed)]
+		w, s := widthRank[strings.ToUpper(l.Width)], speedRank(l.Speed)
 		if !up(l) || w == 0 || s == 0 {
 			continue
 		}
-		ew, es := widthRank[strings.ToUpper(r.Width)], speedRank[strings.ToUpper(r.Speed)]
+		ew, es := widthRank[strings.ToUpper(r.Width)], named(r.Speed)
 		if r.Width == "" && l.MaxWidth != "" && l.MaxSpeed != "" {
-			ew, es = widthRank[strings.ToUpper(l.MaxWidth)], speedRank[strings.ToUpper(l.MaxSpeed)]
+			ew, es = widthRank[strings.ToUpper(l.MaxWidth)], named(l.MaxSpeed)
 		} else if r.Width == "" {
 			for _, g := range []fabric.GUID{l.A.GUID, l.B.GUID} {
 				ew = max(ew, other(top[g].w, w))
@@ -842,20 +852,19 @@ func degraded(r *Rule, t *fabric.Topology) []candidate {
 			continue
 		}
 		sub := linkSubject(t, l)
-		want := fmt.Sprintf("%s %s", rankName(widthRank, max(ew, w), l.Width), rankName(speedRank, max(es, s), l.Speed))
+		wantW, wantS := l.Width, l.Speed
+		for k, x := range widthRank {
+			if x == max(ew, w) {
+				wantW = k
+			}
+		}
+		if n, ok := speedName[max(es, s)]; ok {
+			wantS = n
+		}
 		out = append(out, candidate{key: l.ID(), subject: sub, value: l.Capacity(), ports: []fabric.PortRef{l.A, l.B},
-			summary: fmt.Sprintf("%s is up at %s %s, below %s", sub, l.Width, l.Speed, want)})
+			summary: fmt.Sprintf("%s is up at %s %s, below %s %s", sub, l.Width, l.Speed, wantW, wantS)})
 	}
 	return out
-}
-
-func rankName(m map[string]int, v int, def string) string {
-	for k, x := range m {
-		if x == v && v != 0 {
-			return k
-		}
-	}
-	return def
 }
 
 // errorTrend fits each erroring port's symbol error rate over the rule's

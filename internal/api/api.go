@@ -774,23 +774,23 @@ func (s *Server) linkRoutes(r *http.Request) (any, error) {
 		return nil, err
 	}
 	type dirJSON struct {
-		From  fabric.PortRef `json:"from"`
-		To    fabric.PortRef `json:"to"`
-		Total int            `json:"total"`
-		Pairs []fabric.Pair  `json:"pairs"`
+		From  fabric.PortRef     `json:"from"`
+		To    fabric.PortRef     `json:"to"`
+		Total int                `json:"total"`
+		Pairs []fabric.PairShare `json:"pairs"`
 	}
 	var out []dirJSON
 	for _, ends := range [2][2]fabric.PortRef{{l.A, l.B}, {l.B, l.A}} {
-		pairs, total, err := routes.PairsThrough(ends[0], limit)
+		pairs, total, err := routes.PairSharesThrough(ends[0], limit)
 		if err != nil {
 			return nil, err
 		}
 		if pairs == nil {
-			pairs = []fabric.Pair{}
+			pairs = []fabric.PairShare{}
 		}
 		out = append(out, dirJSON{ends[0], ends[1], total, pairs})
 	}
-	return map[string]any{"link": newLinkJSON(*l), "directions": out}, nil
+	return withRouteModel(v.topo, map[string]any{"link": newLinkJSON(*l), "directions": out}), nil
 }
 
 func (s *Server) routePath(r *http.Request) (any, error) {

@@ -532,8 +532,8 @@ func (a *attribAPI) linkJobs(r *http.Request) (any, error) {
 		anon.applyAll(dirs[i].Jobs)
 		coarsenDirection(&dirs[i], l.Capacity(), seconds)
 	}
-	return map[string]any{"link": ends(l), "from": from, "to": to, "seconds": to.Sub(from).Seconds(),
-		"directions": dirs, "jobs": all}, nil
+	return withRouteModel(v.topo, map[string]any{"link": ends(l), "from": from, "to": to, "seconds": to.Sub(from).Seconds(),
+		"directions": dirs, "jobs": all}), nil
 }
 
 // jobTimeRange is the range of a job's questions: from/to, defaulting to
@@ -612,8 +612,8 @@ func (a *attribAPI) jobLinks(r *http.Request) (any, error) {
 			links = append(links, dj)
 		}
 	}
-	return map[string]any{"job": js.ID, "from": from, "to": to, "seconds": to.Sub(from).Seconds(),
-		"attribution": js.Attribution, "traffic_source": js.TrafficSource, "traffic_model": js.TrafficModel, "links": links}, nil
+	return withRouteModel(v.topo, map[string]any{"job": js.ID, "from": from, "to": to, "seconds": to.Sub(from).Seconds(),
+		"attribution": js.Attribution, "traffic_source": js.TrafficSource, "traffic_model": js.TrafficModel, "links": links}), nil
 }
 
 // pairJSON is one rank (or node) pair whose traffic crosses a direction.
@@ -774,8 +774,8 @@ func (a *attribAPI) linkPairs(r *http.Request) (any, error) {
 	if um == nil {
 		um = []string{}
 	}
-	return map[string]any{"job": j.ID, "link": ends(l), "level": level, "peers_truncated": truncated,
-		"cumulative": true, "unmapped_nodes": um, "route_errors": routeErrs, "directions": out}, nil
+	return withRouteModel(v.topo, map[string]any{"job": j.ID, "link": ends(l), "level": level, "peers_truncated": truncated,
+		"cumulative": true, "unmapped_nodes": um, "route_errors": routeErrs, "directions": out}), nil
 }
 
 func floatParam(r *http.Request, name string, def, lo, hi float64) (float64, error) {
@@ -892,8 +892,8 @@ func (a *attribAPI) hotspots(r *http.Request) (any, error) {
 	if len(out) > limit {
 		out = out[:limit]
 	}
-	return map[string]any{"at": v.at, "from": from, "to": to, "min_utilization": minUtil, "min_xmit_wait": minWait,
-		"total": total, "hotspots": out}, nil
+	return withRouteModel(v.topo, map[string]any{"at": v.at, "from": from, "to": to, "min_utilization": minUtil, "min_xmit_wait": minWait,
+		"total": total, "hotspots": out}), nil
 }
 
 // why answers "why is my job slow": the links the job crosses (its heaviest
@@ -999,8 +999,8 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 		}
 		return cmp.Compare(x.Job, y.Job)
 	})
-	res := map[string]any{"job": js.ID, "from": from, "to": to, "traffic_source": js.TrafficSource, "traffic_model": js.TrafficModel,
-		"attribution": js.Attribution, "links": out, "sharing_jobs": sharing}
+	res := withRouteModel(v.topo, map[string]any{"job": js.ID, "from": from, "to": to, "traffic_source": js.TrafficSource, "traffic_model": js.TrafficModel,
+		"attribution": js.Attribution, "links": out, "sharing_jobs": sharing})
 	if !js.Agent {
 		res["host_links"], err = a.hostLinks(r.Context(), v, js, from, to)
 		if err != nil {
@@ -1060,4 +1060,16 @@ func (a *attribAPI) hostLinks(ctx context.Context, v *view, js *store.JobSummary
 		out = append(out, h)
 	}
 	return out, nil
+}
+
+// withRouteModel adds to an answer resting on the fabric's routes how
+// they were found, where they are a model rather than the switches'
+// forwarding tables: "route_model": "lldp-shortest-path" on an Ethernet
+// fabric, whose bytes are split evenly over equal-cost paths since the
+// switches' hash is not known (docs/ethernet.md).
+func withRouteModel(t *fabric.Topology, m map[string]any) map[string]any {
+	if rm := t.RouteModel(); rm != "" {
+		m["route_model"] = rm
+	}
+	return m
 }

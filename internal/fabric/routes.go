@@ -140,6 +140,26 @@ func NewRoutes(t *Topology, ft ForwardingTables) *Routes {
 	return r
 }
 
+// RouteModel is the route model the topology's routes follow:
+// ModelShortestPath when a switch has an Ethernet link (its routes are the
+// LLDP graph's shortest paths, traffic split evenly over equal-cost ones),
+// "" when every switch routes by its forwarding table (InfiniBand). It is
+// what NewRoutes(t, …).Model() says, without building the routes.
+func (t *Topology) RouteModel() string {
+	for i := range t.Links {
+		l := &t.Links[i]
+		if !IsEthernetSpeed(l.Speed) {
+			continue
+		}
+		for _, end := range []PortRef{l.A, l.B} {
+			if n, ok := t.Node(end.GUID); ok && n.Type == Switch {
+				return ModelShortestPath
+			}
+		}
+	}
+	return ""
+}
+
 // Model is the route model of switches routed by shortest paths
 // (ModelShortestPath) when the fabric has any, or "" when every switch
 // routes by its forwarding table.

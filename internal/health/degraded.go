@@ -65,6 +65,25 @@ func linkKind(t *fabric.Topology, l *fabric.Link) string {
 	return "switch-host"
 }
 
+// peerGroup is the links a link is compared with: its kind, and its
+// family (an InfiniBand link is never held to an Ethernet one's rate in a
+// view of several fabrics).
+func peerGroup(t *fabric.Topology, l *fabric.Link) string {
+	if fabric.IsEthernetSpeed(l.Speed) {
+		return "ethernet " + linkKind(t, l)
+	}
+	return linkKind(t, l)
+}
+
+// speedName is a speed as reports name it: InfiniBand's upper case
+// ("EDR"), Ethernet's as its source writes it ("100GbE").
+func speedName(speed string) string {
+	if fabric.IsEthernetSpeed(speed) {
+		return speed
+	}
+	return strings.ToUpper(speed)
+}
+
 // FindDegraded lists the degraded links of t, the slowest share first.
 func FindDegraded(t *fabric.Topology) []Degraded {
 	type ws struct{ w, s string }
@@ -75,11 +94,11 @@ func FindDegraded(t *fabric.Topology) []Degraded {
 		if lanes(l.Width) == 0 || laneRate(l.Speed) == 0 {
 			continue
 		}
-		k := linkKind(t, l)
+		k := peerGroup(t, l)
 		if counts[k] == nil {
 			counts[k] = map[ws]int{}
 		}
-		counts[k][ws{strings.ToUpper(l.Width), strings.ToUpper(l.Speed)}]++
+		counts[k][ws{strings.ToUpper(l.Width), speedName(l.Speed)}]++
 		totals[k]++
 	}
 	mode := map[string]ws{}
@@ -100,7 +119,7 @@ func FindDegraded(t *fabric.Topology) []Degraded {
 		if lanes(l.Width) == 0 || laneRate(l.Speed) == 0 {
 			continue
 		}
-		k := linkKind(t, l)
+		k := peerGroup(t, l)
 		exp := mode[k]
 		ew, es := exp.w, exp.s
 		// What the ends support, where known, is expected too.
@@ -108,14 +127,14 @@ func FindDegraded(t *fabric.Topology) []Degraded {
 			ew = strings.ToUpper(l.MaxWidth)
 		}
 		if laneRate(l.MaxSpeed) > laneRate(es) {
-			es = strings.ToUpper(l.MaxSpeed)
+			es = speedName(l.MaxSpeed)
 		}
 		narrower := lanes(l.Width) < lanes(ew)
 		slower := laneRate(l.Speed) < laneRate(es)
 		if !narrower && !slower {
 			continue
 		}
-		d := Degraded{Link: l.ID(), A: l.A, B: l.B, ANode: describeNode(t, l.A.GUID), BNode: describeNode(t, l.B.GUID), Kind: k,
+		d := Degraded{Link: l.ID(), A: l.A, B: l.B, ANode: describeNode(t, l.A.GUID), BNode: describeNode(t, l.B.GUID), Kind: linkKind(t, l),
 			Width: l.Width, Speed: l.Speed, Narrower: narrower, Slower: slower, Capacity: l.Capacity(),
 			ExpectedCapacity: fabric.LinkCapacity(ew, es), Jobs: []JobImpact{}}
 		d.Expected.Width, d.Expected.Speed, d.Expected.Peers, d.Expected.Links = ew, es, modeN[k], totals[k]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/netloom/netloom/internal/analysis"
@@ -401,6 +402,47 @@ func TestDegraded(t *testing.T) {
 		if len(x.Jobs) != 1 || x.Jobs[0].Job != want || x.Jobs[0].Bytes == 0 {
 			t.Errorf("%s: jobs %+v, want %s", x.Link, x.Jobs, want)
 		}
+	}
+}
+
+// TestDegradedEthernet: on an Ethernet fabric (speeds as ifHighSpeed
+// names them) a 10GbE host link among 100GbE ones is degraded, in
+// Ethernet's terms; beside an InfiniBand fabric in one view, neither is
+// held to the other's rate.
+func TestDegradedEthernet(t *testing.T) {
+	topo, routes, nm := impactFabric(t)
+	host, _ := topo.LinkAt(hops(t, routes, nm, "n3", "n4")[0])
+	links := append([]fabric.Link(nil), topo.Links...)
+	for i := range links {
+		links[i].Width, links[i].Speed = "1X", "100GbE"
+		if links[i].ID() == host.ID() {
+			links[i].Speed = "10GbE"
+		}
+	}
+	eth, err := fabric.NewTopology(append([]fabric.Node(nil), topo.Nodes...), links)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := FindDegraded(eth)
+	if len(d) != 1 || d[0].Link != host.ID() || !d[0].Slower || d[0].Expected.Speed != "100GbE" || d[0].Fraction != 0.1 ||
+		d[0].Kind != "switch-host" || !strings.Contains(d[0].Reason, "at 10GbE where 100GbE is expected") {
+		t.Fatalf("degraded: %+v", d)
+	}
+	// Half the host links InfiniBand 4X EDR, half 100GbE: two families,
+	// each uniform, so none is degraded (the tie would otherwise call the
+	// slower family degraded).
+	for i := range links {
+		links[i].Speed = "100GbE"
+		if i%2 == 0 {
+			links[i].Width, links[i].Speed = "4X", "EDR"
+		}
+	}
+	mixed, err := fabric.NewTopology(append([]fabric.Node(nil), topo.Nodes...), links)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := FindDegraded(mixed); len(d) != 0 {
+		t.Fatalf("two uniform families: %+v", d)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -725,6 +726,7 @@ func testEthAttribution(t *testing.T, m mpiImpl, prog, preset string) {
 		share map[fabric.PortRef]float64
 	}
 	var stages []*stage
+	pairOf := map[fabric.PortRef][2]fabric.LID{} // the job's pair crossing each direction
 	wantPaths := map[string]int{"two-leaf": 1, "ecmp": 2}[preset]
 	for _, pair := range [][2]fabric.LID{{h1.LID, h3.LID}, {h3.LID, h1.LID}} {
 		rt, err := routes.Path(pair[0], pair[1])
@@ -749,6 +751,7 @@ func testEthAttribution(t *testing.T, m mpiImpl, prog, preset string) {
 				if _, seen := st.share[ref]; !seen {
 					st.dirs = append(st.dirs, ref)
 				}
+				pairOf[ref] = pair
 				st.share[ref] += p.Share
 			}
 		}
@@ -824,14 +827,51 @@ func testEthAttribution(t *testing.T, m mpiImpl, prog, preset string) {
 			Bytes uint64
 		}
 	}
+	// The answers resting on the routes say they are the LLDP model's.
+	for _, path := range []string{"/jobs/" + job + "/why", "/jobs/" + job + "/links", "/hotspots?min_utilization=0"} {
+		var ans struct {
+			RouteModel string `json:"route_model"`
+		}
+		if code := d.get("/api/v1"+path, &ans); code != 200 || ans.RouteModel != fabric.ModelShortestPath {
+			t.Errorf("%s: %d, route_model %q, want %q", path, code, ans.RouteModel, fabric.ModelShortestPath)
+		}
+	}
 	payload := float64(size * iters) // each way
 	for k, st := range stages {
 		var mine, measured, framing float64
 		for _, p := range st.dirs {
 			var got dirJSON
-			var split struct{ Directions []dirJSON }
+			var split struct {
+				Directions []dirJSON
+				RouteModel string `json:"route_model"`
+			}
 			if code := d.get("/api/v1/links/"+p.String()+"/jobs?from=-15m", &split); code != 200 {
 				t.Fatalf("link %s jobs: %d", p, code)
+			}
+			if split.RouteModel != fabric.ModelShortestPath {
+				t.Errorf("link %s jobs: route_model %q, want %q", p, split.RouteModel, fabric.ModelShortestPath)
+			}
+			// The link's routes give the job's pair the same share.
+			var lr struct {
+				Directions []struct {
+					From  fabric.PortRef
+					Pairs []fabric.PairShare
+				}
+				RouteModel string `json:"route_model"`
+			}
+			if code := d.get("/api/v1/links/"+p.String()+"/routes", &lr); code != 200 || lr.RouteModel != fabric.ModelShortestPath {
+				t.Fatalf("link %s routes: %d, route_model %q", p, code, lr.RouteModel)
+			}
+			share := -1.0
+			for _, dr := range lr.Directions {
+				for _, ps := range dr.Pairs {
+					if dr.From == p && ps.Src == pairOf[p][0] && ps.Dst == pairOf[p][1] {
+						share = ps.Share
+					}
+				}
+			}
+			if math.Abs(share-st.share[p]) > 1e-9 {
+				t.Errorf("link %s routes: pair %v share %g, want %g", p, pairOf[p], share, st.share[p])
 			}
 			for _, dj := range split.Directions {
 				if dj.From == p {
