@@ -5,7 +5,7 @@ GOFLAGS ?=
 export CGO_ENABLED := 1
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build deps agent web test test-short vet demo bench fuzz proto clean package
+.PHONY: all build deps agent web test test-short vet demo demo-eth bench fuzz proto clean package
 
 all: build
 
@@ -69,6 +69,11 @@ package: build
 
 demo: build
 	scripts/demo.sh
+
+# The same on an Ethernet fabric of network namespaces whose links carry the
+# job's bytes (as root; docs/ethernet.md).
+demo-eth: build
+	scripts/demo-eth.sh
 
 bench: build
 	bench/run.sh

@@ -30,22 +30,8 @@ import (
 func ethConfig(t *testing.T, lab *ethlab.Lab, v3 bool, extra string, edit func(sw string, entry *string)) string {
 	t.Helper()
 	var b strings.Builder
-	tg := lab.SNMPTargets()
-	if v3 {
-		fmt.Fprintf(&b, "v3: {user: %q, auth_proto: %s, auth_pass: %q, priv_proto: %s, priv_pass: %q}\n",
-			tg[0].V3User, tg[0].V3AuthProto, tg[0].V3AuthPass, tg[0].V3PrivProto, tg[0].V3PrivPass)
-	} else {
-		fmt.Fprintf(&b, "community: %q\n", tg[0].Community)
-	}
 	b.WriteString(extra)
-	b.WriteString("switches:\n")
-	for _, s := range tg {
-		entry := fmt.Sprintf("  - {address: %q, name: %q}\n", s.Addr, s.Switch)
-		if edit != nil {
-			edit(s.Switch, &entry)
-		}
-		b.WriteString(entry)
-	}
+	b.WriteString(lab.NetloomConfig(v3, edit))
 	path := filepath.Join(t.TempDir(), "eth.yaml")
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@
 //	ethlab down ID|--all
 //	ethlab status
 //	ethlab mpirun ID [--impl openmpi|mpich] [--hosts h1,h3] [--ppn N] PROGRAM [ARGS...]
+//	ethlab config ID [--v3]
 package main
 
 import (
@@ -24,6 +25,7 @@ func usage() {
   ethlab down ID | --all
   ethlab status
   ethlab mpirun ID [--impl openmpi|mpich] [--hosts h1,h3] [--ppn N] [--env NAME=VALUE]... PROGRAM [ARGS...]
+  ethlab config ID [--v3]     Netloom's Ethernet source configuration for the lab (netloom serve --fabric eth:FILE)
 `, strings.Join(ethlab.Presets(), ", "))
 	os.Exit(2)
 }
@@ -42,6 +44,8 @@ func main() {
 		err = status()
 	case "mpirun":
 		err = mpirun(os.Args[2:])
+	case "config":
+		err = config(os.Args[2:])
 	default:
 		usage()
 	}
@@ -190,5 +194,22 @@ func mpirun(args []string) error {
 		return err // it holds the output
 	}
 	_, err = os.Stdout.Write(out)
+	return err
+}
+
+// config prints the configuration of Netloom's Ethernet source that polls
+// the lab's switches (docs/ethernet.md).
+func config(args []string) error {
+	if len(args) < 1 {
+		usage()
+	}
+	fs := flag.NewFlagSet("config", flag.ExitOnError)
+	v3 := fs.Bool("v3", false, "SNMPv3 authPriv with the lab's user instead of SNMPv2c")
+	_ = fs.Parse(args[1:])
+	lab, err := ethlab.Open(args[0])
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Print(lab.NetloomConfig(*v3, nil))
 	return err
 }
