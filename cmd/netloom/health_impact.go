@@ -18,9 +18,14 @@ import (
 )
 
 // impactSource is what the impact and degraded commands read from the
-// store: the newest topology, its forwarding tables and the running jobs.
-func impactSource(ctx context.Context, db string) (store.Store, health.ImpactRequest, error) {
+// store: the newest topology, its forwarding tables and the running jobs,
+// with the node names nodeMap (a --node-map file, or "") overrides.
+func impactSource(ctx context.Context, db, nodeMap string) (store.Store, health.ImpactRequest, error) {
 	var req health.ImpactRequest
+	var err error
+	if req.NodeOverrides, err = readNodeMap(nodeMap); err != nil {
+		return nil, req, err
+	}
 	t, err := storedTopology(ctx, db)
 	if err != nil {
 		return nil, req, err
@@ -96,14 +101,11 @@ their jobs' traffic leaves the fabric.`,
 			if nodes != "" && len(list) == 0 {
 				return usagef("--nodes %q: want node names, comma-separated", nodes)
 			}
-			st, req, err := impactSource(c.Context(), db)
+			st, req, err := impactSource(c.Context(), db, nodeMap)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if req.NodeOverrides, err = readNodeMap(nodeMap); err != nil {
-				return err
-			}
 			req.Link, req.Switch, req.Nodes, req.Window, req.MaxPairs = link, sw, list, window, limit
 			im, err := health.QueryImpact(c.Context(), st, req)
 			if err != nil {
@@ -191,14 +193,11 @@ on them in the last --window (docs/health.md, "Degraded links").`,
 			if window <= 0 || window > 7*24*time.Hour {
 				return usagef("--window %s: want a duration from 1s to 168h", window)
 			}
-			st, req, err := impactSource(c.Context(), db)
+			st, req, err := impactSource(c.Context(), db, nodeMap)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if req.NodeOverrides, err = readNodeMap(nodeMap); err != nil {
-				return err
-			}
 			req.Window = window
 			rep, err := health.QueryDegraded(c.Context(), st, req)
 			if err != nil {

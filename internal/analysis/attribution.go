@@ -191,13 +191,7 @@ func (a *Attributor) tree(d fabric.LID) *destTree {
 			maxDepth = d
 		}
 	}
-	for d := maxDepth; d >= 0; d-- {
-		for i := range depth {
-			if depth[i] == d {
-				t.order = append(t.order, int32(i))
-			}
-		}
-	}
+	t.order = farthestFirst(depth, maxDepth)
 	a.mu.Lock()
 	a.trees[d] = t
 	a.mu.Unlock()
@@ -431,15 +425,25 @@ func (a *Attributor) dag(d fabric.LID) *destDAG {
 			depth[i] = -1
 		}
 	}
-	for dd := maxDepth; dd >= 0; dd-- {
-		for i := range depth {
-			if depth[i] == dd {
-				g.order = append(g.order, int32(i))
-			}
-		}
-	}
+	g.order = farthestFirst(depth, maxDepth)
 	a.mu.Lock()
 	a.dags[d] = g
 	a.mu.Unlock()
 	return g
+}
+
+// farthestFirst lists the switches by their distance to the destination
+// (depth, at most maxDepth), farthest first, leaving out those that do
+// not reach it (depth < 0): the order in which a switch has received all
+// its inflow before it passes it on.
+func farthestFirst(depth []int32, maxDepth int32) []int32 {
+	var order []int32
+	for d := maxDepth; d >= 0; d-- {
+		for i := range depth {
+			if depth[i] == d {
+				order = append(order, int32(i))
+			}
+		}
+	}
+	return order
 }

@@ -96,18 +96,7 @@ func TestAttributeECMP(t *testing.T) {
 		t.Errorf("attributed %.0f byte-hops, paths give %.0f: bytes lost or made up", sum, hops)
 	}
 	// The matrix form agrees exactly.
-	idx := map[fabric.LID]int{}
-	for i, l := range lids {
-		idx[l] = i
-	}
-	m := Matrix{LIDs: lids, Bytes: make([]uint64, len(lids)*len(lids))}
-	for _, f := range flows {
-		m.Bytes[idx[f.Dst]*len(lids)+idx[f.Src]] += f.Bytes
-	}
-	dense := make([]uint64, a.Directions())
-	if errs := a.AttributeMatrix(m, dense); len(errs) > 0 {
-		t.Fatal(errs)
-	}
+	dense := matrixLoad(t, a, lids, flows)
 	for i := range dense {
 		if dense[i] != got[i] {
 			t.Errorf("direction %s: matrix %d, flows %d", a.Direction(i), dense[i], got[i])

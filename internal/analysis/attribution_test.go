@@ -58,18 +58,7 @@ func TestAttributeMatchesPaths(t *testing.T) {
 			}
 		}
 		// The dense form gives the same.
-		idx := map[fabric.LID]int{}
-		for i, l := range lids {
-			idx[l] = i
-		}
-		m := Matrix{LIDs: lids, Bytes: make([]uint64, len(lids)*len(lids))}
-		for _, f := range flows {
-			m.Bytes[idx[f.Dst]*len(lids)+idx[f.Src]] += f.Bytes
-		}
-		dense := make([]uint64, a.Directions())
-		if errs := a.AttributeMatrix(m, dense); len(errs) > 0 {
-			t.Fatal(errs)
-		}
+		dense := matrixLoad(t, a, lids, flows)
 		for i := range want {
 			if dense[i] != want[i] {
 				t.Errorf("%s: direction %s: matrix attributed %d, paths give %d", spec, a.Direction(i), dense[i], want[i])
@@ -123,4 +112,23 @@ func BenchmarkAllToAll(b *testing.B) {
 
 func fmtNodes(n int) string {
 	return fmt.Sprintf("nodes=%d", n)
+}
+
+// matrixLoad attributes flows in the dense form (AttributeMatrix over the
+// LIDs lids), for comparison with Attribute's answer.
+func matrixLoad(t *testing.T, a *Attributor, lids []fabric.LID, flows []Flow) []uint64 {
+	t.Helper()
+	idx := map[fabric.LID]int{}
+	for i, l := range lids {
+		idx[l] = i
+	}
+	m := Matrix{LIDs: lids, Bytes: make([]uint64, len(lids)*len(lids))}
+	for _, f := range flows {
+		m.Bytes[idx[f.Dst]*len(lids)+idx[f.Src]] += f.Bytes
+	}
+	dense := make([]uint64, a.Directions())
+	if errs := a.AttributeMatrix(m, dense); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return dense
 }

@@ -360,28 +360,30 @@ func (r *Routes) PairSharesThrough(from PortRef, limit int) ([]PairShare, int, e
 		}
 		clear(state)
 		state[target] = 1
-		for _, sport := range r.caPorts {
-			if r.fabricOf(sport) != n.Fabric {
-				continue
-			}
-			s := r.lidOf(sport)
-			if s == d {
-				continue
-			}
-			peer, ok := r.t.Peer(sport)
-			if !ok {
-				continue
-			}
-			sw, isSwitch := r.swIndex[peer.GUID]
-			if !isSwitch {
-				continue
-			}
-			if r.crosses(sw, d, state, stack[:0]) {
+		r.eachSource(n.Fabric, d, func(s LID, peer PortRef) {
+			if sw, isSwitch := r.swIndex[peer.GUID]; isSwitch && r.crosses(sw, d, state, stack[:0]) {
 				emit(s, d)
 			}
-		}
+		})
 	}
 	return out, total, nil
+}
+
+// eachSource calls f with every linked CA port of fabric fab other than
+// LID d (each a source of traffic toward d): its LID and its peer port.
+func (r *Routes) eachSource(fab string, d LID, f func(s LID, peer PortRef)) {
+	for _, sport := range r.caPorts {
+		if r.fabricOf(sport) != fab {
+			continue
+		}
+		s := r.lidOf(sport)
+		if s == d {
+			continue
+		}
+		if peer, ok := r.t.Peer(sport); ok {
+			f(s, peer)
+		}
+	}
 }
 
 // crosses resolves whether the walk from switch sw toward d reaches the
@@ -672,26 +674,13 @@ func (m *spModel) pairsThrough(from PortRef, fab string, emit func(PairShare)) {
 			frac[i] = f
 			return f
 		}
-		for _, sport := range r.caPorts {
-			if r.fabricOf(sport) != fab {
-				continue
+		r.eachSource(fab, d, func(s LID, peer PortRef) {
+			if i, member := m.idx[peer.GUID]; member && ds.dist[i] >= 0 {
+				if f := share(i); f > 0 {
+					emit(PairShare{Pair{Src: s, Dst: d}, f})
+				}
 			}
-			s := r.lidOf(sport)
-			if s == d {
-				continue
-			}
-			peer, ok := r.t.Peer(sport)
-			if !ok {
-				continue
-			}
-			i, member := m.idx[peer.GUID]
-			if !member || ds.dist[i] < 0 {
-				continue
-			}
-			if f := share(i); f > 0 {
-				emit(PairShare{Pair{Src: s, Dst: d}, f})
-			}
-		}
+		})
 	}
 }
 

@@ -119,11 +119,19 @@ func compile(t *testing.T, m mpiImpl, src string) string {
 // environment; mca are Open MPI "--mca name value" pairs.
 func runJob(t *testing.T, m mpiImpl, np int, lib string, env []string, mca []string, prog string, args ...string) string {
 	t.Helper()
+	return runRanks(t, m, np, agentPPN, lib, env, mca, 3*time.Minute, prog, args...)
+}
+
+// runRanks runs np ranks of prog through nodewrap.sh with ppn ranks per fake
+// node, the agent preloaded when lib is set; it fails the test on a non-zero
+// exit or after limit (a hang).
+func runRanks(t *testing.T, m mpiImpl, np, ppn int, lib string, env, mca []string, limit time.Duration, prog string, args ...string) string {
+	t.Helper()
 	wrap, err := filepath.Abs("testdata/mpi/nodewrap.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	env = append(env, "NL_TEST_LIB="+lib, "NL_TEST_PPN="+strconv.Itoa(agentPPN))
+	env = append(env, "NL_TEST_LIB="+lib, "NL_TEST_PPN="+strconv.Itoa(ppn))
 	var cmdArgs []string
 	if m.name == "openmpi" {
 		cmdArgs = []string{"--allow-run-as-root", "--oversubscribe", "-np", strconv.Itoa(np)}
@@ -136,6 +144,13 @@ func runJob(t *testing.T, m mpiImpl, np int, lib string, env []string, mca []str
 		}
 	} else {
 		cmdArgs = []string{"-np", strconv.Itoa(np)}
+		// Every rank runs on this host: shared memory only. MPICH's UCX
+		// otherwise probes the network devices at MPI_Init and fails
+		// ("init_worker ... No such device") when another session's
+		// namespaces add or remove interfaces meanwhile.
+		if os.Getenv("UCX_TLS") == "" {
+			env = append(env, "UCX_TLS=self,sm")
+		}
 	}
 	cmdArgs = append(cmdArgs, "sh", wrap, prog)
 	cmdArgs = append(cmdArgs, args...)
@@ -143,19 +158,20 @@ func runJob(t *testing.T, m mpiImpl, np int, lib string, env []string, mca []str
 	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatalf("%s %s: %v\n%s", m.launch, strings.Join(cmdArgs, " "), err, out.String())
 		}
-	case <-time.After(3 * time.Minute):
+	case <-time.After(limit):
 		_ = cmd.Process.Kill()
-		t.Fatalf("%s: timed out\n%s", m.launch, out.String())
+		<-done
+		t.Fatalf("%s: no exit after %v (a hang)\n%s", m.launch, limit, out.String())
 	}
 	return out.String()
 }

@@ -34,60 +34,6 @@ const (
 
 func reorderNode(w int) int { return w / reorderPPN }
 
-// runRanks runs np ranks of prog through nodewrap.sh with ppn ranks per fake
-// node, the agent preloaded when lib is set; it fails the test on a non-zero
-// exit or after limit (a hang).
-func runRanks(t *testing.T, m mpiImpl, np, ppn int, lib string, env, mca []string, limit time.Duration, prog string, args ...string) string {
-	t.Helper()
-	wrap, err := filepath.Abs("testdata/mpi/nodewrap.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env = append(env, "NL_TEST_LIB="+lib, "NL_TEST_PPN="+strconv.Itoa(ppn))
-	var cmdArgs []string
-	if m.name == "openmpi" {
-		cmdArgs = []string{"--allow-run-as-root", "--oversubscribe", "-np", strconv.Itoa(np)}
-		for i := 0; i+1 < len(mca); i += 2 {
-			cmdArgs = append(cmdArgs, "--mca", mca[i], mca[i+1])
-		}
-		for _, kv := range env {
-			k, _, _ := strings.Cut(kv, "=")
-			cmdArgs = append(cmdArgs, "-x", k)
-		}
-	} else {
-		cmdArgs = []string{"-np", strconv.Itoa(np)}
-		// Every rank runs on this host: shared memory only. MPICH's UCX
-		// otherwise probes the network devices at MPI_Init and fails
-		// ("init_worker ... No such device") when another session's
-		// namespaces add or remove interfaces meanwhile.
-		if os.Getenv("UCX_TLS") == "" {
-			env = append(env, "UCX_TLS=self,sm")
-		}
-	}
-	cmdArgs = append(cmdArgs, "sh", wrap, prog)
-	cmdArgs = append(cmdArgs, args...)
-	cmd := exec.Command(m.launch, cmdArgs...)
-	cmd.Env = append(os.Environ(), env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("%s %s: %v\n%s", m.launch, strings.Join(cmdArgs, " "), err, out.String())
-		}
-	case <-time.After(limit):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("%s: no exit after %v (a hang)\n%s", m.launch, limit, out.String())
-	}
-	return out.String()
-}
-
 // compileAgainstAgent builds a Fortran program linked with the agent library
 // (Fortran has no weak symbols): the agent then needs no LD_PRELOAD.
 func compileAgainstAgent(t *testing.T, m mpiImpl, src string) string {
