@@ -14,3 +14,7 @@ echo "== agent: added cost per MPI call versus Open MPI's monitoring, memory per
 bench/agent/run.sh
 echo "== ingest: the daemon under 1x and 10x Stampede load"
 go run ./bench/ingest --systems "${BENCH_SYSTEMS:-stampede,10x-stampede}" --duration "${BENCH_DURATION:-3m}" --netloom bin/netloom
+echo "== health: ranking and predictions at Stampede size, against the sweep"
+go run ./bench/health -sweeps 120 -netloom bin/netloom -daemon-sweeps 60
+echo "== eth: an Ethernet lab's sweep versus snmp_exporter (as root)"
+go run ./bench/eth --leaves 2,8,31,63
