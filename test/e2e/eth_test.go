@@ -204,6 +204,31 @@ func testEthDaemonSwitchDown(t *testing.T, lab *ethlab.Lab) {
 	if recovered != want {
 		t.Errorf("%d port_recovered events, want %d", recovered, want)
 	}
+	// The Prometheus port metrics: every swept switch port, named as the
+	// switches name themselves, its peer as LLDP names it.
+	resp, err := http.Get(d.base + "/metrics/ports?counters=xmit_data_bytes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	series := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "netloom_port_transmit_data_bytes_total{") {
+			continue
+		}
+		series++
+		named := false
+		for _, s := range tg {
+			named = named || strings.Contains(line, fmt.Sprintf("node=%q", s.Switch))
+		}
+		if !named || !strings.Contains(line, "remote_node=") {
+			t.Errorf("port series names no lab switch and peer: %s", line)
+		}
+	}
+	if n := len(topo.SwitchPorts(false)); series != n {
+		t.Errorf("/metrics/ports: %d transmit series, want one per swept switch port (%d)\n%s", series, n, b)
+	}
 }
 
 // testEthDiscovery: discovery equals the lab's wiring (every link, both
