@@ -38,6 +38,9 @@ packages=(
   # instance per network namespace; snmp (snmpwalk, snmpget) checks them;
   # prometheus-snmp-exporter is what sites scrape switches with today.
   lldpd snmpd snmp prometheus-snmp-exporter
+  # The lab's tests stream TCP between hosts with python3; make demo-eth
+  # prints its summary with it.
+  python3
   gcc make pkg-config
 )
 

@@ -312,8 +312,21 @@ func testEthDiscovery(t *testing.T, lab *ethlab.Lab, cfg string) {
 			t.Errorf("node %s: GUID/LID differ between discoveries", topo.Nodes[i].Description)
 		}
 	}
-	// The CLI: discover and route.
-	out, err := exec.Command(netloomBin, "fabric", "discover", "--fabric", "eth:"+cfg, "--json").Output()
+	// The CLI: discover, sweep and route.
+	out, err := exec.Command(netloomBin, "fabric", "sweep", "--fabric", "eth:"+cfg, "--json").Output()
+	if err != nil {
+		t.Fatalf("netloom fabric sweep: %v", err)
+	}
+	var sw struct {
+		Ports, Errors int
+	}
+	if err := json.Unmarshal(out, &sw); err != nil {
+		t.Fatal(err)
+	}
+	if sw.Ports != len(topo.SwitchPorts(false)) || sw.Errors != 0 {
+		t.Errorf("netloom fabric sweep: %+v, want %d ports and no errors", sw, len(topo.SwitchPorts(false)))
+	}
+	out, err = exec.Command(netloomBin, "fabric", "discover", "--fabric", "eth:"+cfg, "--json").Output()
 	if err != nil {
 		t.Fatalf("netloom fabric discover: %v", err)
 	}
