@@ -780,6 +780,13 @@ agentXSocket %s
 agentXPerms 0600 0700
 `, n.Name, n.Name, n.Role, l.opt.Community, l.MgmtCIDR(), l.opt.V3User, l.opt.V3AuthPass, l.opt.V3PrivPass,
 			l.opt.V3User, l.sock(n.Name, "agentx"))
+		// A port shaped with tc reports the rate it is shaped to, as a
+		// real switch reports a slower port's speed (a veth says 10000
+		// Mb/s whatever its qdisc): net-snmp's "interface NAME TYPE
+		// SPEED" sets ifSpeed and ifHighSpeed (ethernetCsmacd, bit/s).
+		for _, sp := range l.shapedPorts(n.Name) {
+			c += fmt.Sprintf("interface %s 6 %d\n", sp.If, sp.Bits)
+		}
 		if err := os.WriteFile(cf, []byte(c), 0o600); err != nil {
 			return err
 		}
@@ -823,6 +830,62 @@ agentXPerms 0600 0700
 		cmd, _ := l.Command(context.Background(), n.Name, append([]string{"lldpd"}, args...)...)
 		if err := l.startProc(n.Name+"-lldpd", cmd); err != nil {
 			return err
+		}
+	}
+	return l.waitShapedSpeeds(ctx, deadline)
+}
+
+// shapedPort is a switch port with a tc limit: its interface and rate.
+type shapedPort struct {
+	If   string
+	Bits uint64 // bit/s
+}
+
+// shapedPorts lists a switch's ports whose link carries a rate limit.
+func (l *Lab) shapedPorts(sw string) []shapedPort {
+	var out []shapedPort
+	for _, w := range l.wires {
+		if w.RateMbit <= 0 {
+			continue
+		}
+		for _, e := range []End{w.A, w.B} {
+			if e.Node == sw {
+				out = append(out, shapedPort{If: e.If, Bits: uint64(w.RateMbit * 1e6)})
+			}
+		}
+	}
+	return out
+}
+
+// waitShapedSpeeds waits until every switch's snmpd reports each shaped
+// port at its rate: net-snmp reads its interfaces once before its
+// configuration (the "interface" overrides) and applies them from the next
+// reload of its interface cache, about 3 s after it starts.
+func (l *Lab) waitShapedSpeeds(ctx context.Context, deadline time.Time) error {
+	for _, t := range l.SNMPTargets() {
+		n := l.nodes[t.Switch]
+		for _, sp := range l.shapedPorts(t.Switch) {
+			out, err := exec.CommandContext(ctx, "ip", "-n", n.NS, "-o", "link", "show", "dev", sp.If).Output()
+			idx, _, _ := strings.Cut(string(out), ":")
+			if err != nil || idx == "" {
+				return fmt.Errorf("ethlab: ifindex of %s %s: %v %s", t.Switch, sp.If, err, out)
+			}
+			// ifHighSpeed in Mb/s, ifSpeed in bit/s (at most 2^32-1).
+			want := fmt.Sprintf("%d\n%d\n", sp.Bits/1000000, min(sp.Bits, 1<<32-1))
+			for {
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				got, err := exec.CommandContext(cctx, "snmpget", "-v2c", "-c", t.Community, "-t", "1", "-r", "0",
+					"-Oqv", t.Addr, "1.3.6.1.2.1.31.1.1.1.15."+idx, "1.3.6.1.2.1.2.2.1.5."+idx).Output()
+				cancel()
+				if err == nil && string(got) == want {
+					break
+				}
+				if time.Now().After(deadline) || ctx.Err() != nil {
+					return fmt.Errorf("ethlab: snmpd of %s does not report %s (ifIndex %s) at %d bit/s: ifHighSpeed, ifSpeed %q (%v)",
+						t.Switch, sp.If, idx, sp.Bits, got, err)
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
 		}
 	}
 	return nil

@@ -794,6 +794,10 @@ func TestDocs(t *testing.T) {
 			if !bytes.Contains(out, []byte(" up in ")) || !bytes.Contains(out, []byte("snmp ")) {
 				t.Errorf("%s: unexpected output", c)
 			}
+		case strings.Contains(c, " config "):
+			if !bytes.Contains(out, []byte("community: ")) || bytes.Count(out, []byte("address: ")) != 3 {
+				t.Errorf("%s: not a source file for the lab's three switches", c)
+			}
 		case strings.Contains(c, " mpirun "):
 			if !regexp.MustCompile(`rank 0 of 2 on h1 sent \d+`).Match(out) || !regexp.MustCompile(`rank 1 of 2 on h3 sent \d+`).Match(out) {
 				t.Errorf("%s: ranks not on h1 and h3", c)
