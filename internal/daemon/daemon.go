@@ -78,14 +78,14 @@ type Daemon struct {
 }
 
 type metrics struct {
-	sweeps, sweepPortErrors, discoveries, discoverErrors prometheus.Counter
-	writeDropped, writeErrors                            *prometheus.CounterVec
-	events                                               *prometheus.CounterVec
-	writeQueue                                           prometheus.GaugeFunc
-	attr                                                 attributionMetrics
-	sched                                                schedMetrics
-	alert                                                alertMetrics
-	w                                                    writerMetrics
+	sweeps, sweepPortErrors, sweepStale, discoveries, discoverErrors prometheus.Counter
+	writeDropped, writeErrors                                        *prometheus.CounterVec
+	events                                                           *prometheus.CounterVec
+	writeQueue                                                       prometheus.GaugeFunc
+	attr                                                             attributionMetrics
+	sched                                                            schedMetrics
+	alert                                                            alertMetrics
+	w                                                                writerMetrics
 }
 
 // New builds a daemon; Run starts it.
@@ -106,6 +106,7 @@ func New(cfg Config, src fabric.Source, st store.Store, log *slog.Logger) *Daemo
 	d.m = metrics{
 		sweeps:          counter("netloom_fabric_sweeps_total", "Counter sweeps completed."),
 		sweepPortErrors: counter("netloom_fabric_sweep_port_errors_total", "Port counter queries that failed after retries."),
+		sweepStale:      counter("netloom_fabric_sweep_stale_readings_total", "Port readings the source's agent answered from its cache (the same values as the sweep before): no new sample; sweep such switches less often."),
 		discoveries:     counter("netloom_fabric_discoveries_total", "Fabric discoveries completed."),
 		discoverErrors:  counter("netloom_fabric_discovery_errors_total", "Fabric discoveries that failed."),
 		writeDropped:    vec("netloom_store_writes_dropped_total", "Store writes dropped, by reason: queue_full, backlog_full, error, shutdown.", "reason"),

@@ -168,6 +168,7 @@ func (d *Daemon) sweep(ctx context.Context) {
 		events   []fabric.Event
 		nearFull []fabric.PortRef
 		failed   int
+		stale    int
 		unreach  = maps.Clone(cur.Unreachable)
 		read     = make(map[fabric.PortRef]*fabric.PortReading, len(readings))
 		latest   = make(map[fabric.PortRef]*fabric.PortSample, len(readings))
@@ -188,6 +189,19 @@ func (d *Daemon) sweep(ctx context.Context) {
 			delete(unreach, r.Port)
 			events = append(events, fabric.Event{Time: now, Kind: fabric.EventPortRecovered, Node: r.Port.GUID, Port: r.Port.Port,
 				Detail: fmt.Sprintf("port %s answers again after %s", r.Port, now.Sub(since).Round(time.Second))})
+		}
+		if r.Stale {
+			// The same values as before (an agent's cache): no new
+			// interval. The previous reading stays the base of the next
+			// and the newest sample stays the last measured.
+			if s, ok := cur.Samples[r.Port]; ok {
+				latest[r.Port] = s
+			}
+			if p, ok := d.prev[r.Port]; ok {
+				read[r.Port] = p
+			}
+			stale++
+			continue
 		}
 		if p, ok := d.prev[r.Port]; ok {
 			s := fabric.Diff(p, r)
@@ -224,7 +238,8 @@ func (d *Daemon) sweep(ctx context.Context) {
 	next.Sweep = api.SweepInfo{Time: now, Seconds: secs, Ports: len(ports), Errors: failed, Count: cur.Sweep.Count + 1}
 	d.state.Store(&next)
 	d.tickAlerts(events)
-	d.log.Debug("sweep", "ports", len(ports), "errors", failed, "seconds", secs)
+	d.m.sweepStale.Add(float64(stale))
+	d.log.Debug("sweep", "ports", len(ports), "errors", failed, "stale", stale, "seconds", secs)
 }
 
 // resetCounters clears 32-bit counters near saturation; the next delta is

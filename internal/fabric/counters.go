@@ -78,6 +78,12 @@ type PortReading struct {
 	Time time.Time
 	Counters
 	Err error // the port could not be read this sweep
+	// Stale is set when the source's agent answered with the values it
+	// gave the sweep before: a cached table, not a new measurement (an
+	// SNMP agent refreshes its interface counters seconds apart). The
+	// reading is no sample: the daemon keeps the previous one as the base
+	// of the next interval, so a rate is never 0 then a multiple.
+	Stale bool
 }
 
 // PortSample is the per-interval change of one port's counters, the unit

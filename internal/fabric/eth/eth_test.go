@@ -596,6 +596,35 @@ func TestSweepCounters(t *testing.T) {
 	}
 }
 
+// TestSweepStale: an answer with every interface's counters as before is
+// the agent's cache: its readings say so; a change on any interface of the
+// switch (another port, the management interface the request crossed)
+// makes them a measurement again.
+func TestSweepStale(t *testing.T) {
+	f := leafSpine(1, 0, 2)
+	s := f.sw["leaf1"]
+	s.counters[3] = [5]uint64{1000, 2000, 10, 20, 0}
+	s.counters[4] = [5]uint64{5, 6, 7, 8, 0}
+	vs, _ := f.views(t)
+	l, _ := number(vs[0])
+	st := &swState{ports: map[int]*portState{}}
+	if out, _ := sweepOnce(t, s, l, st, []int{2}); out[0].Stale {
+		t.Fatal("the first answer taken for a cached one")
+	}
+	out, _ := sweepOnce(t, s, l, st, []int{2, 3})
+	if !out[0].Stale || !out[1].Stale || out[0].V[fabric.RcvData] != 1000 {
+		t.Errorf("the same table again: %+v", out)
+	}
+	s.counters[4] = [5]uint64{5, 6, 7, 9, 0} // only swp2 counted a packet
+	if out, _ := sweepOnce(t, s, l, st, []int{2}); out[0].Stale {
+		t.Error("a change on another interface taken for the cache")
+	}
+	s.upTime = 5 // a reboot with the very same counters is no cache
+	if out, _ := sweepOnce(t, s, l, st, []int{2}); out[0].Stale {
+		t.Error("a reboot taken for the cache")
+	}
+}
+
 func TestRebooted(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	for _, c := range []struct {

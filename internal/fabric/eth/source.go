@@ -61,6 +61,10 @@ type swState struct {
 	upAt    time.Time
 	ports   map[int]*portState
 	cfgSlot int
+	// table is the previous answer's raw counters of every interface:
+	// an answer equal to it is the agent's cache (the management
+	// interface the request crossed would have counted it otherwise).
+	table map[int]rawCounters
 }
 
 type portState struct {
@@ -488,7 +492,12 @@ func sweepFrom(sess *session, st *swState, l *swLayout, idx []int, out []fabric.
 	}
 	now := time.Now()
 	reboot := st.have && rebooted(st.upTime, st.upAt, up, upAt)
+	stale := st.have && !reboot && sameTable(st.table, rows)
 	st.have, st.upTime, st.upAt = true, up, upAt
+	st.table = make(map[int]rawCounters, len(rows))
+	for ifi, r := range rows {
+		st.table[ifi] = *r
+	}
 	table := "ifXTable"
 	if st.hc < 0 {
 		table = "ifTable"
@@ -514,8 +523,26 @@ func sweepFrom(sess *session, st *swState, l *swLayout, idx []int, out []fabric.
 		}
 		out[i].Time = now
 		out[i].Counters = unwrap(ps, r, reboot)
+		out[i].Stale = stale
 	}
 	return errs
+}
+
+// sameTable reports whether an answer's counters of every interface equal
+// the previous answer's: nothing counted anywhere on the switch, not even
+// the request on its management interface, so the agent served its cache.
+// (Were the switch truly silent, skipping the reading loses nothing: the
+// next interval spans both.)
+func sameTable(prev map[int]rawCounters, rows map[int]*rawCounters) bool {
+	if len(prev) == 0 || len(prev) != len(rows) {
+		return false
+	}
+	for ifi, r := range rows {
+		if p, ok := prev[ifi]; !ok || p != *r {
+			return false
+		}
+	}
+	return true
 }
 
 func columnsOf(m map[string]portCounter) []string {
