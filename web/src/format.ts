@@ -40,6 +40,19 @@ export function ago(t: string | number): string {
   return `${(s / 86400).toFixed(1)}d ago`;
 }
 
+/** Whether a link speed is an Ethernet rate ("10GbE", "2.5GbE", "100MbE",
+ * as the daemon names ifHighSpeed) rather than an InfiniBand one ("EDR"). */
+export const isEthernetSpeed = (speed: string): boolean => /^\d+(\.\d+)?[GM]bE$/.test(speed);
+
+/** A link's rate as its fabric names it: InfiniBand's width and speed
+ * ("4X EDR"); an Ethernet link's speed alone ("10GbE"), its width being
+ * the model's "1X", no lane count of the port. */
+export function linkRate(l: { width?: string; speed?: string }): string {
+  const speed = l.speed ?? "";
+  if (isEthernetSpeed(speed) && (!l.width || l.width === "1X")) return speed;
+  return `${l.width ?? ""} ${speed}`.trim();
+}
+
 /** Short form for chart axes: 1.2k, 3.4M. */
 export function compact(n: number): string {
   if (!Number.isFinite(n)) return "–";

@@ -318,7 +318,7 @@ export async function healthPage(ctx: PageContext): Promise<void> {
               h(
                 "div",
                 { class: "degraded", "data-link": d.link },
-                h("p", {}, h("span", { class: "badge warn" }, `${d.width} ${d.speed}`), " ", link(`/links/${d.link}`, `${portName(d.a_node, d.a)} – ${portName(d.b_node, d.b)}`), ": ", h("span", { "data-field": "reason" }, d.reason)),
+                h("p", {}, h("span", { class: "badge warn" }, fmt.linkRate(d)), " ", link(`/links/${d.link}`, `${portName(d.a_node, d.a)} – ${portName(d.b_node, d.b)}`), ": ", h("span", { "data-field": "reason" }, d.reason)),
                 jobsTable(`Jobs crossing ${d.link}`, d.jobs, `d${d.link.slice(-6)}`, "No running job's route crosses it."),
               ),
             ),

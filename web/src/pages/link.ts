@@ -46,7 +46,7 @@ export async function linkPage(ctx: PageContext): Promise<void> {
     const l = r.link;
     title.textContent = `${r.directions[0].from_description}:${l.a.port} ↔ ${r.directions[0].to_description}:${l.b.port}`;
     sub.replaceChildren(
-      `${l.width} ${l.speed} · ${l.state} · capacity ${fmt.rate(l.capacity_bytes_per_second)} each way · `,
+      `${fmt.linkRate(l)} · ${l.state} · capacity ${fmt.rate(l.capacity_bytes_per_second)} each way · `,
       h("code", {}, l.id),
     );
     cards.replaceChildren(

@@ -39,8 +39,11 @@ export async function nodePage(ctx: PageContext): Promise<void> {
   const loadNow = async () => {
     const r = await get<NodeResponse>(`/nodes/${encodeURIComponent(key)}`, atParams(t), signal);
     const n = r.node;
+    // A node linked at Ethernet rates is on an Ethernet fabric: a host
+    // there is an LLDP neighbour, not an InfiniBand channel adapter.
+    const eth = r.ports.some((p) => p.link && fmt.isEthernetSpeed(p.link.speed));
     title.textContent = n.description;
-    sub.replaceChildren(`${n.type === "switch" ? "Switch" : n.type === "ca" ? "Host channel adapter" : "Router"}${n.fabric ? ` · fabric ${n.fabric}` : ""} · GUID `, h("code", {}, n.guid), ` · LID ${n.lid} · ${n.ports} ports`);
+    sub.replaceChildren(`${n.type === "switch" ? "Switch" : n.type === "ca" ? (eth ? "Host" : "Host channel adapter") : "Router"}${n.fabric ? ` · fabric ${n.fabric}` : ""} · GUID `, h("code", {}, n.guid), ` · LID ${n.lid} · ${n.ports} ports`);
     const linked = r.ports.filter((p) => p.link);
     endName = n.type === "ca" ? "switch end" : "other end";
     borrowed = linked.filter((p) => !p.rates && p.peer_rates);
@@ -54,7 +57,7 @@ export async function nodePage(ctx: PageContext): Promise<void> {
     const sum = (ps: NodePort[], f: (p: NodePort) => number) => (ps.length ? ps.reduce((s, p) => s + f(p), 0) : NaN);
     const own = linked.filter((p) => p.rates);
     const where = borrowed.length ? (own.length ? ` (${borrowed.length === 1 ? "a port" : "some ports"} at the ${endName})` : ` (at the ${endName})`) : "";
-    notes.replaceChildren(...noRatesNotes(n, linked, endName));
+    notes.replaceChildren(...noRatesNotes(n, linked, endName, eth));
     cards.replaceChildren(
       h(
         "div",
@@ -84,7 +87,7 @@ export async function nodePage(ctx: PageContext): Promise<void> {
         columns: [
           { key: "port", label: "Port", value: (p) => p.port, numeric: true },
           { key: "peer", label: "Peer", value: (p) => p.peer_description ?? "", cell: (p) => (p.peer ? link(`/nodes/${p.peer.guid}${timeQuery(t)}`, `${p.peer_description ?? p.peer.guid}`, ` port ${p.peer.port}`) : "—") },
-          { key: "link", label: "Link", value: (p) => (p.link ? `${p.link.width} ${p.link.speed}` : ""), cell: (p) => (p.link ? link(`/links/${p.link.id}${timeQuery(t)}`, `${p.link.width} ${p.link.speed}`) : "not connected") },
+          { key: "link", label: "Link", value: (p) => (p.link ? fmt.linkRate(p.link) : ""), cell: (p) => (p.link ? link(`/links/${p.link.id}${timeQuery(t)}`, fmt.linkRate(p.link)) : "not connected") },
           { key: "out", label: "Out", value: out, cell: (p) => rateCell(p, out(p)), numeric: true },
           { key: "in", label: "In", value: inn, cell: (p) => rateCell(p, inn(p)), numeric: true },
           { key: "util", label: "Out %", value: util, cell: (p) => fmt.pct(util(p)), numeric: true, title: "Transmit rate as a share of the link's capacity" },
@@ -147,7 +150,7 @@ export async function nodePage(ctx: PageContext): Promise<void> {
 
 /** What a page says about linked ports without rates of their own: why,
  * and how to fill them. */
-function noRatesNotes(n: FabricNode, linked: NodePort[], endName: string): HTMLElement[] {
+function noRatesNotes(n: FabricNode, linked: NodePort[], endName: string, eth: boolean): HTMLElement[] {
   const ports = (ps: NodePort[]) => (ps.length === 1 ? `Port ${ps[0]!.port}` : `Ports ${ps.map((p) => p.port).join(", ")}`);
   const peers = (ps: NodePort[]) => ps.filter((p) => p.peer_rates).map((p) => `${p.peer_description ?? p.peer?.guid} port ${p.peer?.port}`);
   const out: HTMLElement[] = [];
@@ -159,14 +162,21 @@ function noRatesNotes(n: FabricNode, linked: NodePort[], endName: string): HTMLE
       h(
         "p",
         { class: "no-rates", role: "note", "data-reason": "not_swept" },
-        h("strong", {}, n.type === "ca" ? "This adapter's own counters are not read: " : `${ports(notSwept)}: not read: `),
+        h("strong", {}, n.type === "ca" ? `This ${eth ? "host" : "adapter"}'s own counters are not read: ` : `${ports(notSwept)}: not read: `),
         "the daemon sweeps switch ports only. ",
-        seen.length ? `Its link traffic here is measured at the ${endName} (${seen.join(", ")}): what that port received from this ${n.type === "ca" ? "host" : "node"} is shown as its transmit, what it sent as its receive; the adapter's own errors and transmit wait are not known. ` : "",
-        "To read adapter ports too, run ",
-        h("code", {}, "netloom serve --sweep-ca-ports"),
-        " (or set ",
-        h("code", {}, "sweep_ca_ports: true"),
-        "): at Stampede size a sweep then takes about a quarter longer and the port samples stored grow about 2.4 times (bench/README.md).",
+        seen.length ? `Its link traffic here is measured at the ${endName} (${seen.join(", ")}): what that port received from this ${n.type === "ca" ? "host" : "node"} is shown as its transmit, what it sent as its receive; the ${eth ? "host" : "adapter"}'s own errors and transmit wait are not known. ` : "",
+        // On Ethernet the switches are the SNMP agents; hosts are only
+        // their LLDP neighbours, so --sweep-ca-ports reads nothing more
+        // there (docs/ethernet.md, "Counters").
+        ...(eth
+          ? ["On an Ethernet fabric a host is a switch's LLDP neighbour, not an SNMP agent: its own counters cannot be read, the switch port facing it counts its traffic."]
+          : [
+              "To read adapter ports too, run ",
+              h("code", {}, "netloom serve --sweep-ca-ports"),
+              " (or set ",
+              h("code", {}, "sweep_ca_ports: true"),
+              "): at Stampede size a sweep then takes about a quarter longer and the port samples stored grow about 2.4 times (bench/README.md).",
+            ]),
       ),
     );
   }

@@ -1,0 +1,440 @@
+// The UI's pages on an Ethernet fabric (docs/ethernet.md) whose links carry
+// a real job's bytes: a lab of network namespaces (docs/ethlab.md, preset
+// two-leaf: spine1; leaf1 with h1, h2; leaf2 with h3, h4; lldpd and snmpd
+// in every switch) read by `netloom serve --fabric eth:FILE` over SNMP and
+// LLDP, and an Open MPI ring over h1..h4 under the agent, reporting over
+// the lab's management network. The pages work on it unchanged, each
+// checked against the API's own answer (and the lab's wiring where it
+// says something):
+//  - the map draws the 3 switches, 4 hosts and 6 links and finds each node
+//    by name;
+//  - leaf1's page lists its ports with their LLDP peers, as wired;
+//  - the job page's links panel lists the job's 12 link directions with the
+//    bytes of /jobs/{job}/links (the ring's payload on its routes);
+//  - the leaf1—spine1 link page, opened from it, gives the link's Ethernet
+//    speed (10GbE, 1.25 GB/s: a veth's ifHighSpeed) and the job among its
+//    jobs with the bytes of /links/{link}/jobs; over a range that holds the
+//    switches' counters of the whole job, the measured bytes it shows (the
+//    API's) hold the job's.
+// No page error, CSP violation or failed request. Runs as root; skipped
+// otherwise or without the lab's tools or Open MPI. Screenshots go to
+// test-results/.
+import assert from "node:assert/strict";
+import { execFile, execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { agentLibDir, have, jobFinished, mpiSkip, netloomBin, newPage, shot, startBrowser, startDaemon, until, webDir } from "./harness.mjs";
+
+const repo = resolve(webDir, "..");
+const ethlab = join(repo, "scripts", "ethlab");
+const SIZE = 1 << 20; // bytes per message
+const ITERS = 50; // messages per rank
+const PAYLOAD = SIZE * ITERS; // bytes each rank sends its successor
+
+function skipReason() {
+  if (process.getuid?.() !== 0) return "needs root: the Ethernet lab is made of network namespaces (docs/ethlab.md)";
+  // The lab's tools (test/ethlab's Missing()), Go to build it, Open MPI.
+  const missing = ["ip", "tc", "unshare", "lldpd", "lldpcli", "snmpd", "snmpget", "snmpwalk", "go"].filter((t) => !have(t));
+  if (missing.length) return `missing ${missing.join(", ")} (scripts/install-deps.sh)`;
+  return mpiSkip();
+}
+const skip = skipReason();
+
+// The pages' formats (web/src/format.ts).
+const bytes = (n) => {
+  const units = ["B", "KB", "MB", "GB", "TB", "PB"];
+  let i = 0;
+  let v = Math.abs(n);
+  while (v >= 1000 && i < units.length - 1) {
+    v /= 1000;
+    i++;
+  }
+  return `${n < 0 ? "-" : ""}${v >= 100 || i === 0 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)} ${units[i]}`;
+};
+const pct = (v) => (Number.isFinite(v) ? (v >= 10 ? `${v.toFixed(0)}%` : `${v.toFixed(1)}%`) : "–");
+const dirKey = (x) => `${x.from_description}:${x.from.port} → ${x.to_description}:${x.to.port}`;
+
+/** The lab's wiring as `up` printed it: "link h1 eth0 <-> leaf1 swp1". */
+function parseWiring(out) {
+  return [...out.matchAll(/^\s*link (\S+) (\S+) <-> (\S+) (\S+)$/gm)].map((m) => ({ a: m[1], aif: m[2], b: m[3], bif: m[4] }));
+}
+
+/** The nodes a frame from src to dst crosses in the lab (its links form a
+ * tree: one path). */
+function path(wiring, src, dst) {
+  const prev = new Map([[src, null]]);
+  const queue = [src];
+  while (queue.length) {
+    const n = queue.shift();
+    for (const w of wiring) {
+      for (const [x, y] of [
+        [w.a, w.b],
+        [w.b, w.a],
+      ]) {
+        if (x === n && !prev.has(y)) {
+          prev.set(y, n);
+          queue.push(y);
+        }
+      }
+    }
+  }
+  assert.ok(prev.has(dst), `no path from ${src} to ${dst} in the lab`);
+  const out = [dst];
+  while (out[0] !== src) out.unshift(prev.get(out[0]));
+  return out;
+}
+
+describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => {
+  const id = "w" + Array.from({ length: 4 }, () => "abcdefghijklmnopqrstuvwxyz0123456789"[Math.floor(Math.random() * 36)]).join("");
+  const JOB = `web-eth-${id}`;
+  let labUp = false;
+  let labOut = "";
+  let wiring = [];
+  let dir;
+  let daemon;
+  let browser;
+  let page;
+  let jobOut = "";
+  let portNames = {}; // "GUID:PORT" -> interface name, as `netloom fabric discover` reads them
+  const errors = [];
+  const down = () => {
+    if (!labUp) return;
+    labUp = false;
+    try {
+      execFileSync(ethlab, ["down", id], { cwd: repo, stdio: "ignore", timeout: 60_000 });
+    } catch (err) {
+      console.error(`ethlab down ${id}: ${err.message}`);
+    }
+  };
+  // A test process that dies without its after hook still removes its lab.
+  process.once("exit", down);
+
+  /** The next answer of the page to API path (a pathname), read. */
+  const capture = (p) => {
+    const got = page.waitForResponse((r) => decodeURIComponent(new URL(r.url()).pathname) === p, { timeout: 20_000 }).then((r) => r.json());
+    got.catch(() => {}); // reported where it is awaited
+    return got;
+  };
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "netloom-web-eth-"));
+    labUp = true; // from here on, after() removes it, whatever failed
+    labOut = execFileSync(ethlab, ["up", "--id", id, "--preset", "two-leaf"], { cwd: repo, encoding: "utf8", timeout: 180_000, stdio: ["ignore", "pipe", "pipe"] });
+    const m = /^management (\S+) \(root namespace (\S+) on \S+\)/m.exec(labOut);
+    assert.ok(m, `management network in ethlab up's output:\n${labOut}`);
+    const [, mgmtCidr, mgmtIp] = m;
+    wiring = parseWiring(labOut);
+    assert.equal(wiring.length, 6, `the two-leaf lab's links:\n${labOut}`);
+    const cfg = join(dir, "eth.yaml");
+    writeFileSync(cfg, execFileSync(ethlab, ["config", id], { cwd: repo, encoding: "utf8", timeout: 60_000 }));
+    portNames = JSON.parse(execFileSync(netloomBin, ["fabric", "discover", "--fabric", `eth:${cfg}`, "--json"], { encoding: "utf8", timeout: 60_000 })).port_names;
+    // The agents run in the hosts' namespaces and report over the
+    // management network to the daemon in the root namespace, unverified
+    // (no munged in the lab; the harness adds --agent-auth none), from
+    // that network only. Two sweeps before the job: the counters see it all.
+    const addrFile = join(dir, "agent-address");
+    daemon = await startDaemon({
+      fabric: `eth:${cfg}`,
+      sweep: "1s",
+      sweeps: 2,
+      args: ["--agent-listen", `${mgmtIp}:0`, "--agent-address-file", addrFile, "--agent-networks", mgmtCidr],
+    });
+    const agent = readFileSync(addrFile, "utf8").trim();
+    assert.match(agent, new RegExp(`^${mgmtIp.replaceAll(".", "\\.")}:\\d+$`));
+
+    // One Open MPI ring over h1..h4 under the agent.
+    const ring = join(dir, "ring");
+    execFileSync("mpicc", ["-O2", "-o", ring, join(repo, "test", "ethlab", "testdata", "ring.c")]);
+    const env = [`LD_PRELOAD=${join(agentLibDir, "libnetloom-ompi.so")}`, `NETLOOM_DAEMON=${agent}`, "NETLOOM_INTERVAL=1", `NETLOOM_JOB_ID=${JOB}`];
+    jobOut = await new Promise((ok, fail) =>
+      execFile(ethlab, ["mpirun", id, "--hosts", "h1,h2,h3,h4", ...env.flatMap((e) => ["--env", e]), ring, String(SIZE), String(ITERS)], { cwd: repo, encoding: "utf8", timeout: 120_000 }, (err, stdout, stderr) =>
+        err ? fail(new Error(`ethlab mpirun: ${err.message}\n${stdout}${stderr}`)) : ok(stdout),
+      ),
+    );
+    // The daemon lists it finished, every inter-node byte attributed to links.
+    await jobFinished(daemon, JOB, 300);
+    await until(
+      async () => {
+        const j = (await daemon.api(`/jobs/${JOB}`)).job;
+        const l = await daemon.api(`/jobs/${JOB}/links?limit=100`);
+        return j.inter_node.bytes === 4 * PAYLOAD && l.attribution?.bytes === j.inter_node.bytes && l.links.length === 12;
+      },
+      `job ${JOB}'s links attributed`,
+      60_000,
+      daemon,
+    );
+    browser = await startBrowser();
+    page = await newPage(browser, errors);
+    page.on("requestfailed", (r) => {
+      // A page's fetches are aborted when it is left: not a failure.
+      if (!/ERR_ABORTED/.test(r.failure()?.errorText ?? "")) errors.push(`request failed: ${r.method()} ${r.url()}: ${r.failure()?.errorText}`);
+    });
+    page.on("response", (r) => {
+      if (r.status() >= 400) errors.push(`${r.status()} ${r.request().method()} ${r.url()}`);
+    });
+  });
+
+  after(async () => {
+    await browser?.close();
+    await daemon?.stop();
+    down();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** The API's node of a name. */
+  const nodeNamed = async (name) => {
+    const { nodes } = await daemon.api("/fabric/nodes");
+    const n = nodes.find((x) => x.description === name);
+    assert.ok(n, `node ${name} in ${nodes.map((x) => x.description)}`);
+    return n;
+  };
+
+  it("draws the lab's 3 switches, 4 hosts and 6 links on the map and finds each node by name", async () => {
+    const { nodes } = await daemon.api("/fabric/nodes");
+    const { links } = await daemon.api("/fabric/links");
+    // The API's fabric is the lab's: its nodes by name and type, its links by their ends.
+    const switches = ["spine1", "leaf1", "leaf2"];
+    const hosts = ["h1", "h2", "h3", "h4"];
+    assert.deepEqual(nodes.filter((n) => n.type === "switch").map((n) => n.description).sort(), [...switches].sort());
+    assert.deepEqual(nodes.filter((n) => n.type === "ca").map((n) => n.description).sort(), hosts);
+    const name = (g) => nodes.find((n) => n.guid === g).description;
+    const pair = (a, b) => [a, b].sort().join("—");
+    assert.deepEqual(links.map((l) => pair(name(l.a.guid), name(l.b.guid))).sort(), wiring.map((w) => pair(w.a, w.b)).sort());
+
+    await page.goto(`${daemon.base}/network`);
+    await page.waitForFunction(() => performance.getEntriesByName("netloom:map:first-frame").length > 0, null, { timeout: 20_000 });
+    const m = await page.evaluate(() => ({ nodes: window.__netloomMap.nodes, links: window.__netloomMap.links, ids: Array.from({ length: window.__netloomMap.links }, (_, j) => window.__netloomMap.linkId(j)) }));
+    assert.equal(m.nodes, 7);
+    assert.equal(m.links, 6);
+    assert.deepEqual(m.ids.sort(), links.map((l) => l.id).sort());
+
+    for (const n of [...switches, ...hosts]) {
+      const want = await nodeNamed(n);
+      await page.fill("input.map-search", n);
+      const hit = page.locator(".search-results button").first();
+      await hit.waitFor();
+      assert.equal(await page.locator(".search-results button").count(), 1, `one node matches ${n}`);
+      assert.equal(await hit.locator("strong").innerText(), n);
+      assert.equal(await hit.innerText(), `${n} ${want.type === "switch" ? "switch" : "host"} · LID ${want.lid} · ${want.guid}`);
+      await page.press("input.map-search", "Enter");
+      await page.waitForFunction((g) => new URLSearchParams(location.search).get("node") === g, want.guid);
+      assert.equal(await page.locator(".map-info").innerText(), `${n} · GUID ${want.guid} · LID ${want.lid} · open node page`);
+    }
+    // Both leaves for "leaf".
+    await page.fill("input.map-search", "leaf");
+    await page.locator(".search-results button").nth(1).waitFor();
+    assert.deepEqual((await page.locator(".search-results button strong").allInnerTexts()).sort(), ["leaf1", "leaf2"]);
+    await page.press("input.map-search", "Escape");
+    await page.click('button[title="Show the whole fabric"]');
+    await page.waitForTimeout(500); // the camera's animation, for the screenshot alone
+    await shot(page, "ethernet-map");
+    assert.deepEqual(errors, []);
+  });
+
+  it("lists leaf1's ports with their LLDP peers, as the lab wired them", async () => {
+    const leaf1 = await nodeNamed("leaf1");
+    const api = capture(`/api/v1/nodes/${leaf1.guid}`);
+    await page.goto(`${daemon.base}/nodes/${leaf1.guid}`);
+    const r = await api;
+    const rows = page.locator('table[aria-label="Ports"] tbody tr');
+    await rows.first().waitFor();
+    assert.equal(await page.locator("h1").innerText(), "leaf1");
+    assert.equal(await rows.count(), r.ports.length);
+    const cells = await rows.evaluateAll((trs) => trs.map((tr) => Array.from(tr.cells, (c) => c.innerText)));
+    const linked = r.ports.filter((p) => p.link);
+    assert.equal(linked.length, 3, "leaf1 has three cables: h1, h2, spine1");
+    for (const p of r.ports) {
+      const row = cells.find((c) => c[0] === String(p.port));
+      assert.ok(row, `a row for port ${p.port}`);
+      if (!p.link) {
+        assert.deepEqual(row.slice(1, 3), ["—", "not connected"]);
+        continue;
+      }
+      assert.equal(row[1], `${p.peer_description} port ${p.peer.port}`);
+      assert.equal(row[2], p.link.speed);
+      assert.equal(row[8], p.link.state);
+      // The lab's wiring: the interface this port is (as the switch names
+      // it) leads to the node LLDP names here.
+      const ifname = portNames[`${leaf1.guid}:${p.port}`];
+      const w = wiring.find((x) => (x.a === "leaf1" && x.aif === ifname) || (x.b === "leaf1" && x.bif === ifname));
+      assert.ok(w, `leaf1 port ${p.port} (${ifname}) is wired`);
+      assert.equal(p.peer_description, w.a === "leaf1" ? w.b : w.a, `leaf1 ${ifname}'s peer`);
+    }
+    assert.deepEqual(linked.map((p) => p.peer_description).sort(), ["h1", "h2", "spine1"]);
+    await shot(page, "ethernet-node");
+    assert.deepEqual(errors, []);
+  });
+
+  it("shows h1's page: its one port to leaf1, measured at the switch end", async () => {
+    const h1 = await nodeNamed("h1");
+    const api = capture(`/api/v1/nodes/${h1.guid}`);
+    await page.goto(`${daemon.base}/nodes/${h1.guid}`);
+    const r = await api;
+    const rows = page.locator('table[aria-label="Ports"] tbody tr');
+    await rows.first().waitFor();
+    assert.equal(await page.locator("h1").innerText(), "h1");
+    assert.equal(r.ports.length, 1);
+    const [p] = r.ports;
+    const w = wiring.find((x) => x.a === "h1" || x.b === "h1");
+    assert.equal(p.peer_description, w.a === "h1" ? w.b : w.a, "h1's LLDP peer is the switch it is wired to");
+    const cells = await rows.first().evaluate((tr) => Array.from(tr.cells, (c) => c.innerText));
+    assert.equal(cells[1], `${p.peer_description} port ${p.peer.port}`);
+    assert.equal(cells[2], p.link.speed);
+    assert.equal(cells[8], p.link.state);
+    assert.equal(await page.locator(".page-head .sub").innerText(), `Host · GUID ${h1.guid} · LID ${r.node.lid} · ${r.node.ports} ports`);
+    // A host's own counters cannot be read on Ethernet (an LLDP neighbour,
+    // no SNMP agent): the page says so and gives no InfiniBand advice.
+    assert.equal(p.no_rates, "not_swept");
+    const note = page.locator('.no-rates[data-reason="not_swept"]');
+    assert.match(await note.innerText(), new RegExp(`measured at the switch end \\(${p.peer_description} port ${p.peer.port}\\)`));
+    assert.doesNotMatch(await note.innerText(), /sweep-ca-ports|sweep_ca_ports|adapter/);
+    await shot(page, "ethernet-host");
+    assert.deepEqual(errors, []);
+  });
+
+  it("shows the job's links on its page with the figures of /jobs/{job}/links", async () => {
+    const links = await daemon.api(`/jobs/${JOB}/links?limit=100`);
+    // The lab's truth: each rank sent its successor PAYLOAD bytes, along
+    // the one path the tree has.
+    const ranks = [...jobOut.matchAll(/^rank (\d+) of (\d+) on (\S+) sent (\d+)/gm)].map((x) => ({ rank: Number(x[1]), n: Number(x[2]), host: x[3], sent: Number(x[4]) }));
+    assert.equal(ranks.length, 4, jobOut);
+    const host = (r) => ranks.find((x) => x.rank === r).host;
+    const want = new Map();
+    for (const r of ranks) {
+      assert.equal(r.sent, PAYLOAD);
+      const hops = path(wiring, r.host, host((r.rank + 1) % r.n));
+      for (let i = 1; i < hops.length; i++) want.set(`${hops[i - 1]}→${hops[i]}`, (want.get(`${hops[i - 1]}→${hops[i]}`) ?? 0) + r.sent);
+    }
+    assert.deepEqual(
+      new Map(links.links.map((l) => [`${l.from_description}→${l.to_description}`, l.bytes])),
+      want,
+      "the API's link directions of the job and their bytes are the ring's payload on the lab's routes",
+    );
+
+    const whyP = capture(`/api/v1/jobs/${JOB}/why`);
+    await page.goto(`${daemon.base}/jobs/${JOB}`);
+    await page.waitForSelector(".page[data-ready]", { timeout: 20_000 });
+    const why = await whyP;
+    const rows = page.locator('table[aria-label="Links crossed by the job"] tbody tr');
+    await rows.first().waitFor();
+    const cells = await rows.evaluateAll((trs) => trs.map((tr) => Array.from(tr.cells, (c) => c.innerText)));
+    assert.equal(cells.length, links.links.length);
+    assert.equal(why.links.length, links.links.length);
+    for (const l of links.links) {
+      const row = cells.find((c) => c[0] === dirKey(l));
+      assert.ok(row, `no row for ${dirKey(l)}: ${cells.map((c) => c[0]).join("; ")}`);
+      assert.equal(row[1], bytes(l.bytes), `job bytes of ${dirKey(l)}`);
+      // The page read the why answer: the same direction, the same bytes,
+      // and its other figures.
+      const x = why.links.find((w) => w.link.id === l.link.id && w.from.guid === l.from.guid);
+      assert.equal(x.job_bytes, l.bytes);
+      assert.equal(row[2], pct(x.job_share_pct));
+      assert.equal(row[3], x.measured.measured ? pct(x.measured_utilization_pct) : "–");
+      assert.equal(row[4], pct(x.monitored_utilization_pct));
+      const bad = x.check?.status === "inconsistent" || x.check?.status === "not_measured";
+      assert.equal(row[5], (x.explained_pct == null ? "–" : pct(x.explained_pct)) + (bad ? " ⚠" : ""));
+      assert.equal(row[6], "none");
+    }
+    assert.match(await page.locator(".links-note").innerText(), new RegExp(`^${bytes(4 * PAYLOAD).replace(".", "\\.")} of inter-node traffic routed over links in \\d+ intervals`));
+    await shot(page, "ethernet-job");
+    assert.deepEqual(errors, []);
+  });
+
+  it("shows the leaf1—spine1 link's Ethernet speed and the job among its jobs with the API's bytes", async () => {
+    const [leaf1, spine1] = [await nodeNamed("leaf1"), await nodeNamed("spine1")];
+    const { links } = await daemon.api("/fabric/links");
+    const l = links.find((x) => [x.a.guid, x.b.guid].sort().join() === [leaf1.guid, spine1.guid].sort().join());
+    assert.ok(l, "a leaf1—spine1 link");
+    // A veth says 10000 Mb/s (ifHighSpeed): 10GbE, 1.25 GB/s each way.
+    assert.equal(l.speed, "10GbE");
+    assert.equal(l.capacity_bytes_per_second, 1.25e9);
+    const why = await daemon.api(`/jobs/${JOB}/why`);
+    const jl = await daemon.api(`/jobs/${JOB}/links?limit=100`);
+
+    // Opened from the job page's row leaf1 → spine1: over the job's range.
+    await page.goto(`${daemon.base}/jobs/${JOB}`);
+    await page.waitForSelector(".page[data-ready]", { timeout: 20_000 });
+    const up = jl.links.find((x) => x.link.id === l.id && x.from.guid === leaf1.guid);
+    assert.ok(up, "the job crossed leaf1 → spine1");
+    const linkP = capture(`/api/v1/links/${l.id}`);
+    const jobsP = capture(`/api/v1/links/${l.id}/jobs`);
+    await page.locator('table[aria-label="Links crossed by the job"] tbody tr a', { hasText: dirKey(up) }).click();
+    await page.waitForFunction(() => location.pathname.startsWith("/links/"));
+    const q = new URL(page.url()).searchParams;
+    assert.equal(q.get("job"), JOB);
+    assert.equal(Number(q.get("from")) * 1000, Date.parse(why.from));
+    assert.equal(Number(q.get("to")) * 1000, Date.parse(why.to));
+    const [lr, onLink] = [await linkP, await jobsP];
+    assert.equal(lr.link.id, l.id);
+    assert.equal(lr.link.speed, "10GbE");
+    await page.waitForFunction(() => document.querySelector(".page-head .sub code"));
+    assert.equal(await page.locator("h1").innerText(), `${lr.directions[0].from_description}:${lr.link.a.port} ↔ ${lr.directions[0].to_description}:${lr.link.b.port}`);
+    assert.equal(await page.locator(".page-head .sub").innerText(), `${lr.link.speed} · ${lr.link.state} · capacity 1.25 GB/s each way · ${l.id}`);
+    assert.doesNotMatch(await page.locator(".page-head").innerText(), /\b\dX\b|EDR|HDR|FDR/, "no InfiniBand width or rate on an Ethernet link");
+
+    // Traffic by job: each direction's figures and the jobs table are the API's,
+    // the job's bytes those of /jobs/{job}/links.
+    const table = page.locator('table[aria-label="Jobs on this link"] tbody tr');
+    await table.first().waitFor();
+    assert.deepEqual(
+      await table.evaluateAll((trs) => trs.map((tr) => Array.from(tr.cells, (c) => c.innerText).slice(0, 5))),
+      [...onLink.jobs].sort((a, b) => b.bytes - a.bytes).map((x) => [x.job, x.user ?? "", `${x.from_description} → ${x.to_description}`, bytes(x.bytes), pct(x.utilization_pct)]),
+    );
+    for (const d of onLink.directions) {
+      const mine = d.jobs.find((x) => x.job === JOB);
+      const theirs = jl.links.find((x) => x.link.id === l.id && x.from.guid === d.from.guid);
+      assert.ok(mine && theirs, `${JOB} on ${d.from_description} → ${d.to_description}`);
+      assert.equal(mine.bytes, theirs.bytes, `the job's bytes on ${d.from_description} → ${d.to_description}: /links/{link}/jobs and /jobs/{job}/links`);
+      assert.equal(mine.bytes, PAYLOAD, "one ring pair crosses each direction of the uplink");
+      const card = page.locator(`.link-jobs .card[data-from="${d.from.guid}:${d.from.port}"]`);
+      const metric = (label) => card.locator(`[data-metric="${label}"] .metric-value`).innerText();
+      assert.equal(await card.locator(".card-title").innerText(), dirKey(d));
+      assert.equal(await metric("Measured"), d.measured.measured ? bytes(d.measured.bytes) : "not swept");
+      assert.equal(await metric("By monitored jobs"), bytes(d.monitored_bytes));
+      assert.equal(await metric("Other traffic"), bytes(d.unmonitored_bytes));
+    }
+    // The job chosen (?job=): its row pressed, its pairs listed.
+    assert.equal(await page.locator(`button[data-job="${JOB}"][aria-pressed="true"]`).count(), 2);
+    await page.locator(".link-pairs .sub-head").waitFor();
+    await shot(page, "ethernet-link");
+    assert.deepEqual(errors, []);
+  });
+
+  it("the switches' counters on the uplink hold the job's bytes, on the link page as in the API", async () => {
+    const [leaf1, spine1] = [await nodeNamed("leaf1"), await nodeNamed("spine1")];
+    const { links } = await daemon.api("/fabric/links");
+    const l = links.find((x) => [x.a.guid, x.b.guid].sort().join() === [leaf1.guid, spine1.guid].sort().join());
+    const job = (await daemon.api(`/jobs/${JOB}`)).job;
+    // net-snmp serves IF-MIB from a cache a few seconds old: over a range
+    // from before the job to a sweep some seconds after it, both
+    // directions' counters measured at least the job's payload.
+    const from = Math.floor(Date.parse(job.start) / 1000) - 2;
+    let to;
+    const r = await until(
+      async () => {
+        to = Math.floor(Date.now() / 1000);
+        const x = await daemon.api(`/links/${l.id}/jobs?from=${from}&to=${to}`);
+        return x.directions.every((d) => d.measured.measured && d.measured.bytes >= d.monitored_bytes && d.monitored_bytes === PAYLOAD) ? x : false;
+      },
+      "the uplink's counters to hold the job's bytes",
+      40_000,
+      daemon,
+    );
+    const jobsP = capture(`/api/v1/links/${l.id}/jobs`);
+    await page.goto(`${daemon.base}/links/${l.id}?from=${from}&to=${to}`);
+    const seen = await jobsP;
+    assert.deepEqual(seen.directions.map((d) => [d.measured.bytes, d.monitored_bytes]), r.directions.map((d) => [d.measured.bytes, d.monitored_bytes]), "the page read what the API answered");
+    for (const d of r.directions) {
+      const card = page.locator(`.link-jobs .card[data-from="${d.from.guid}:${d.from.port}"]`);
+      await card.waitFor();
+      const metric = (label) => card.locator(`[data-metric="${label}"] .metric-value`).innerText();
+      assert.equal(await metric("Measured"), bytes(d.measured.bytes));
+      assert.equal(await metric("By monitored jobs"), bytes(PAYLOAD));
+      assert.equal(await metric("Explained"), pct(d.explained_pct) + (d.check?.status === "inconsistent" || d.check?.status === "not_measured" ? " ⚠" : ""));
+    }
+    await shot(page, "ethernet-link-counters");
+    assert.deepEqual(errors, []);
+  });
+});
