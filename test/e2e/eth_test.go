@@ -133,6 +133,17 @@ func testEthDaemonSwitchDown(t *testing.T, lab *ethlab.Lab) {
 	if st.Sweep.Errors != 0 || st.Unreachable != 0 {
 		t.Fatalf("healthy lab: %+v", st)
 	}
+	// A healthy lab's switches count no errors or discards (the lab's
+	// switches take the LLDP frames they receive, as a real switch's CPU
+	// does: docs/ethlab.md).
+	d.waitFor(func() bool { return d.get("/api/v1/status", &st) == 200 && st.Sweep.Count >= 8 }, "eight sweeps")
+	var perr struct {
+		Total int
+		Ports []json.RawMessage
+	}
+	if code := d.get("/api/v1/fabric/errors?from=-5m", &perr); code != 200 || perr.Total != 0 {
+		t.Errorf("healthy lab: %d, %d ports with errors: %s", code, perr.Total, perr.Ports)
+	}
 	// The switch's linked ports: its uplink and its host ports.
 	src := openEth(t, ethConfig(t, lab, false, "", nil))
 	topo, err := src.Discover(context.Background())

@@ -194,7 +194,7 @@ func Missing() string {
 		return "ethlab needs root (network namespaces)"
 	}
 	var miss []string
-	for _, b := range []string{"ip", "tc", "unshare", "lldpd", "lldpcli", "snmpd", "snmpget", "snmpwalk"} {
+	for _, b := range []string{"ip", "tc", "unshare", "lldpd", "lldpcli", "snmpd", "snmpget", "snmpwalk", "python3"} {
 		if _, err := exec.LookPath(b); err != nil {
 			miss = append(miss, b)
 		}
@@ -815,6 +815,21 @@ agentXPerms 0600 0700
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	// A real switch's CPU takes the LLDP frames it receives. A Linux
+	// bridge passes them up its port, where lldpd's tap reads them but no
+	// protocol takes them: the kernel counts each as dropped, and IF-MIB as
+	// ifInDiscards, so an idle lab would show every switch port
+	// discarding. A socket bound to LLDP's EtherType in every switch takes
+	// them, started before any lldpd sends.
+	for _, name := range l.order {
+		if n := l.nodes[name]; n.Kind == "switch" {
+			sink, _ := l.Command(context.Background(), n.Name, "python3", "-c", lldpSink)
+			if err := l.startProc(n.Name+"-lldpsink", sink); err != nil {
+				return err
+			}
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // the sinks' sockets bound
 	// lldpd after snmpd, so that its AgentX sub-agent finds the master.
 	for _, name := range l.order {
 		n := l.nodes[name]
@@ -834,6 +849,14 @@ agentXPerms 0600 0700
 	}
 	return l.waitShapedSpeeds(ctx, deadline)
 }
+
+// lldpSink reads and drops every LLDP frame (EtherType 0x88cc) its
+// namespace receives.
+const lldpSink = `import socket
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x88cc))
+while True:
+    s.recv(65535)
+`
 
 // shapedPort is a switch port with a tc limit: its interface and rate.
 type shapedPort struct {
