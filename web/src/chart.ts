@@ -49,11 +49,14 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
     return;
   }
   const width = Math.max(280, body.clientWidth || frame.clientWidth || 600);
+  const markSpan = (u: uPlot) => void (frame.dataset.xSpan = String((u.scales.x?.max ?? 0) - (u.scales.x?.min ?? 0)));
   const opts: uPlot.Options = {
     width,
     height: height - 8,
     legend: { show: true, live: true },
     cursor: { drag: { x: true, y: false } },
+    // data-x-span: the seconds the time axis spans, for the tests.
+    hooks: { ready: [markSpan], setScale: [(u, key) => key === "x" && markSpan(u)] },
     scales: { x: { time: true }, y: spec.yMax !== undefined ? { range: [0, spec.yMax] } : { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },
     axes: [
       { stroke: "#64748b", grid: { stroke: "#eef2f7" }, ticks: { stroke: "#e2e8f0" } },
@@ -80,6 +83,12 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
   };
   const data = [spec.time, ...spec.lines.map((l) => l.values)] as uPlot.AlignedData;
   const plot = new uPlot(opts, data, body);
+  // One sample (a range shorter than the sweep interval, or an agent that
+  // refreshes its counters seconds apart) would have uPlot spread the time
+  // axis over years: a minute around it instead.
+  const t0 = spec.time[0]!;
+  const t1 = spec.time[spec.time.length - 1]!;
+  if (!(t1 > t0)) plot.setScale("x", { min: t0 - 30, max: t1 + 30 });
   const ro = new ResizeObserver(() => {
     const w = body.clientWidth;
     if (w > 0 && Math.abs(w - plot.width) > 4) plot.setSize({ width: w, height: height - 8 });

@@ -395,6 +395,15 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
       assert.equal(await metric("By monitored jobs"), bytes(d.monitored_bytes));
       assert.equal(await metric("Other traffic"), bytes(d.unmonitored_bytes));
     }
+    // The counters' charts over the job's few seconds (a sample or two: the
+    // switches' agents refresh seconds apart) span those seconds, or a
+    // minute around a single sample, never years.
+    const span = (Date.parse(why.to) - Date.parse(why.from)) / 1000;
+    const charts = page.locator("figure.chart[data-x-span]");
+    await charts.first().waitFor();
+    for (const x of await charts.evaluateAll((fs) => fs.map((f) => Number(f.dataset.xSpan)))) {
+      assert.ok(x > 0 && x <= Math.max(60, span), `a chart's time axis spans ${x} s over a ${span} s range`);
+    }
     // The job chosen (?job=): its row pressed, its pairs listed.
     assert.equal(await page.locator(`button[data-job="${JOB}"][aria-pressed="true"]`).count(), 2);
     await page.locator(".link-pairs .sub-head").waitFor();
