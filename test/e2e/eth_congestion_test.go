@@ -142,17 +142,7 @@ func TestEthCongestion(t *testing.T) {
 		t.Fatalf("the throttled link %s is not in the discovered fabric %v", hot, discoveredLinks(topo, src.PortNames()))
 	}
 
-	dir := t.TempDir()
-	d, agentAddr := serve(t, dir, nil, "--fabric", "eth:"+cfg, "--db", filepath.Join(dir, "netloom.db"),
-		"--agent-listen", lab.MgmtAddr()+":0", "--agent-address-file", "-",
-		"--sweep-interval", "1s", "--discover-interval", "10m")
-	d.waitFor(func() bool {
-		var st struct {
-			Routes bool
-			Sweep  struct{ Count int } `json:"sweep"`
-		}
-		return d.get("/api/v1/status", &st) == 200 && st.Sweep.Count >= 2 && st.Routes
-	}, "two sweeps")
+	d, agentAddr := serveEth(t, lab, cfg)
 
 	// A job's environment under the agent (traced into work/ID when
 	// trace); victim runs the victim, h1 to h3, as job id and returns the

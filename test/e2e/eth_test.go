@@ -730,17 +730,7 @@ func TestEthAttribution(t *testing.T) {
 func testEthAttribution(t *testing.T, m mpiImpl, prog, preset string) {
 	lab := startEthLab(t, preset)
 	cfg := ethConfig(t, lab, false, "", nil)
-	dir := t.TempDir()
-	d, agentAddr := serve(t, dir, nil, "--fabric", "eth:"+cfg, "--db", filepath.Join(dir, "netloom.db"),
-		"--agent-listen", lab.MgmtAddr()+":0", "--agent-address-file", "-",
-		"--sweep-interval", "1s", "--discover-interval", "10m")
-	d.waitFor(func() bool {
-		var st struct {
-			Routes bool
-			Sweep  struct{ Count int } `json:"sweep"`
-		}
-		return d.get("/api/v1/status", &st) == 200 && st.Sweep.Count >= 2 && st.Routes
-	}, "two sweeps")
+	d, agentAddr := serveEth(t, lab, cfg)
 
 	// The routes' link directions, by stage (hop number), both ways, with
 	// the model's share of each.
@@ -823,7 +813,7 @@ func testEthAttribution(t *testing.T, m mpiImpl, prog, preset string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	out, err := lab.MPIRun(ctx, ethlab.RunSpec{Impl: m.name, Hosts: []string{"h1", "h3"}, RanksPerHost: 1,
-		Argv: []string{prog, fmt.Sprint(size), fmt.Sprint(iters)}, Dir: dir,
+		Argv: []string{prog, fmt.Sprint(size), fmt.Sprint(iters)}, Dir: t.TempDir(),
 		Env: []string{"LD_PRELOAD=" + m.lib, "NETLOOM_DAEMON=" + agentAddr, "NETLOOM_INTERVAL=1", "NETLOOM_JOB_ID=eth-" + lab.ID + "-" + m.name}})
 	if err != nil {
 		t.Fatalf("mpirun: %v\n%s", err, out)
@@ -1022,4 +1012,23 @@ func TestEthFabricsPostgres(t *testing.T) {
 			}
 		}
 	}
+}
+
+// serveEth starts a daemon on the lab (the Ethernet source of cfg, swept
+// every second, MPI agents reporting over the lab's management network)
+// and waits for its routes and two sweeps.
+func serveEth(t *testing.T, lab *ethlab.Lab, cfg string) (*daemon, string) {
+	t.Helper()
+	dir := t.TempDir()
+	d, agentAddr := serve(t, dir, nil, "--fabric", "eth:"+cfg, "--db", filepath.Join(dir, "netloom.db"),
+		"--agent-listen", lab.MgmtAddr()+":0", "--agent-address-file", "-",
+		"--sweep-interval", "1s", "--discover-interval", "10m")
+	d.waitFor(func() bool {
+		var st struct {
+			Routes bool
+			Sweep  struct{ Count int } `json:"sweep"`
+		}
+		return d.get("/api/v1/status", &st) == 200 && st.Sweep.Count >= 2 && st.Routes
+	}, "two sweeps")
+	return d, agentAddr
 }
