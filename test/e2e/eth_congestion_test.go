@@ -143,6 +143,16 @@ func TestEthCongestion(t *testing.T) {
 	}
 
 	d, agentAddr := serveEth(t, lab, cfg)
+	// The packets the throttled direction's sending port sent, as the
+	// kernel counts them: the framing of the bytes the switch measures.
+	txPackets := func() uint64 {
+		c, err := lab.IfCounters(sender.Node, sender.If)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.TxPackets
+	}
+	pk0 := txPackets()
 
 	// A job's environment under the agent (traced into work/ID when
 	// trace); victim runs the victim, h1 to h3, as job id and returns the
@@ -399,6 +409,47 @@ func TestEthCongestion(t *testing.T) {
 	}
 	if wa := why(alone); len(wa.Sharing) != 0 {
 		t.Errorf("why %s (alone): sharing_jobs %+v", alone, wa.Sharing)
+	}
+
+	// Attribution on the direction the jobs shared, against the counters
+	// that saw the bytes: everything the switch sent over it since the
+	// daemon started is the jobs' payload (the victim's two runs and the
+	// aggressor's, by the agents) and each TCP packet's framing (ethFrame
+	// per packet the kernel counted on the sending port), past the
+	// aggressor's last report and the switch agent's cache.
+	time.Sleep(snmpdCache + 3*time.Second)
+	var split struct {
+		Directions []struct {
+			From           fabric.PortRef
+			Measured       struct{ Bytes uint64 }
+			MonitoredBytes uint64 `json:"monitored_bytes"`
+			Jobs           []struct {
+				Job   string
+				Bytes uint64
+			}
+		}
+	}
+	if code := d.get("/api/v1/links/"+throttled.String()+"/jobs?from=-15m", &split); code != 200 {
+		t.Fatalf("link %s jobs: %d", hot, code)
+	}
+	pk := txPackets() - pk0
+	for _, dir := range split.Directions {
+		if dir.From != throttled {
+			continue
+		}
+		jobs := map[string]uint64{}
+		for _, j := range dir.Jobs {
+			jobs[j.Job] = j.Bytes
+		}
+		if jobs[alone] != size*iters || jobs[shared] != size*iters || jobs[aggressor] == 0 {
+			t.Errorf("%s: jobs %v, want the victim's %d bytes each run and the aggressor's", hot, jobs, size*iters)
+		}
+		ratio := float64(dir.MonitoredBytes+pk*ethFrame) / float64(dir.Measured.Bytes)
+		t.Logf("%s: measured %d bytes; the jobs' payload %d + framing %d packets x %d = %.3f%% of it",
+			hot, dir.Measured.Bytes, dir.MonitoredBytes, pk, ethFrame, 100*ratio)
+		if ratio < 0.95 || ratio > 1.05 {
+			t.Errorf("%s, shared by two jobs: payload and framing explain %.2f%% of the measured bytes, want 95..105%%", hot, 100*ratio)
+		}
 	}
 }
 
