@@ -411,6 +411,34 @@ func TestEthCongestion(t *testing.T) {
 		t.Errorf("why %s (alone): sharing_jobs %+v", alone, wa.Sharing)
 	}
 
+	// Placement advice on the Ethernet fabric's routes: the victim's two
+	// ranks on two of the four hosts, one core each. As it ran (h1, h3)
+	// its bytes cross the throttled uplink; the advice keeps them under
+	// one leaf, fewer bytes x hops and no uplink, the same inter-node bytes.
+	var pl struct {
+		Advice  placeCost               `json:"advice"`
+		AsRan   placeCost               `json:"as_ran"`
+		Mapping []struct{ Node string } `json:"mapping"`
+	}
+	if code := d.get("/api/v1/jobs/"+url.PathEscape(shared)+"/placement?nodes=h[1-4]&cores_per_node=1", &pl); code != 200 {
+		t.Fatalf("placement of %s: %d", shared, code)
+	}
+	leafOf := map[string]string{}
+	for _, w := range lab.Wiring() {
+		for _, e := range [2][2]ethlab.End{{w.A, w.B}, {w.B, w.A}} {
+			if strings.HasPrefix(e[0].Node, "h") {
+				leafOf[e[0].Node] = e[1].Node
+			}
+		}
+	}
+	if pl.AsRan.HeaviestLink == nil || pl.Advice.HeaviestLink == nil || pl.AsRan.HeaviestLink.From != throttled ||
+		pl.AsRan.InterNodeBytes != size*iters || len(pl.Mapping) != 2 || leafOf[pl.Mapping[0].Node] != leafOf[pl.Mapping[1].Node] ||
+		pl.Advice.InterNodeBytes != size*iters || pl.Advice.ByteHops >= pl.AsRan.ByteHops || pl.Advice.HeaviestLink.From == throttled {
+		t.Errorf("placement of %s: %+v", shared, pl)
+	}
+	t.Logf("placement of %s: as ran %d byte-hops over %s, advised on %s and %s: %d byte-hops", shared,
+		pl.AsRan.ByteHops, hot, pl.Mapping[0].Node, pl.Mapping[1].Node, pl.Advice.ByteHops)
+
 	// Attribution on the direction the jobs shared, against the counters
 	// that saw the bytes: everything the switch sent over it since the
 	// daemon started is the jobs' payload (the victim's two runs and the
