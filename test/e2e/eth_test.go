@@ -104,6 +104,88 @@ func TestEthLab(t *testing.T) {
 	t.Run("counters", func(t *testing.T) { testEthCounters(t, lab, v2) })
 	t.Run("errors", func(t *testing.T) { testEthErrors(t, lab) })
 	t.Run("daemon", func(t *testing.T) { testEthDaemonSwitchDown(t, lab) })
+	t.Run("link down", func(t *testing.T) { testEthLinkDown(t, lab) })
+}
+
+// testEthLinkDown takes a host's cable out (its switch port down) under a
+// daemon rediscovering every 2 s: the link is gone from the fabric, a
+// link_down event and the fabric_changed alert name it; back up, a
+// link_up event.
+func testEthLinkDown(t *testing.T, lab *ethlab.Lab) {
+	var port ethlab.End // the switch end of h4's link
+	for _, w := range lab.Wiring() {
+		if w.A.Node == "h4" {
+			port = w.B
+		} else if w.B.Node == "h4" {
+			port = w.A
+		}
+	}
+	sw, _ := lab.Node(port.Node)
+	ipLink := func(state string) {
+		if out, err := exec.Command("ip", "-n", sw.NS, "link", "set", port.If, state).CombinedOutput(); err != nil {
+			t.Fatalf("ip link set %s %s in %s: %v %s", port.If, state, sw.NS, err, out)
+		}
+	}
+	t.Cleanup(func() { ipLink("up") })
+	dir := t.TempDir()
+	d, _ := serve(t, dir, nil, "--fabric", "eth:"+ethConfig(t, lab, false, "", nil), "--db", filepath.Join(dir, "netloom.db"),
+		"--agent-listen", "off", "--agent-address-file", "-", "--sweep-interval", "1s", "--discover-interval", "2s")
+	type event struct {
+		Kind, Detail string
+		Node         fabric.GUID
+	}
+	var links struct{ Links []fabric.Link }
+	d.waitFor(func() bool { return d.get("/api/v1/fabric/links", &links) == 200 && len(links.Links) == len(lab.Wiring()) }, "every link")
+	var h4 fabric.Node
+	var nodes struct{ Nodes []fabric.Node }
+	d.get("/api/v1/fabric/nodes", &nodes)
+	for _, n := range nodes.Nodes {
+		if n.Description == "h4" {
+			h4 = n
+		}
+	}
+	ipLink("down")
+	events := func(kind string) []event {
+		var ev struct{ Events []event }
+		d.get("/api/v1/events?kind="+kind+"&limit=100", &ev)
+		return ev.Events
+	}
+	d.waitFor(func() bool {
+		for _, e := range events(fabric.EventLinkDown) {
+			if strings.Contains(e.Detail, h4.GUID.String()) {
+				return true
+			}
+		}
+		return false
+	}, "a link_down event naming h4's link")
+	var alerts struct {
+		Alerts []struct {
+			Kind, State, Summary string
+		}
+	}
+	d.waitFor(func() bool {
+		if d.get("/api/v1/alerts?state=firing", &alerts) != 200 {
+			return false
+		}
+		for _, a := range alerts.Alerts {
+			if a.Kind == "fabric_changed" && strings.Contains(a.Summary, "link_down") {
+				return true
+			}
+		}
+		return false
+	}, "the fabric_changed alert")
+	if d.get("/api/v1/fabric/links", &links); len(links.Links) != len(lab.Wiring())-1 {
+		t.Errorf("with h4's cable out: %d links, want %d", len(links.Links), len(lab.Wiring())-1)
+	}
+	ipLink("up")
+	d.waitFor(func() bool {
+		for _, e := range events(fabric.EventLinkUp) {
+			if strings.Contains(e.Detail, h4.GUID.String()) {
+				return true
+			}
+		}
+		return false
+	}, "a link_up event naming h4's link")
 }
 
 // testEthDaemonSwitchDown runs a daemon on the lab, stops one switch's
