@@ -273,6 +273,12 @@ static int take(struct snapshot *s, int final, int all_peers)
 		s->fnp[s->nfns++] = fs;
 	}
 	p->mpi_seconds = (double)mpi_ns / 1e9;
+	/* A sampled estimate can pass the wall time it was measured over (a
+	 * rank descheduled in one sampled call adds that stall N times): the
+	 * process spent at most its wall time in MPI, as a region is capped at
+	 * its own. The functions keep their estimates. */
+	if (p->mpi_seconds > p->wall_seconds)
+		p->mpi_seconds = p->wall_seconds;
 	if (p->mpi_seconds < reported_mpi)
 		p->mpi_seconds = reported_mpi;
 	reported_mpi = p->mpi_seconds;
