@@ -39,12 +39,8 @@ bin/ethlab up --id "$id" --preset two-leaf | tee "$dir/lab.txt"
 read -r mgmt_cidr mgmt_ip < <(sed -n 's/^management \([^ ]*\) (root namespace \([^ ]*\) on .*/\1 \2/p' "$dir/lab.txt")
 bin/ethlab config "$id" > "$dir/eth.yaml"
 
-rm -f "$dir"/netloom.htpasswd "$dir"/netloom.groups "$dir"/netloom.tokens
-password=$(bin/netloom user add admin --admin --users "$dir/netloom.htpasswd" --groups "$dir/netloom.groups" | sed -n 's/^password: //p')
-token=$(bin/netloom token add admin --label demo --tokens "$dir/netloom.tokens" 2>/dev/null)
-auth=(-H "Authorization: Bearer $token")
-printf 'auth:\n  users_file: %s\n  groups_file: %s\n  tokens_file: %s\n' \
-  "$dir/netloom.htpasswd" "$dir/netloom.groups" "$dir/netloom.tokens" > "$dir/netloom.yaml"
+# Anonymous access is off: an administrator account and an API token.
+. scripts/demo/accounts.sh
 
 # The agents run in the hosts' namespaces and report over the lab's
 # management network, unverified (no munged in the lab), from it only.

@@ -49,14 +49,8 @@ for _ in $(seq 120); do grep -q "Entering MASTER state" "$dir/opensm.out" && bre
 grep -q "Entering MASTER state" "$dir/opensm.out" || { echo "demo: OpenSM did not come up; see $dir/opensm.log" >&2; exit 1; }
 for _ in $(seq 60); do LD_PRELOAD=$preload ibtracert 1 2 >/dev/null 2>&1 && break; sleep 0.5; done
 
-# Anonymous access is off: an administrator account for the browser and
-# an API token for the curl examples below.
-rm -f "$dir"/netloom.htpasswd "$dir"/netloom.groups "$dir"/netloom.tokens
-password=$(bin/netloom user add admin --admin --users "$dir/netloom.htpasswd" --groups "$dir/netloom.groups" | sed -n 's/^password: //p')
-token=$(bin/netloom token add admin --label demo --tokens "$dir/netloom.tokens" 2>/dev/null)
-auth=(-H "Authorization: Bearer $token")
-printf 'auth:\n  users_file: %s\n  groups_file: %s\n  tokens_file: %s\n' \
-  "$dir/netloom.htpasswd" "$dir/netloom.groups" "$dir/netloom.tokens" > "$dir/netloom.yaml"
+# Anonymous access is off: an administrator account and an API token.
+. scripts/demo/accounts.sh
 
 # The demo's agents run without munged, so the daemon is told to accept
 # their datagrams unverified (the default, agent_auth auto, would refuse

@@ -146,18 +146,27 @@ func NewRoutes(t *Topology, ft ForwardingTables) *Routes {
 // "" when every switch routes by its forwarding table (InfiniBand). It is
 // what NewRoutes(t, …).Model() says, without building the routes.
 func (t *Topology) RouteModel() string {
+	for range t.ethernetSwitches {
+		return ModelShortestPath
+	}
+	return ""
+}
+
+// ethernetSwitches yields every switch end of a link at an Ethernet speed
+// (a switch once per such link): the switches the shortest-path model
+// routes.
+func (t *Topology) ethernetSwitches(yield func(GUID) bool) {
 	for i := range t.Links {
 		l := &t.Links[i]
 		if !IsEthernetSpeed(l.Speed) {
 			continue
 		}
 		for _, end := range []PortRef{l.A, l.B} {
-			if n, ok := t.Node(end.GUID); ok && n.Type == Switch {
-				return ModelShortestPath
+			if n, ok := t.Node(end.GUID); ok && n.Type == Switch && !yield(end.GUID) {
+				return
 			}
 		}
 	}
-	return ""
 }
 
 // Model is the route model of switches routed by shortest paths
@@ -518,16 +527,8 @@ func linkUp(l *Link) bool { return !strings.EqualFold(l.State, "Down") }
 func newSPModel(r *Routes) *spModel {
 	m := &spModel{r: r, member: map[GUID]bool{}, idx: map[GUID]int32{}, dests: map[PortRef]*spDest{}}
 	t := r.t
-	for i := range t.Links {
-		l := &t.Links[i]
-		if !IsEthernetSpeed(l.Speed) {
-			continue
-		}
-		for _, end := range []PortRef{l.A, l.B} {
-			if n, ok := t.Node(end.GUID); ok && n.Type == Switch {
-				m.member[end.GUID] = true
-			}
-		}
+	for g := range t.ethernetSwitches {
+		m.member[g] = true
 	}
 	if len(m.member) == 0 {
 		return nil

@@ -143,16 +143,17 @@ func TestEthCongestion(t *testing.T) {
 	}
 
 	d, agentAddr := serveEth(t, lab, cfg)
-	// The packets the throttled direction's sending port sent, as the
-	// kernel counts them: the framing of the bytes the switch measures.
-	txPackets := func() uint64 {
+	// The throttled direction's sending port as the kernel counts it: its
+	// bytes show the aggressor loading the link, its packets the framing
+	// of the bytes the switch measures.
+	sent := func() ethlab.Counters {
 		c, err := lab.IfCounters(sender.Node, sender.If)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c.TxPackets
+		return c
 	}
-	pk0 := txPackets()
+	pk0 := sent().TxPackets
 
 	// A job's environment under the agent (traced into work/ID when
 	// trace); victim runs the victim, h1 to h3, as job id and returns the
@@ -199,14 +200,7 @@ func TestEthCongestion(t *testing.T) {
 		err error
 	}
 	aggDone := make(chan result, 1)
-	linkTx := func() uint64 {
-		c, err := lab.IfCounters(sender.Node, sender.If)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.TxBytes
-	}
-	tx0 := linkTx()
+	tx0 := sent().TxBytes
 	go func() {
 		out, err := lab.MPIRun(aggCtx, ethlab.RunSpec{Impl: m.name, Hosts: []string{"h2", "h4"},
 			Argv: []string{oneway, fmt.Sprint(size), "0", stop, "120"}, Dir: work, Env: jobEnv(aggressor, false)})
@@ -218,7 +212,7 @@ func TestEthCongestion(t *testing.T) {
 		}
 		return <-aggDone
 	}
-	for deadline := time.Now().Add(time.Minute); linkTx()-tx0 < 16<<20; {
+	for deadline := time.Now().Add(time.Minute); sent().TxBytes-tx0 < 16<<20; {
 		select {
 		case r := <-aggDone:
 			t.Fatalf("the aggressor ended before it loaded the link: %v\n%s", r.err, r.out)
@@ -226,7 +220,7 @@ func TestEthCongestion(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			stopAggressor()
-			t.Fatalf("the aggressor moved %d bytes over %s in a minute", linkTx()-tx0, hot)
+			t.Fatalf("the aggressor moved %d bytes over %s in a minute", sent().TxBytes-tx0, hot)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -470,7 +464,7 @@ func TestEthCongestion(t *testing.T) {
 	if code := d.get("/api/v1/links/"+throttled.String()+"/jobs?from=-15m", &split); code != 200 {
 		t.Fatalf("link %s jobs: %d", hot, code)
 	}
-	pk := txPackets() - pk0
+	pk := sent().TxPackets - pk0
 	for _, dir := range split.Directions {
 		if dir.From != throttled {
 			continue
