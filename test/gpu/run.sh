@@ -1,6 +1,7 @@
 #!/bin/sh
 # The GPU check of issue 32, on a machine with one GPU, CUDA, a non-CUDA-aware
-# Open MPI, NCCL and PyTorch (../shared/FACTS.md, "The GPU machine"), run as
+# Open MPI (mpicc, mpirun), NCCL with nccl.h, nvcc and PyTorch with NCCL
+# (docs/gpu.md, "The GPU check"; nothing is installed there), run as
 # root from the repository root with bin/gpu made by test/gpu/prepare.sh:
 #   test/gpu/run.sh OUT
 # 1. paths.cu, 3 ranks, without then with the agent: same output; the
