@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -334,9 +335,9 @@ func writeAdvice(w io.Writer, a *place.Advice) error {
 	}
 	coreText := ""
 	if len(cores) == 1 {
-		coreText = fmt.Sprintf(" (%d cores each)", a.Nodes[0].Cores)
+		coreText = fmt.Sprintf(" (%s each)", plural(a.Nodes[0].Cores, "core"))
 	}
-	fmt.Fprintf(w, "job %s: %d ranks on %d nodes%s; advice from %s in %.2f s\n", a.Job, a.Ranks, len(a.Nodes), coreText, a.Method, a.Seconds)
+	fmt.Fprintf(w, "job %s: %s on %s%s; advice from %s in %.2f s\n", a.Job, plural(a.Ranks, "rank"), plural(len(a.Nodes), "node"), coreText, a.Method, a.Seconds)
 	writeCoresFrom(w, a.Nodes)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "placement\tinter-node bytes\tbytes x hops\theaviest link bytes\tnodes used\t")
@@ -345,11 +346,7 @@ func writeAdvice(w io.Writer, a *place.Advice) error {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t\n", name)
 			return
 		}
-		var hl uint64
-		if c.HeaviestLink != nil {
-			hl = c.HeaviestLink.Bytes
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", name, c.InterNodeBytes, c.ByteHops, hl, c.NodesUsed)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", name, c.InterNodeBytes, c.ByteHops, heaviestBytes(c), c.NodesUsed)
 	}
 	row("as ran", a.AsRan)
 	row("advice", a.Advice)
@@ -359,15 +356,16 @@ func writeAdvice(w io.Writer, a *place.Advice) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(w, "bytes x hops: every inter-node byte counted once for each link its route crosses (the load the placement puts on the fabric)")
 	if a.AsRanUnknown != "" {
 		fmt.Fprintf(w, "as ran: unknown: %s\n", a.AsRanUnknown)
 	}
 	for _, o := range a.AsRanOversubscribed {
-		fmt.Fprintf(w, "as ran: oversubscribed: %s held %d ranks on %d cores\n", o.Node, o.Ranks, o.Cores)
+		fmt.Fprintf(w, "as ran: oversubscribed: %s held %s on %s\n", o.Node, plural(o.Ranks, "rank"), plural(o.Cores, "core"))
 	}
 	for _, o := range a.Oversubscribed {
-		fmt.Fprintf(w, "oversubscribed: %s holds %d ranks on %d cores, as the job ran there (its ranks share cores; the rankfile names only cores it has)\n",
-			o.Node, o.Ranks, o.Cores)
+		fmt.Fprintf(w, "oversubscribed: %s holds %s on %s, as the job ran there (its ranks share cores; the rankfile names only cores it has)\n",
+			o.Node, plural(o.Ranks, "rank"), plural(o.Cores, "core"))
 	}
 	if a.PeersTruncated {
 		fmt.Fprintln(w, "note: some ranks reported only their top peers; the traffic is a lower bound")
@@ -376,13 +374,50 @@ func writeAdvice(w io.Writer, a *place.Advice) error {
 		fmt.Fprintf(w, "nothing to gain: %s\n", a.Reason)
 		return nil
 	}
-	for _, k := range []string{"as_ran", "round_robin"} {
-		if g := a.Gain[k]; g != nil {
-			fmt.Fprintf(w, "gain over %s: inter-node bytes %.1f%%, bytes x hops %.1f%%, heaviest link %.1f%%\n",
-				strings.ReplaceAll(k, "_", " "), g.InterNodeBytes, g.ByteHops, g.HeaviestLink)
+	for _, than := range []struct {
+		name string
+		c    *place.Cost
+	}{{"as ran", a.AsRan}, {"round-robin", a.RoundRobin}} {
+		if a.Advice != nil && than.c != nil {
+			fmt.Fprintf(w, "advice against %s: inter-node bytes %s, bytes x hops %s, heaviest link %s\n", than.name,
+				change(than.c.InterNodeBytes, a.Advice.InterNodeBytes, analysis.FormatBytes),
+				change(than.c.ByteHops, a.Advice.ByteHops, func(v uint64) string { return strconv.FormatUint(v, 10) }),
+				change(heaviestBytes(than.c), heaviestBytes(a.Advice), analysis.FormatBytes))
 		}
 	}
 	return nil
+}
+
+// change writes a figure going from before to after, and the sign of the
+// change in words: "59.8 GB -> 120 GB (99.8% more)", "... (the same)".
+func change(before, after uint64, text func(uint64) string) string {
+	s := text(before) + " -> " + text(after)
+	switch {
+	case after == before:
+		return s + " (the same)"
+	case before == 0:
+		return s + " (more)"
+	case after > before:
+		return s + fmt.Sprintf(" (%.1f%% more)", 100*float64(after-before)/float64(before))
+	}
+	return s + fmt.Sprintf(" (%.1f%% less)", 100*float64(before-after)/float64(before))
+}
+
+// heaviestBytes is the bytes of a cost's heaviest link direction (0 when
+// none carried any).
+func heaviestBytes(c *place.Cost) uint64 {
+	if c.HeaviestLink == nil {
+		return 0
+	}
+	return c.HeaviestLink.Bytes
+}
+
+// plural writes n and the noun, in the plural unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // writeCoresFrom says where the nodes' cores came from: one line per

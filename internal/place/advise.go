@@ -39,6 +39,17 @@ func gain(advice, than *Cost) *Gain {
 		HeaviestLink: pct(advice.heaviest(), than.heaviest())}
 }
 
+// methodText names a winning candidate in words.
+func methodText(method string) string {
+	switch method {
+	case "scotch":
+		return "Scotch's mapping"
+	case "block":
+		return "the block placement"
+	}
+	return method
+}
+
 // Advice is the answer: where each rank should go, and what the job's
 // communication costs there, as it ran, and under the usual placements.
 type Advice struct {
@@ -300,6 +311,10 @@ func Advise(fab *Fabric, req Request) (*Advice, error) {
 				a.Reason = "all of the job's traffic stayed inside its nodes"
 			case win.name == "as_ran":
 				a.Reason = "no placement on these nodes found costs less than the job as it ran"
+			case !a.AsRan.better(a.Advice):
+				// Neither is cheaper: the best placement found ties the
+				// job as it ran on every figure of the cost model.
+				a.Reason = fmt.Sprintf("the best placement found on these nodes (%s) ties the job as it ran: the same inter-node bytes, bytes x hops and heaviest link", methodText(win.name))
 			default:
 				a.Reason = "the job as it ran costs less than any placement found on these nodes"
 			}

@@ -180,6 +180,11 @@ func TestAllToAllNoWorse(t *testing.T) {
 	if !a.NothingToGain {
 		t.Errorf("an all-to-all on one node per leaf: want nothing to gain, got method %s gain %+v", a.Method, a.Gain["as_ran"])
 	}
+	// The block placement is the job as it ran: the reason says they tie,
+	// never that the job as it ran costs less.
+	if a.Advice.better(a.AsRan) || a.AsRan.better(a.Advice) || !strings.Contains(a.Reason, "ties the job as it ran") || strings.Contains(a.Reason, "costs less") {
+		t.Errorf("advice %+v, as ran %+v: reason %q, want a tie", a.Advice, a.AsRan, a.Reason)
+	}
 }
 
 func TestOneNodeNothingToGain(t *testing.T) {

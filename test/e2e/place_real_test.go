@@ -81,6 +81,13 @@ type placeRealCost struct {
 	NodesUsed      int                     `json:"nodes_used"`
 }
 
+func (c *placeRealCost) heaviest() uint64 {
+	if c.HeaviestLink == nil {
+		return 0
+	}
+	return c.HeaviestLink.Bytes
+}
+
 type placeRealOver struct {
 	Node  string
 	Ranks int
@@ -109,7 +116,6 @@ func hostCores(t *testing.T) int {
 // read back and compared. want lists line kinds that must appear.
 func checkPlaceSummary(t *testing.T, text string, a *placeRealJSON, file string, want ...string) {
 	t.Helper()
-	pct := func(v float64) string { return fmt.Sprintf("%.1f", v) }
 	cost := func(name string) *placeRealCost {
 		return map[string]*placeRealCost{"as ran": a.AsRan, "advice": a.Advice, "round-robin": a.RoundRobin, "block": a.Block, "random": a.Random}[name]
 	}
@@ -120,17 +126,17 @@ func checkPlaceSummary(t *testing.T, text string, a *placeRealJSON, file string,
 		re   *regexp.Regexp
 		chk  func(m []string) string // "" when the line agrees
 	}{
-		{"header", regexp.MustCompile(`^job (\S+): (\d+) ranks on (\d+) nodes(?: \((\d+) cores each\))?; advice from (\S+) in ([\d.]+) s$`), func(m []string) string {
+		{"header", regexp.MustCompile(`^job (\S+): (\d+ ranks?) on (\d+ nodes?)(?: \((\d+ cores?) each\))?; advice from (\S+) in ([\d.]+) s$`), func(m []string) string {
 			cores := map[int]bool{}
 			for _, n := range a.Nodes {
 				cores[n.Cores] = true
 			}
 			each := ""
 			if len(cores) == 1 {
-				each = strconv.Itoa(a.Nodes[0].Cores)
+				each = count(a.Nodes[0].Cores, "core")
 			}
 			secs, _ := strconv.ParseFloat(m[6], 64)
-			if m[1] != a.Job || m[2] != strconv.Itoa(a.Ranks) || m[3] != strconv.Itoa(len(a.Nodes)) || m[4] != each || m[5] != a.Method || secs > 60 {
+			if m[1] != a.Job || m[2] != count(a.Ranks, "rank") || m[3] != count(len(a.Nodes), "node") || m[4] != each || m[5] != a.Method || secs > 60 {
 				return fmt.Sprintf("JSON: job %s, %d ranks, %d nodes, cores each %q, method %s", a.Job, a.Ranks, len(a.Nodes), each, a.Method)
 			}
 			return ""
@@ -169,23 +175,27 @@ func checkPlaceSummary(t *testing.T, text string, a *placeRealJSON, file string,
 			}
 			return ""
 		}},
+		{"legend", regexp.MustCompile(`^bytes x hops: every inter-node byte counted once for each link its route crosses \(the load the placement puts on the fabric\)$`), func([]string) string { return "" }},
 		{"as ran unknown", regexp.MustCompile(`^as ran: unknown: (.+)$`), func(m []string) string {
 			if m[1] != a.AsRanUnknown || a.AsRan != nil {
 				return fmt.Sprintf("JSON: %q, as ran %+v", a.AsRanUnknown, a.AsRan)
 			}
 			return ""
 		}},
-		{"as ran oversubscribed", regexp.MustCompile(`^as ran: oversubscribed: (\S+) held (\d+) ranks on (\d+) cores$`), func(m []string) string {
+		{"as ran oversubscribed", regexp.MustCompile(`^as ran: oversubscribed: (\S+) held (\d+) ranks? on (\d+) cores?$`), func(m []string) string {
 			r, _ := strconv.Atoi(m[2])
 			c, _ := strconv.Atoi(m[3])
-			if !slices.Contains(a.AsRanOversubscribed, placeRealOver{m[1], r, c}) {
+			if !slices.Contains(a.AsRanOversubscribed, placeRealOver{m[1], r, c}) || !strings.Contains(m[0], " "+count(r, "rank")+" on "+count(c, "core")) {
 				return fmt.Sprintf("JSON: %+v", a.AsRanOversubscribed)
 			}
 			return ""
 		}},
-		{"oversubscribed", regexp.MustCompile(`^oversubscribed: (\S+) holds (\d+) ranks on (\d+) cores, as the job ran there \(its ranks share cores; the rankfile names only cores it has\)$`), func(m []string) string {
+		{"oversubscribed", regexp.MustCompile(`^oversubscribed: (\S+) holds (\d+) ranks? on (\d+) cores?, as the job ran there \(its ranks share cores; the rankfile names only cores it has\)$`), func(m []string) string {
 			r, _ := strconv.Atoi(m[2])
 			c, _ := strconv.Atoi(m[3])
+			if !strings.Contains(m[0], " "+count(r, "rank")+" on "+count(c, "core")+",") {
+				return "plural wrong"
+			}
 			held := 0
 			for _, mp := range a.Mapping {
 				if mp.Node == m[1] {
@@ -209,10 +219,24 @@ func checkPlaceSummary(t *testing.T, text string, a *placeRealJSON, file string,
 			}
 			return ""
 		}},
-		{"gain", regexp.MustCompile(`^gain over (as ran|round robin): inter-node bytes (\S+)%, bytes x hops (\S+)%, heaviest link (\S+)%$`), func(m []string) string {
-			g := a.Gain[strings.ReplaceAll(m[1], " ", "_")]
-			if g == nil || m[2] != pct(g.InterNodeBytes) || m[3] != pct(g.ByteHops) || m[4] != pct(g.HeaviestLink) || a.NothingToGain {
-				return fmt.Sprintf("JSON: %+v, nothing to gain %v", g, a.NothingToGain)
+		{"gain", regexp.MustCompile(`^advice against (as ran|round-robin): inter-node bytes (.+), bytes x hops (.+), heaviest link (.+)$`), func(m []string) string {
+			than, adv := cost(m[1]), a.Advice
+			if than == nil || adv == nil || a.NothingToGain {
+				return fmt.Sprintf("JSON: %s %+v, advice %+v, nothing to gain %v", m[1], than, adv, a.NothingToGain)
+			}
+			// The figures read back from the sentence, and the word of
+			// the change checked against the JSON's gain sign.
+			g := a.Gain[map[string]string{"as ran": "as_ran", "round-robin": "round_robin"}[m[1]]]
+			if g == nil {
+				return "JSON: no gain over " + m[1]
+			}
+			for i, f := range []struct {
+				before, after uint64
+				gain          float64
+			}{{than.InterNodeBytes, adv.InterNodeBytes, g.InterNodeBytes}, {than.ByteHops, adv.ByteHops, g.ByteHops}, {than.heaviest(), adv.heaviest(), g.HeaviestLink}} {
+				if why := checkChange(m[2+i], f.before, f.after, f.gain); why != "" {
+					return why
+				}
 			}
 			return ""
 		}},
@@ -510,4 +534,47 @@ func TestPlaceReal(t *testing.T) {
 		// Open MPI runs a rankfile naming a core twice as it is.
 		rerun(t, a.File)
 	})
+}
+
+// count writes n and the noun, in the plural unless n is 1.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// checkChange reads "BEFORE -> AFTER (P% more|P% less|the same)" back:
+// both figures within the rounding of their three significant digits of
+// the JSON's, and the word and percentage those of the JSON's gain
+// (positive: the advice costs less).
+func checkChange(text string, before, after uint64, gain float64) string {
+	m := regexp.MustCompile(`^(\d+(?:\.\d+)?)( [KMGTP]?B)? -> (\d+(?:\.\d+)?)( [KMGTP]?B)? \((?:(\d+\.\d)% (more|less)|(the same)|(more))\)$`).FindStringSubmatch(text)
+	if m == nil {
+		return fmt.Sprintf("%q: not BEFORE -> AFTER (CHANGE)", text)
+	}
+	scale := map[string]float64{"": 1, " B": 1, " KB": 1e3, " MB": 1e6, " GB": 1e9, " TB": 1e12, " PB": 1e15}
+	near := func(num, unit string, want uint64) bool {
+		v, _ := strconv.ParseFloat(num, 64)
+		return math.Abs(v*scale[unit]-float64(want)) <= 0.006*float64(want)+0.5
+	}
+	if !near(m[1], m[2], before) || !near(m[3], m[4], after) {
+		return fmt.Sprintf("%q: want %d -> %d", text, before, after)
+	}
+	switch {
+	case m[7] != "":
+		if before != after {
+			return fmt.Sprintf("%q: %d -> %d is not the same", text, before, after)
+		}
+	case m[8] != "":
+		if before != 0 || after == 0 {
+			return fmt.Sprintf("%q: more than 0 only from 0", text)
+		}
+	default:
+		p, _ := strconv.ParseFloat(m[5], 64)
+		if (m[6] == "more") != (after > before) || (m[6] == "more") != (gain < 0) || math.Abs(p-math.Abs(gain)) > 0.051 {
+			return fmt.Sprintf("%q: %d -> %d, JSON gain %.2f%%", text, before, after, gain)
+		}
+	}
+	return ""
 }
