@@ -178,6 +178,8 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error)
 	g.Go(func() error { d.notifier.Run(gctx); return nil })
 	serveHTTP(g, gctx, srv, ln)
 	err = g.Wait()
+	// Agents no longer reach this daemon: withdraw its address.
+	d.withdrawAddressFile()
 	// Drain what was queued, then stop the writer.
 	close(d.writes)
 	<-writerDone

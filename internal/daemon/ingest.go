@@ -29,6 +29,9 @@ type agentSide struct {
 	m    *ingest.Metrics
 	live atomic.Pointer[ingest.Live]
 	addr string // what agents are told to send to
+	// published is the agent address file this daemon wrote (nil: none),
+	// withdrawn when it exits.
+	published *addressFile
 	// auth is the agent authentication in force, once the socket is open.
 	auth atomic.Pointer[api.AgentAuth]
 	// admit bounds new jobs per source and live jobs per user, for all
@@ -110,9 +113,11 @@ func (d *Daemon) openIngest() error {
 			"bytes", l.ReadBuffer())
 	}
 	if f := d.cfg.AgentAddressFile; f != "" && f != "-" {
-		if err := writeAddressFile(f, d.agents.addr); err != nil {
+		pub, err := writeAddressFile(f, d.agents.addr)
+		if err != nil {
 			d.log.Warn("could not publish the agent address", "file", f, "err", err)
 		}
+		d.agents.published = pub
 	}
 	d.log.Info("agent ingest", "udp", l.Addr().String(), "advertised", d.agents.addr, "rcvbuf", l.ReadBuffer())
 	return nil
@@ -131,15 +136,75 @@ func reachable(a *net.UDPAddr) string {
 	return net.JoinHostPort(host, fmt.Sprint(a.Port))
 }
 
-func writeAddressFile(path, addr string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+// addressFile is an agent address file as this daemon wrote it: its
+// content and the file itself (each write is a new file renamed into
+// place, so another daemon's write, even of the same address, is another
+// file).
+type addressFile struct {
+	path, content string
+	file          os.FileInfo
+}
+
+// writeAddressFile publishes addr at path for agents: a new file, written
+// whole, then renamed into place, so an agent never reads half of it.
+func writeAddressFile(path, addr string) (*addressFile, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
-		return err
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return nil, err
 	}
-	return os.Rename(tmp, path)
+	content := addr + "\n"
+	_, err = f.WriteString(content)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = f.Stat()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return &addressFile{path: path, content: content, file: fi}, nil
+}
+
+// withdrawAddressFile removes the agent address file when the daemon
+// exits, so later jobs do not report to a daemon that is gone, unless
+// another daemon has written it since (its content or the file itself
+// differ): that daemon's address stays published.
+func (d *Daemon) withdrawAddressFile() {
+	a := d.agents.published
+	if a == nil {
+		return
+	}
+	b, err := os.ReadFile(a.path)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			d.log.Warn("could not read the agent address file back to remove it", "file", a.path, "err", err)
+		}
+		return
+	}
+	fi, err := os.Stat(a.path)
+	if err != nil || string(b) != a.content || !os.SameFile(fi, a.file) {
+		d.log.Info("agent address file left in place: another daemon has written it since", "file", a.path,
+			"address", strings.TrimSpace(string(b)))
+		return
+	}
+	if err := os.Remove(a.path); err != nil {
+		d.log.Warn("could not remove the agent address file", "file", a.path, "err", err)
+		return
+	}
+	d.log.Info("agent address file removed", "file", a.path)
 }
 
 // ingestLoop runs the reader and the aggregators until ctx ends.
