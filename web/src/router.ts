@@ -3,8 +3,7 @@
 // navigates away, so its fetches, timers and streams stop. Before a page
 // renders, the app's guard decides whether the visitor may see it (signed
 // in; an administrator for fabric pages) and names the page to show if not.
-
-import { healthPage } from "./pages/health";
+// The pages and who may see them are listed in routes.ts.
 
 export interface PageContext {
   root: HTMLElement;
@@ -141,7 +140,3 @@ export async function render(): Promise<void> {
   nf.textContent = `No page at ${path}.`;
   mount.replaceChildren(nf);
 }
-
-// The link health page is registered here, beside the router, rather than
-// among main.ts's routes (issue 31: its author owns this file, not main.ts).
-route("/health", "health", healthPage, "admin");
