@@ -1,0 +1,50 @@
+// The job's nodes: ranks, CPU, MPI time, memory and bytes per node, each
+// node linked to its page for an administrator.
+import { h, link, loading, panel } from "../../dom";
+import * as fmt from "../../format";
+import { table } from "../../table";
+import type { JobDetail, NodeView } from "../api";
+import { seconds } from "../profile";
+import type { JobContext, JobPanel } from "./context";
+
+export function nodesPanel(ctx: JobContext): JobPanel & { el: HTMLElement } {
+  const { admin, tq } = ctx;
+  const box = h("div", {}, loading("Loading nodes…"));
+  return {
+    el: panel("Nodes", box),
+    show(d: JobDetail) {
+      box.replaceChildren(
+        table<NodeView>({
+          label: "Nodes of the job",
+          param: "n",
+          rows: d.nodes,
+          defaultSort: "node",
+          defaultDir: "asc",
+          pageSize: 20,
+          empty: "No node has reported yet.",
+          columns: [
+            { key: "node", label: "Node", value: (n) => n.node, cell: (n) => (admin ? link(`/nodes/${encodeURIComponent(n.node)}${tq}`, n.node) : n.node) },
+            { key: "ranks", label: "Ranks", value: (n) => n.ranks.length, cell: (n) => rankList(n.ranks), numeric: true },
+            { key: "cpu", label: "CPU", value: (n) => n.cpu_percent, cell: (n) => fmt.pct(n.cpu_percent), numeric: true, title: "Sum over its ranks: 200% is two cores busy" },
+            { key: "mpi", label: "MPI time", value: (n) => n.mpi_seconds, cell: (n) => seconds(n.mpi_seconds), numeric: true },
+            { key: "mem", label: "Memory", value: (n) => n.memory_bytes, cell: (n) => fmt.bytes(n.memory_bytes), numeric: true },
+            { key: "sent", label: "Sent", value: (n) => n.total.bytes, cell: (n) => fmt.bytes(n.total.bytes), numeric: true },
+            { key: "inter", label: "Inter-node", value: (n) => n.inter_node.bytes, cell: (n) => fmt.bytes(n.inter_node.bytes), numeric: true },
+            { key: "intra", label: "Intra-node", value: (n) => n.intra_node.bytes, cell: (n) => fmt.bytes(n.intra_node.bytes), numeric: true },
+            { key: "p2p", label: "P2P", value: (n) => n.traffic.p2p.bytes, cell: (n) => fmt.bytes(n.traffic.p2p.bytes), numeric: true },
+            { key: "coll", label: "Coll", value: (n) => n.traffic.coll.bytes, cell: (n) => fmt.bytes(n.traffic.coll.bytes), numeric: true },
+            { key: "rma", label: "RMA", value: (n) => n.traffic.rma.bytes, cell: (n) => fmt.bytes(n.traffic.rma.bytes), numeric: true },
+          ],
+        }),
+      );
+    },
+  };
+}
+
+/** "0–3" or "0, 2, 5" or "0, 2, 5 … (40)". */
+function rankList(ranks: number[]): string {
+  if (!ranks.length) return "–";
+  const s = [...ranks].sort((a, b) => a - b);
+  if (s[s.length - 1]! - s[0]! === s.length - 1) return s.length === 1 ? String(s[0]) : `${s[0]}–${s[s.length - 1]} (${s.length})`;
+  return s.length <= 4 ? s.join(", ") : `${s.slice(0, 3).join(", ")} … (${s.length})`;
+}
