@@ -10,59 +10,18 @@ package ingest
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"slices"
 	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/netloom/netloom/internal/ingest/agentpb"
+	"github.com/netloom/netloom/internal/store"
 )
 
 // WireVersion is the Datagram version this daemon understands.
 const WireVersion = 1
-
-// Reasons a datagram is dropped; the label of
-// netloom_ingest_datagrams_dropped_total.
-const (
-	ReasonEmpty          = "empty"
-	ReasonOversized      = "oversized"
-	ReasonMalformed      = "malformed"      // not a Datagram protobuf
-	ReasonVersion        = "version"        // unknown wire version
-	ReasonJobID          = "bad_job_id"     // empty, too long or not printable
-	ReasonWorldSize      = "bad_world_size" // 0 or above the limit
-	ReasonRank           = "bad_rank"       // rank >= world_size
-	ReasonChunk          = "bad_chunk"      // chunk >= chunks, chunks 0 or too many, chunk-0 fields elsewhere
-	ReasonTime           = "bad_time"       // no time, or started after it was taken
-	ReasonPeer           = "bad_peer"       // peer >= world_size, or twice in a snapshot
-	ReasonHistogram      = "bad_histogram"  // too many bins
-	ReasonString         = "bad_string"     // too long or empty where a name is needed
-	ReasonTooMany        = "too_many"       // too many functions, regions, nodes or peers
-	ReasonValue          = "bad_value"      // NaN, infinite or negative seconds
-	ReasonWorldChanged   = "world_size_changed"
-	ReasonBackwards      = "counter_backwards" // a cumulative counter decreased within one run
-	ReasonStale          = "stale"             // an older snapshot than one already applied
-	ReasonDuplicate      = "duplicate"         // a chunk received twice
-	ReasonIncomplete     = "incomplete"        // chunks missing when the snapshot timed out or was overtaken
-	ReasonChunksChanged  = "chunks_changed"    // chunks of one snapshot disagree on their header
-	ReasonTooManyJobs    = "too_many_jobs"
-	ReasonReassemblyFull = "reassembly_full"
-	ReasonQueueFull      = "queue_full"         // the aggregator (or credential decoding) fell behind the socket
-	ReasonNewJobRate     = "new_job_rate"       // a new job from a source address that starts jobs too fast (AdmitOptions)
-	ReasonUserJobs       = "too_many_user_jobs" // a new job of a user who has MaxJobsPerUser live jobs
-
-	// Authenticated agent data (AuthOptions, docs/security.md "Agent data").
-	ReasonSourceNetwork    = "source_network"    // sent from outside agent_networks
-	ReasonUnauthenticated  = "unauthenticated"   // no credential where one is required, or none can be checked (AuthOptions.Refuse)
-	ReasonBadCredential    = "bad_credential"    // munged refused it (invalid, expired, replayed) or not a netloom one
-	ReasonBadMAC           = "bad_mac"           // mac missing, not last, or not under the credential's key
-	ReasonJobMismatch      = "job_mismatch"      // job id not the credential's, or the job belongs to another user (verified or claimed)
-	ReasonUserMismatch     = "user_mismatch"     // claimed user is not the credential's uid
-	ReasonReplayed         = "replayed"          // a (snapshot, chunk) this credential signed was accepted before
-	ReasonMungeUnavailable = "munge_unavailable" // the daemon's munged did not answer
-)
-
-// Reasons lists every drop reason, so that metrics show them all from the start.
-var Reasons = []string{ReasonEmpty, ReasonOversized, ReasonMalformed, ReasonVersion, ReasonJobID, ReasonWorldSize,
-	ReasonRank, ReasonChunk, ReasonTime, ReasonPeer, ReasonHistogram, ReasonString, ReasonTooMany, ReasonValue,
-	ReasonWorldChanged, ReasonBackwards, ReasonStale, ReasonDuplicate, ReasonIncomplete, ReasonChunksChanged,
-	ReasonTooManyJobs, ReasonReassemblyFull, ReasonQueueFull, ReasonNewJobRate, ReasonUserJobs, ReasonSourceNetwork,
-	ReasonUnauthenticated, ReasonBadCredential, ReasonBadMAC, ReasonJobMismatch, ReasonUserMismatch, ReasonReplayed, ReasonMungeUnavailable}
 
 // Limits bound what one datagram and one job may hold. The zero value
 // means the defaults.
@@ -101,18 +60,6 @@ func (l Limits) WithDefaults() Limits {
 	def(&l.MaxNCCLOps, 4096)
 	def(&l.MaxNCCLPeers, 1<<16)
 	return l
-}
-
-// RejectError says why a datagram was dropped.
-type RejectError struct {
-	Reason string // one of Reasons
-	Detail string
-}
-
-func (e *RejectError) Error() string { return e.Reason + ": " + e.Detail }
-
-func reject(reason, format string, a ...any) *RejectError {
-	return &RejectError{Reason: reason, Detail: fmt.Sprintf(format, a...)}
 }
 
 // Decode parses and checks one datagram against the limits (which must
@@ -298,4 +245,117 @@ func checkJobID(id string, max int) error {
 		}
 	}
 	return nil
+}
+
+// Datagram is one decoded agent datagram: the protobuf message, but for
+// its destination-node rows (field 14: every destination node of the rank,
+// a thousand and more for an all-to-all job), which are decoded straight
+// into one buffer (nodeRows) that the tracker packs against the job's node
+// table, and its peer rows (field 15), decoded by hand, sorted and packed
+// as the store keeps them (store.PeerRows); the message's own Nodes and
+// Peers stay empty. proto.Unmarshal made three objects per node row
+// (row, name, traffic), and a 64-byte store row per row after it was still
+// a fifth of the daemon's CPU at ten times Stampede's load, with its
+// zeroing and garbage; for peers it made five objects each (row, three
+// Traffic, histogram), a quarter of all the daemon allocated at that load,
+// and the tracker copied them once more. Unknown fields inside node and
+// peer rows are dropped (nothing reads them).
+type Datagram struct {
+	*agentpb.Datagram
+	rows  nodeRows
+	peers packedPeers
+	own   storage // where unmarshal puts the message
+	// from is the address it came from (invalid when not read from a
+	// socket); it travels with the datagram while its credential is
+	// decoded, for the limits on new jobs per source (AdmitOptions).
+	from netip.Addr
+}
+
+// FromProto wraps a message decoded by proto.Unmarshal, moving its node
+// and peer rows into the datagram's own.
+func FromProto(m *agentpb.Datagram) *Datagram {
+	d := &Datagram{Datagram: m}
+	for _, n := range m.Nodes {
+		c := store.Classes{P2P: traffic(n.P2P), Coll: traffic(n.Coll), RMA: traffic(n.Rma)}
+		d.rows.add([]byte(n.Node), &c)
+	}
+	if len(m.Peers) > 0 {
+		var p peerRows
+		for _, x := range m.Peers {
+			p.hist = append(p.hist, x.SizeHistogram...)
+			var mon *store.Physical
+			if x.MonitoredP2P != nil || x.MonitoredColl != nil || x.MonitoredRma != nil || x.MonitoredFetched != nil {
+				mon = &store.Physical{Classes: store.Classes{P2P: traffic(x.MonitoredP2P), Coll: traffic(x.MonitoredColl), RMA: traffic(x.MonitoredRma)},
+					Fetched: traffic(x.MonitoredFetched)}
+			}
+			p.end(store.PeerTraffic{Peer: int(x.Peer), Classes: store.Classes{P2P: traffic(x.P2P), Coll: traffic(x.Coll), RMA: traffic(x.Rma)}}, mon)
+		}
+		d.peers = p.pack()
+	}
+	m.Nodes, m.Peers = nil, nil
+	return d
+}
+
+// unmarshal decodes a datagram (see Datagram and decode_msg.go).
+func unmarshal(b []byte) (*Datagram, error) {
+	d := new(Datagram)
+	d.Datagram = &d.own.msg
+	var peers *peerRows
+	defer func() {
+		if peers != nil {
+			peers.reset()
+			peersPool.Put(peers)
+		}
+	}()
+	err := fields(b, func(num protowire.Number, typ protowire.Type, at int) (int, error) {
+		switch {
+		case num == fieldNodes && typ == protowire.BytesType:
+			row, next := bytesAt(b, at)
+			if next < 0 {
+				return 0, errMalformed
+			}
+			if d.rows.b == nil {
+				// A row packs to no more bytes than it takes on the wire.
+				d.rows.b = rowsBuffer(len(b) - at)
+			}
+			return next, d.rows.decode(row)
+		case num == fieldPeers && typ == protowire.BytesType:
+			row, next := bytesAt(b, at)
+			if next < 0 {
+				return 0, errMalformed
+			}
+			if peers == nil {
+				peers = peersPool.Get().(*peerRows)
+			}
+			return next, peers.decode(row)
+		}
+		return d.field(b, num, typ, at)
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.rows.fit()
+	if peers != nil {
+		d.peers = peers.pack()
+	}
+	return d, nil
+}
+
+// The datagram's own fields, its process block and its function rows are
+// decoded by hand too, into storage that comes with the Datagram (one
+// allocation where proto.Unmarshal made a dozen objects a datagram, with
+// reflection: 7% of the daemon's CPU at ten times Stampede's load). The result is what proto.Unmarshal gives, but for
+// unknown fields, which are dropped (nothing reads them); regions, rare,
+// are still decoded by proto.Unmarshal. A field whose wire type is not
+// its own is an unknown field, as for proto.Unmarshal.
+
+// storage is where a decoded datagram's message lives: the message, its
+// process block and its first four function rows (the load generator
+// sends four; more are made one by one).
+type storage struct {
+	msg     agentpb.Datagram
+	proc    agentpb.Process
+	traffic [2]agentpb.Traffic
+	fns     [4]agentpb.FunctionStat
+	fnPtrs  [4]*agentpb.FunctionStat
 }

@@ -2,10 +2,8 @@ package ingest
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -14,26 +12,12 @@ import (
 	"github.com/netloom/netloom/internal/store"
 )
 
-// The datagram's own fields, its process block and its function rows are
-// decoded by hand too, into storage that comes with the Datagram (one
-// allocation where proto.Unmarshal made a dozen objects a datagram, with
-// reflection: 7% of the daemon's CPU at ten times Stampede's load). The result is what proto.Unmarshal gives, but for
-// unknown fields, which are dropped (nothing reads them); regions, rare,
-// are still decoded by proto.Unmarshal. A field whose wire type is not
-// its own is an unknown field, as for proto.Unmarshal.
-
-// storage is where a decoded datagram's message lives: the message, its
-// process block and its first four function rows (the load generator
-// sends four; more are made one by one).
-type storage struct {
-	msg     agentpb.Datagram
-	proc    agentpb.Process
-	traffic [2]agentpb.Traffic
-	fns     [4]agentpb.FunctionStat
-	fnPtrs  [4]*agentpb.FunctionStat
-}
-
-var errStringUTF8 = errors.New("string field is not valid UTF-8")
+// Message decoders, built on wire.go's primitives: the datagram's own
+// fields (Datagram.field, called by decode.go's unmarshal), its process
+// block, its function rows and the Traffic values that node and peer rows
+// (decode_rows.go) hold too. Each is a switch that copies the wire's
+// fields into the message, one case a field: what a generator from
+// agent.proto would write, and this file is where its output would go.
 
 // field decodes one of the datagram's own fields (not node or peer rows)
 // at b[at:], whose tag said num and typ, into d; it returns the offset
@@ -272,34 +256,44 @@ func decodeTrafficMsg(b []byte, t *agentpb.Traffic) error {
 	return err
 }
 
-// fields calls f for each field of the message b, skipping those f does
-// not know (it returns a negative offset and no error for them).
-func fields(b []byte, f func(num protowire.Number, typ protowire.Type, at int) (int, error)) error {
+// decodeClass merges one encoded Traffic into c's class-th class (0
+// point-to-point, 1 collective, 2 one-sided), as rows list them.
+func decodeClass(b []byte, c *store.Classes, class protowire.Number) error {
+	t := &c.P2P
+	switch class {
+	case 1:
+		t = &c.Coll
+	case 2:
+		t = &c.RMA
+	}
+	return decodeTraffic(b, t)
+}
+
+// decodeTraffic merges one encoded Traffic into t.
+func decodeTraffic(b []byte, t *store.Traffic) error {
 	for off := 0; off < len(b); {
 		num, typ, at := tagAt(b, off)
 		if at < 0 {
 			return errMalformed
 		}
-		next, err := f(num, typ, at)
-		if err != nil {
-			return err
-		}
-		if next < 0 {
-			n := protowire.ConsumeFieldValue(num, typ, b[at:])
-			if n < 0 {
-				return protowire.ParseError(n)
+		if (num == fieldTrafficByte || num == fieldTrafficMsgs) && typ == protowire.VarintType {
+			v, next := varintAt(b, at)
+			if next < 0 {
+				return errMalformed
 			}
-			next = at + n
+			if num == fieldTrafficByte {
+				t.Bytes = v
+			} else {
+				t.Msgs = v
+			}
+			off = next
+			continue
 		}
-		off = next
+		m := protowire.ConsumeFieldValue(num, typ, b[at:])
+		if m < 0 {
+			return protowire.ParseError(m)
+		}
+		off = at + m
 	}
 	return nil
-}
-
-// stringOf is a string field's value, which must be UTF-8.
-func stringOf(v []byte) (string, error) {
-	if !ascii(v) && !utf8.Valid(v) {
-		return "", errStringUTF8
-	}
-	return string(v), nil
 }

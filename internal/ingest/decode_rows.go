@@ -5,14 +5,12 @@ import (
 	"cmp"
 	"encoding/binary"
 	"errors"
-	"net/netip"
 	"slices"
 	"sync"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/netloom/netloom/internal/ingest/agentpb"
 	"github.com/netloom/netloom/internal/store"
 )
 
@@ -28,30 +26,6 @@ const (
 )
 
 var errInvalidUTF8 = errors.New("node name is not valid UTF-8")
-
-// Datagram is one decoded agent datagram: the protobuf message, but for
-// its destination-node rows (field 14: every destination node of the rank,
-// a thousand and more for an all-to-all job), which are decoded straight
-// into one buffer (nodeRows) that the tracker packs against the job's node
-// table, and its peer rows (field 15), decoded by hand, sorted and packed
-// as the store keeps them (store.PeerRows); the message's own Nodes and
-// Peers stay empty. proto.Unmarshal made three objects per node row
-// (row, name, traffic), and a 64-byte store row per row after it was still
-// a fifth of the daemon's CPU at ten times Stampede's load, with its
-// zeroing and garbage; for peers it made five objects each (row, three
-// Traffic, histogram), a quarter of all the daemon allocated at that load,
-// and the tracker copied them once more. Unknown fields inside node and
-// peer rows are dropped (nothing reads them).
-type Datagram struct {
-	*agentpb.Datagram
-	rows  nodeRows
-	peers packedPeers
-	own   storage // where unmarshal puts the message
-	// from is the address it came from (invalid when not read from a
-	// socket); it travels with the datagram while its credential is
-	// decoded, for the limits on new jobs per source (AdmitOptions).
-	from netip.Addr
-}
 
 // nodeRows are destination-node rows as the reader decoded them, one
 // buffer for all: per row the node's name (a uvarint length, then the
@@ -100,76 +74,6 @@ func (r *nodeRows) slice() []store.NodeTraffic {
 		off = end
 	}
 	return out
-}
-
-// FromProto wraps a message decoded by proto.Unmarshal, moving its node
-// and peer rows into the datagram's own.
-func FromProto(m *agentpb.Datagram) *Datagram {
-	d := &Datagram{Datagram: m}
-	for _, n := range m.Nodes {
-		c := store.Classes{P2P: traffic(n.P2P), Coll: traffic(n.Coll), RMA: traffic(n.Rma)}
-		d.rows.add([]byte(n.Node), &c)
-	}
-	if len(m.Peers) > 0 {
-		var p peerRows
-		for _, x := range m.Peers {
-			p.hist = append(p.hist, x.SizeHistogram...)
-			var mon *store.Physical
-			if x.MonitoredP2P != nil || x.MonitoredColl != nil || x.MonitoredRma != nil || x.MonitoredFetched != nil {
-				mon = &store.Physical{Classes: store.Classes{P2P: traffic(x.MonitoredP2P), Coll: traffic(x.MonitoredColl), RMA: traffic(x.MonitoredRma)},
-					Fetched: traffic(x.MonitoredFetched)}
-			}
-			p.end(store.PeerTraffic{Peer: int(x.Peer), Classes: store.Classes{P2P: traffic(x.P2P), Coll: traffic(x.Coll), RMA: traffic(x.Rma)}}, mon)
-		}
-		d.peers = p.pack()
-	}
-	m.Nodes, m.Peers = nil, nil
-	return d
-}
-
-// unmarshal decodes a datagram (see Datagram and decode_msg.go).
-func unmarshal(b []byte) (*Datagram, error) {
-	d := new(Datagram)
-	d.Datagram = &d.own.msg
-	var peers *peerRows
-	defer func() {
-		if peers != nil {
-			peers.reset()
-			peersPool.Put(peers)
-		}
-	}()
-	err := fields(b, func(num protowire.Number, typ protowire.Type, at int) (int, error) {
-		switch {
-		case num == fieldNodes && typ == protowire.BytesType:
-			row, next := bytesAt(b, at)
-			if next < 0 {
-				return 0, errMalformed
-			}
-			if d.rows.b == nil {
-				// A row packs to no more bytes than it takes on the wire.
-				d.rows.b = rowsBuffer(len(b) - at)
-			}
-			return next, d.rows.decode(row)
-		case num == fieldPeers && typ == protowire.BytesType:
-			row, next := bytesAt(b, at)
-			if next < 0 {
-				return 0, errMalformed
-			}
-			if peers == nil {
-				peers = peersPool.Get().(*peerRows)
-			}
-			return next, peers.decode(row)
-		}
-		return d.field(b, num, typ, at)
-	})
-	if err != nil {
-		return nil, err
-	}
-	d.rows.fit()
-	if peers != nil {
-		d.peers = peers.pack()
-	}
-	return d, nil
 }
 
 // Buffers for decoding, reused: made anew, the rows' buffer and the copy
@@ -262,8 +166,6 @@ func (r *nodeRows) decode(row []byte) error {
 	r.add(name, &c)
 	return nil
 }
-
-var errMalformed = errors.New("malformed field")
 
 // Field numbers of the peer rows (agent.proto).
 const (
@@ -428,98 +330,4 @@ func (p *peerRows) end(pt store.PeerTraffic, mon *store.Physical) {
 	p.peers = append(p.peers, pt)
 	p.ends = append(p.ends, len(p.hist))
 	p.mons = append(p.mons, m)
-}
-
-// ascii says whether b is ASCII, inline (node names nearly always are,
-// and a call to utf8.Valid for ten bytes cost more than its check).
-func ascii(b []byte) bool {
-	for _, c := range b {
-		if c >= 0x80 {
-			return false
-		}
-	}
-	return true
-}
-
-// tagAt reads the field tag at b[off:] as protowire.ConsumeTag does, and
-// returns the offset after it (negative if malformed). tagAt, bytesAt and
-// varintAt read one-byte values, the usual case, without binary.Uvarint's
-// loop: with it they were a third of the cost of decoding a 1,024-row
-// datagram. (They are too large for the compiler to inline.)
-func tagAt(b []byte, off int) (protowire.Number, protowire.Type, int) {
-	if off < len(b) && b[off] < 0x80 { // one byte: fields 1 to 15
-		v := b[off]
-		if v>>3 == 0 {
-			return 0, 0, -1
-		}
-		return protowire.Number(v >> 3), protowire.Type(v & 7), off + 1
-	}
-	v, n := binary.Uvarint(b[off:])
-	if n <= 0 || v>>3 == 0 || v>>3 > uint64(protowire.MaxValidNumber) {
-		return 0, 0, -1
-	}
-	return protowire.Number(v >> 3), protowire.Type(v & 7), off + n
-}
-
-// bytesAt reads a length-delimited value at b[off:].
-func bytesAt(b []byte, off int) ([]byte, int) {
-	l, next := varintAt(b, off)
-	if next < 0 || l > uint64(len(b)-next) {
-		return nil, -1
-	}
-	return b[next : next+int(l)], next + int(l)
-}
-
-// varintAt reads a varint at b[off:].
-func varintAt(b []byte, off int) (uint64, int) {
-	if off < len(b) && b[off] < 0x80 {
-		return uint64(b[off]), off + 1
-	}
-	v, n := binary.Uvarint(b[off:])
-	if n <= 0 {
-		return 0, -1
-	}
-	return v, off + n
-}
-
-// decodeClass merges one encoded Traffic into c's class-th class (0
-// point-to-point, 1 collective, 2 one-sided), as rows list them.
-func decodeClass(b []byte, c *store.Classes, class protowire.Number) error {
-	t := &c.P2P
-	switch class {
-	case 1:
-		t = &c.Coll
-	case 2:
-		t = &c.RMA
-	}
-	return decodeTraffic(b, t)
-}
-
-// decodeTraffic merges one encoded Traffic into t.
-func decodeTraffic(b []byte, t *store.Traffic) error {
-	for off := 0; off < len(b); {
-		num, typ, at := tagAt(b, off)
-		if at < 0 {
-			return errMalformed
-		}
-		if (num == fieldTrafficByte || num == fieldTrafficMsgs) && typ == protowire.VarintType {
-			v, next := varintAt(b, at)
-			if next < 0 {
-				return errMalformed
-			}
-			if num == fieldTrafficByte {
-				t.Bytes = v
-			} else {
-				t.Msgs = v
-			}
-			off = next
-			continue
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[at:])
-		if m < 0 {
-			return protowire.ParseError(m)
-		}
-		off = at + m
-	}
-	return nil
 }
