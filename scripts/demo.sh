@@ -6,15 +6,21 @@
 # UI is at http://DEMO_LISTEN/. Ctrl-C stops everything.
 #
 # Environment: DEMO_HOSTS (default 64), DEMO_LISTEN (default localhost:8466),
-# DEMO_AGENT (UDP for the agents, default 127.0.0.1:8467),
-# DEMO_SECONDS (stop after this many seconds; default: run until Ctrl-C).
+# DEMO_AGENT (UDP for the agents, default 127.0.0.1:8467), DEMO_DIR (its
+# files, default var/demo), DEMO_SECONDS (stop after this many seconds;
+# default: run until Ctrl-C).
+#
+# The first run of the job is traced (job demo-traced, its profile and
+# replay traces in DIR/traces/demo-traced, the daemon's --trace-root), so
+# the job page's "What would help", netloom report, model and place have a
+# job to answer for; the banner lists the commands to try.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 hosts=${DEMO_HOSTS:-64}
 listen=${DEMO_LISTEN:-localhost:8466}
 agent=${DEMO_AGENT:-127.0.0.1:8467}
-dir=$(pwd)/var/demo
+dir=${DEMO_DIR:-$(pwd)/var/demo}
 preload=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
 rm -rf "$dir" && mkdir -p "$dir"
 export IBSIM_SOCKNAME="netloom-demo-$$" OSM_TMP_DIR="$dir" OSM_CACHE_DIR="$dir"
@@ -33,7 +39,9 @@ cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
 }
-trap cleanup EXIT INT TERM
+# Ctrl-C or a TERM is the way to stop the demo: it ends cleanly (status 0).
+trap cleanup EXIT
+trap 'exit 0' INT TERM
 
 echo "demo: generating a fat tree of $hosts hosts"
 bin/netloom topo gen fat-tree --hosts "$hosts" --radix 16 -o "$dir/fabric.net"
@@ -59,7 +67,7 @@ echo "demo: starting netloom serve on http://$listen, MPI agents to udp://$agent
 LD_PRELOAD=$preload bin/netloom serve --fabric ib --db "$dir/netloom.db" --listen "$listen" \
   --config "$dir/netloom.yaml" \
   --agent-listen "$agent" --agent-address-file "$dir/agent-address" \
-  --agent-auth none --agent-networks 127.0.0.0/8 \
+  --agent-auth none --agent-networks 127.0.0.0/8 --trace-root "$dir/traces" \
   --sweep-interval 5s --discover-interval 1m > "$dir/netloom.log" 2>&1 & pids+=($!)
 for _ in $(seq 60); do curl -sf "${auth[@]}" "http://$listen/api/v1/status" >/dev/null 2>&1 && break; sleep 0.5; done
 
@@ -80,9 +88,17 @@ switches=$(grep -o '^Switch[[:space:]]*[0-9]* "[^"]*"' "$dir/fabric.net" | sed '
 ) & pids+=($!)
 
 # A real MPI job under the agent, over and over: 8 ranks, two per host.
+# The first run, 2,000 iterations (about 130,000 MPI events to replay;
+# the daemon replays at most 2 million), is traced with its waits timed
+# (job demo-traced); the daemon reads its traces under its trace root once
+# it has ended.
 mpicc -O2 -o "$dir/halo" scripts/demo/halo.c
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mkdir -p "$dir/traces"
 (
+  bin/netloom run --daemon "$agent" --interval 2s --job-id demo-traced --trace --waits --output "$dir/traces" -- \
+    mpirun --oversubscribe -np 8 scripts/demo/onnode.sh "$dir/halo" 60 2000 >> "$dir/mpi.log" 2>&1
+  echo "demo: the traced job demo-traced has ended" >> "$dir/mpi.log"
   while true; do
     bin/netloom run --daemon "$agent" --interval 2s -- \
       mpirun --oversubscribe -np 8 scripts/demo/onnode.sh "$dir/halo" 60 >> "$dir/mpi.log" 2>&1 || sleep 5
@@ -105,6 +121,13 @@ Netloom demo is running.
   metrics:     curl -H "Authorization: Bearer \$T" http://$listen/metrics
   port metrics: curl -H "Authorization: Bearer \$T" 'http://$listen/metrics/ports?counters=xmit_data_bytes'
   CLI:         IBSIM_SOCKNAME=$IBSIM_SOCKNAME LD_PRELOAD=$preload bin/netloom fabric route n1 n$hosts
+The traced job demo-traced ends within a minute of this banner ("has ended" in $dir/mpi.log); then:
+  report:      bin/netloom report $dir/traces/demo-traced
+  model:       bin/netloom model $dir/traces/demo-traced --db $dir/netloom.db
+  place:       bin/netloom place demo-traced --db $dir/netloom.db --nodes 'n[1-8]' --cores-per-node 2
+  health:      bin/netloom health --db $dir/netloom.db --window 10m --all
+  what-ifs:    curl -H "Authorization: Bearer \$T" http://$listen/api/v1/jobs/demo-traced/model
+  job page:    http://$listen/jobs/demo-traced
 Logs in $dir. Press Ctrl-C to stop.
 MSG
 if [ -n "${DEMO_SECONDS:-}" ]; then
