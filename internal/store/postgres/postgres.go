@@ -72,8 +72,10 @@ func (o Options) withDefaults() Options {
 // (connect_timeout).
 const DefaultConnectTimeout = 10 * time.Second
 
-// Store is the PostgreSQL engine of store.Store.
+// Store is the PostgreSQL engine of store.Store: the shared logic of
+// sqlstore over a connection pool.
 type Store struct {
+	sqlstore.Store
 	url  string // without a password, for messages
 	opt  Options
 	pool *pgxpool.Pool
@@ -115,6 +117,7 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	s := &Store{url: redact(cfg), opt: opt, nodeIDs: map[fabric.GUID]int64{}, pending: map[fabric.GUID]int64{}, parts: map[partKey]bool{}}
+	s.Store = sqlstore.Store{Engine: s, Dialect: &dialect, Fabric: opt.Fabric}
 	s.decoders.New = func() any { return new(codec.Decoder) }
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("open postgres store %s: %w", s.url, err)
@@ -124,6 +127,12 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("open postgres store %s: %w", s.url, err)
 	}
 	return s, nil
+}
+
+// dialect is what PostgreSQL's SQL says differently.
+var dialect = sqlstore.Dialect{
+	// Daemons on one database save topology and routes in turn.
+	Lock: func(table string) string { return `LOCK TABLE ` + table + ` IN SHARE ROW EXCLUSIVE MODE` },
 }
 
 // redact names a database without its password.

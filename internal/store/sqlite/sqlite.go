@@ -71,8 +71,10 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Store is the SQLite engine of store.Store.
+// Store is the SQLite engine of store.Store: the shared logic of
+// sqlstore over one file.
 type Store struct {
+	sqlstore.Store
 	path string
 	opt  Options
 	w    *sql.DB // exactly one connection: SQLite has one writer anyway
@@ -122,6 +124,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	s := &Store{path: path, opt: opt, w: w, nodeIDs: map[fabric.GUID]int64{}}
+	s.Store = sqlstore.Store{Engine: s, Dialect: &dialect, Fabric: opt.Fabric}
 	s.decoders.New = func() any { return new(codec.Decoder) }
 	if err := s.prepare(ctx); err != nil {
 		w.Close()
@@ -138,6 +141,10 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	s.r = r
 	return s, nil
 }
+
+// dialect is what SQLite's SQL says differently. Its write transactions
+// exclude each other (BEGIN IMMEDIATE), so saves need no lock.
+var dialect = sqlstore.Dialect{}
 
 // writerPragmas are set on every writer connection (database/sql may
 // reconnect): they are per connection, not stored in the file.

@@ -9,13 +9,6 @@ import (
 	"github.com/netloom/netloom/internal/store/codec"
 )
 
-// Rows is a query's result rows, as both engines' drivers give them.
-type Rows interface {
-	Next() bool
-	Scan(dest ...any) error
-	Err() error
-}
-
 // MergeFabricTables reads each fabric's forwarding tables in force at at
 // (rows of from_ns, data: one per fabric) and joins them (store.MergeTables).
 func MergeFabricTables(rows Rows, at time.Time) (fabric.ForwardingTables, time.Time, error) {

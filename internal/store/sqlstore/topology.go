@@ -1,11 +1,10 @@
-package sqlite
+package sqlstore
 
 import (
 	"bytes"
 	"compress/flate"
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
 	"github.com/netloom/netloom/internal/store/codec"
-	"github.com/netloom/netloom/internal/store/sqlstore"
 )
 
 // SaveTopology implements store.Store.
@@ -31,21 +29,25 @@ func (s *Store) SaveTopology(ctx context.Context, t *fabric.Topology, at time.Ti
 	sum := sha256.Sum256(enc)
 	var id int64
 	changed := false
-	err = s.writeTx(ctx, "save topology at "+at.Format(time.RFC3339), func(tx *sql.Tx) error {
+	err = s.Engine.Write(ctx, "save topology at "+at.Format(time.RFC3339), nil, func(tx Tx) error {
+		if err := s.lock(ctx, tx, "topology_versions"); err != nil {
+			return err
+		}
 		var lastID, lastFrom int64
 		var lastHash []byte
-		err := tx.QueryRowContext(ctx, `SELECT id, from_ns, hash FROM topology_versions WHERE fabric = ? ORDER BY from_ns DESC, id DESC LIMIT 1`, s.opt.Fabric).Scan(&lastID, &lastFrom, &lastHash)
+		ok, err := tx.QueryRow(ctx, `SELECT id, from_ns, hash FROM topology_versions WHERE fabric = ? ORDER BY from_ns DESC, id DESC LIMIT 1`,
+			[]any{s.Fabric}, &lastID, &lastFrom, &lastHash)
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
 			return fmt.Errorf("read latest version: %w", err)
+		case !ok:
 		case bytes.Equal(lastHash, sum[:]):
 			id = lastID
 			return nil
 		case codec.NS(at) < lastFrom:
 			return fmt.Errorf("time is before the latest version %d (from %s); versions must be saved in time order", lastID, codec.FromNS(lastFrom).Format(time.RFC3339))
 		default:
-			if _, err := tx.ExecContext(ctx, `UPDATE topology_versions SET until_ns = ? WHERE id = ?`, codec.NS(at), lastID); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE topology_versions SET until_ns = ? WHERE id = ?`, codec.NS(at), lastID); err != nil {
 				return fmt.Errorf("close version %d: %w", lastID, err)
 			}
 		}
@@ -53,14 +55,12 @@ func (s *Store) SaveTopology(ctx context.Context, t *fabric.Topology, at time.Ti
 		if err != nil {
 			return fmt.Errorf("compress: %w", err)
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO topology_versions(from_ns, nodes, links, hash, data, fabric) VALUES (?, ?, ?, ?, ?, ?)`,
-			codec.NS(at), len(c.Nodes), len(c.Links), sum[:], z, s.opt.Fabric)
-		if err != nil {
+		if _, err := tx.QueryRow(ctx, `INSERT INTO topology_versions(from_ns, nodes, links, hash, data, fabric) VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
+			[]any{codec.NS(at), len(c.Nodes), len(c.Links), sum[:], z, s.Fabric}, &id); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
-		id, err = res.LastInsertId()
 		changed = true
-		return err
+		return nil
 	})
 	if err != nil {
 		return 0, false, err
@@ -92,20 +92,20 @@ func (s *Store) FabricTopologyAt(ctx context.Context, name string, at time.Time)
 // topologyAt reads the version of each fabric (or of fabric name) in
 // force at at, and merges them.
 func (s *Store) topologyAt(ctx context.Context, name string, at time.Time) (*fabric.Topology, store.Version, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, from_ns, until_ns, nodes, links, fabric, data FROM topology_versions
+	rows, err := s.Engine.Reader().Query(ctx, `SELECT id, from_ns, until_ns, nodes, links, fabric, data FROM topology_versions
 		WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY fabric ORDER BY from_ns DESC, id DESC) AS n
-			FROM topology_versions WHERE from_ns <= ? AND (? = '' OR fabric = ?)) WHERE n = 1)
+			FROM topology_versions WHERE from_ns <= ? AND (? = '' OR fabric = ?)) AS latest WHERE n = 1)
 		ORDER BY fabric`, codec.UpperBound(at), name, name)
 	if err != nil {
 		return nil, store.Version{}, err
 	}
 	defer rows.Close()
-	return sqlstore.MergeFabricVersions(rows)
+	return MergeFabricVersions(rows)
 }
 
 // Versions implements store.Store. Zero from or to leave that end open.
 func (s *Store) Versions(ctx context.Context, from, to time.Time) ([]store.Version, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, from_ns, until_ns, nodes, links, fabric FROM topology_versions
+	rows, err := s.Engine.Reader().Query(ctx, `SELECT id, from_ns, until_ns, nodes, links, fabric FROM topology_versions
 		WHERE from_ns <= ? AND (until_ns IS NULL OR until_ns > ?) ORDER BY from_ns, id`, codec.UpperBound(to), codec.LowerBound(from))
 	if err != nil {
 		return nil, fmt.Errorf("topology versions: %w", err)
@@ -113,7 +113,7 @@ func (s *Store) Versions(ctx context.Context, from, to time.Time) ([]store.Versi
 	defer rows.Close()
 	var out []store.Version
 	for rows.Next() {
-		v, err := sqlstore.ScanVersion(rows)
+		v, err := ScanVersion(rows)
 		if err != nil {
 			return nil, fmt.Errorf("topology versions: %w", err)
 		}
@@ -132,14 +132,18 @@ func (s *Store) SaveForwardingTables(ctx context.Context, ft fabric.ForwardingTa
 		return fmt.Errorf("save forwarding tables: %w", err)
 	}
 	data, hash := codec.EncodeTables(ft)
-	return s.writeTx(ctx, "save forwarding tables at "+at.Format(time.RFC3339), func(tx *sql.Tx) error {
+	return s.Engine.Write(ctx, "save forwarding tables at "+at.Format(time.RFC3339), nil, func(tx Tx) error {
+		if err := s.lock(ctx, tx, "forwarding_tables"); err != nil {
+			return err
+		}
 		var lastFrom int64
 		var lastHash []byte
-		err := tx.QueryRowContext(ctx, `SELECT from_ns, hash FROM forwarding_tables WHERE fabric = ? ORDER BY from_ns DESC, id DESC LIMIT 1`, s.opt.Fabric).Scan(&lastFrom, &lastHash)
+		ok, err := tx.QueryRow(ctx, `SELECT from_ns, hash FROM forwarding_tables WHERE fabric = ? ORDER BY from_ns DESC, id DESC LIMIT 1`,
+			[]any{s.Fabric}, &lastFrom, &lastHash)
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
 			return fmt.Errorf("read latest: %w", err)
+		case !ok:
 		case bytes.Equal(lastHash, hash):
 			return nil
 		case codec.NS(at) < lastFrom:
@@ -149,7 +153,7 @@ func (s *Store) SaveForwardingTables(ctx context.Context, ft fabric.ForwardingTa
 		if err != nil {
 			return fmt.Errorf("compress: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO forwarding_tables(from_ns, hash, data, fabric) VALUES (?, ?, ?, ?)`, codec.NS(at), hash, z, s.opt.Fabric); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO forwarding_tables(from_ns, hash, data, fabric) VALUES (?, ?, ?, ?)`, codec.NS(at), hash, z, s.Fabric); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
 		return nil
@@ -158,13 +162,13 @@ func (s *Store) SaveForwardingTables(ctx context.Context, ft fabric.ForwardingTa
 
 // ForwardingTablesAt implements store.Store.
 func (s *Store) ForwardingTablesAt(ctx context.Context, at time.Time) (fabric.ForwardingTables, time.Time, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT from_ns, data FROM forwarding_tables
+	rows, err := s.Engine.Reader().Query(ctx, `SELECT from_ns, data FROM forwarding_tables
 		WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY fabric ORDER BY from_ns DESC, id DESC) AS n
-			FROM forwarding_tables WHERE from_ns <= ?) WHERE n = 1)
+			FROM forwarding_tables WHERE from_ns <= ?) AS latest WHERE n = 1)
 		ORDER BY fabric`, codec.UpperBound(at))
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("forwarding tables at %s: %w", at.Format(time.RFC3339), err)
 	}
 	defer rows.Close()
-	return sqlstore.MergeFabricTables(rows, at)
+	return MergeFabricTables(rows, at)
 }

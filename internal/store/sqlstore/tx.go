@@ -1,0 +1,114 @@
+package sqlstore
+
+import (
+	"context"
+	"strconv"
+	"strings"
+)
+
+// Tx runs statements in one of an engine's transactions, or on its
+// read pool outside one. Statements are written with ? placeholders;
+// an engine whose driver numbers them ($1, $2, ...) rewrites them
+// (Dollar).
+type Tx interface {
+	// Exec runs a statement and returns how many rows it changed.
+	Exec(ctx context.Context, query string, args ...any) (int64, error)
+	// Query runs a query; the caller closes the rows.
+	Query(ctx context.Context, query string, args ...any) (Rows, error)
+	// QueryRow scans a query's first row into dst; ok is false when it
+	// has none.
+	QueryRow(ctx context.Context, query string, args []any, dst ...any) (ok bool, err error)
+}
+
+// Rows are a query's result rows. Scan takes a *RawBytes for a column
+// read without a copy.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// RawBytes is a column's value as the driver holds it: valid only until
+// the next call of Next, Scan or Close.
+type RawBytes []byte
+
+// Engine is what a SQL engine supplies under the logic of Store: its
+// transactions.
+type Engine interface {
+	// Write runs fn in one write transaction, under the store's writer
+	// lock; need names the rows of partitioned tables about to be
+	// written (an engine without partitions ignores it). The error
+	// names what.
+	Write(ctx context.Context, what string, need []Need, fn func(tx Tx) error) error
+	// Read runs fn in one read-only transaction that sees one snapshot.
+	Read(ctx context.Context, fn func(tx Tx) error) error
+	// Reader runs single reads outside a transaction.
+	Reader() Tx
+}
+
+// Need says that rows of Table at these times (nanoseconds) are about
+// to be written.
+type Need struct {
+	Table string
+	Times []int64
+}
+
+// Store is the logic of store.Store that the SQL engines share, written
+// once against an Engine's transactions and statements both engines
+// understand; what they write differently is in Dialect. An engine's
+// Store embeds it.
+type Store struct {
+	Engine  Engine
+	Dialect *Dialect
+	// Fabric names the fabric this store writes (store.Store).
+	Fabric string
+}
+
+// Dialect is what an engine's SQL says differently.
+type Dialect struct {
+	// Lock is run first in a transaction that saves topology versions
+	// or forwarding tables, with the table's name, so that daemons on
+	// one database save in turn; nil when the engine's write
+	// transactions already exclude each other.
+	Lock func(table string) string
+}
+
+// lock runs the dialect's lock of table in tx, if any.
+func (s *Store) lock(ctx context.Context, tx Tx, table string) error {
+	if s.Dialect.Lock == nil {
+		return nil
+	}
+	_, err := tx.Exec(ctx, s.Dialect.Lock(table))
+	return err
+}
+
+// Dollar rewrites a statement's ? placeholders as $1, $2, ..., leaving
+// quoted strings and identifiers as they are.
+func Dollar(q string) string {
+	if !strings.Contains(q, "?") {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q) + 16)
+	n := 0
+	var quote byte
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '?':
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
