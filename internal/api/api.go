@@ -623,23 +623,34 @@ func newSeries(p fabric.PortRef, samples []fabric.PortSample, counters []fabric.
 }
 
 func (s *Server) series(r *http.Request, ports []fabric.PortRef) ([]seriesJSON, time.Time, time.Time, error) {
-	from, to, err := timeRange(r)
+	from, to, counters, err := seriesParams(r)
 	if err != nil {
 		return nil, from, to, err
 	}
-	counters, err := counterList(r)
-	if err != nil {
-		return nil, from, to, err
+	ser, err := s.seriesOf(r.Context(), ports, from, to, counters)
+	return ser, from, to, err
+}
+
+// seriesParams reads a series' range and counters.
+func seriesParams(r *http.Request) (from, to time.Time, counters []fabric.Counter, err error) {
+	if from, to, err = timeRange(r); err != nil {
+		return
 	}
-	got, err := s.opt.Store.PortSamples(r.Context(), ports, from, to)
+	counters, err = counterList(r)
+	return
+}
+
+// seriesOf is the series of ports over [from, to].
+func (s *Server) seriesOf(ctx context.Context, ports []fabric.PortRef, from, to time.Time, counters []fabric.Counter) ([]seriesJSON, error) {
+	got, err := s.opt.Store.PortSamples(ctx, ports, from, to)
 	if err != nil {
-		return nil, from, to, err
+		return nil, err
 	}
 	out := make([]seriesJSON, len(ports))
 	for i, p := range ports {
 		out[i] = newSeries(p, got[p], counters)
 	}
-	return out, from, to, nil
+	return out, nil
 }
 
 func (s *Server) portCounters(r *http.Request) (any, error) {
@@ -686,11 +697,12 @@ func (s *Server) linkView(r *http.Request) (*view, *fabric.Link, error) {
 }
 
 func (s *Server) link(r *http.Request) (any, error) {
-	v, l, err := s.linkView(r)
+	v, err := s.viewAt(r)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.checkLink(r.Context(), l, v.at.Add(-time.Hour), v.at, s.owners(r.Context())); err != nil {
+	l, _, err := s.visibleLink(r.Context(), v, r.PathValue("link"), v.at.Add(-time.Hour), v.at, s.owners(r.Context()))
+	if err != nil {
 		return nil, err
 	}
 	latest, err := s.latest(r.Context(), v)
@@ -746,15 +758,20 @@ func linkDirections(t *fabric.Topology, l *fabric.Link, latest map[fabric.PortRe
 }
 
 func (s *Server) linkCounters(r *http.Request) (any, error) {
-	_, l, err := s.linkView(r)
+	v, err := s.viewAt(r)
 	if err != nil {
 		return nil, err
 	}
-	ser, from, to, err := s.series(r, []fabric.PortRef{l.A, l.B})
+	from, to, counters, err := seriesParams(r)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.checkLink(r.Context(), l, from, to, s.owners(r.Context())); err != nil {
+	l, _, err := s.visibleLink(r.Context(), v, r.PathValue("link"), from, to, s.owners(r.Context()))
+	if err != nil {
+		return nil, err
+	}
+	ser, err := s.seriesOf(r.Context(), []fabric.PortRef{l.A, l.B}, from, to, counters)
+	if err != nil {
 		return nil, err
 	}
 	return map[string]any{"link": newLinkJSON(*l), "from": from, "to": to, "series": ser}, nil

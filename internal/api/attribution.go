@@ -506,7 +506,7 @@ func sortDirJobs(l []dirJob) {
 }
 
 func (a *attribAPI) linkJobs(r *http.Request) (any, error) {
-	v, l, err := a.s.linkView(r)
+	v, err := a.s.viewAt(r)
 	if err != nil {
 		return nil, err
 	}
@@ -516,7 +516,7 @@ func (a *attribAPI) linkJobs(r *http.Request) (any, error) {
 	}
 	owners := a.s.owners(r.Context())
 	// A user's check reads the link's jobs; the answer reuses them.
-	got, err := a.s.checkLink(r.Context(), l, from, to, owners)
+	l, got, err := a.s.visibleLink(r.Context(), v, r.PathValue("link"), from, to, owners)
 	if err != nil {
 		return nil, err
 	}
@@ -540,6 +540,23 @@ func (a *attribAPI) linkJobs(r *http.Request) (any, error) {
 // its start and end (or now).
 func jobTimeRange(r *http.Request, js *store.JobSummary) (time.Time, time.Time, error) {
 	return jobRange(r, &store.Job{JobSummary: *js})
+}
+
+// lifeRange is a job's life: its start to its end (now while it runs),
+// or to its last attributed sweep where that came later (a job's last
+// interval is attributed at the sweep after it ended), in whole seconds.
+func lifeRange(js *store.JobSummary) (from, to time.Time) {
+	from, to = js.Start, time.Now()
+	if js.State == store.JobFinished {
+		to = js.End
+		if to.IsZero() {
+			to = js.Updated
+		}
+		if js.Attribution != nil && js.Attribution.Updated.After(to) {
+			to = js.Attribution.Updated
+		}
+	}
+	return from.Truncate(time.Second), to.Truncate(time.Second).Add(time.Second)
 }
 
 // jobLinksQuery is what the job's link questions share: the job, the
@@ -629,7 +646,7 @@ type pairJSON struct {
 // whose route crosses each direction, from the job's rank matrix when its
 // ranks sent per-peer rows, else by node pair.
 func (a *attribAPI) linkPairs(r *http.Request) (any, error) {
-	v, l, err := a.s.linkView(r)
+	v, err := a.s.viewAt(r)
 	if err != nil {
 		return nil, err
 	}
@@ -638,6 +655,13 @@ func (a *attribAPI) linkPairs(r *http.Request) (any, error) {
 		return nil, err
 	}
 	limit, err := intParam(r, "limit", 1000, 1, 1_000_000)
+	if err != nil {
+		return nil, err
+	}
+	// A user sees the pairs on a link their jobs crossed while this one ran
+	// (to its last attributed sweep), as the link's other answers do.
+	from, to := lifeRange(&j.JobSummary)
+	l, _, err := a.s.visibleLink(r.Context(), v, r.PathValue("link"), from, to, a.s.owners(r.Context()))
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/netloom/netloom/internal/auth"
@@ -66,33 +67,75 @@ func canSeeJob(ctx context.Context, j *store.JobSummary) bool {
 // jobHidden is the answer for a job the principal may not see.
 func jobHidden(id string) error { return notFound("no job %q", id) }
 
-// checkLink lets a user see link l over [from, to] only when one of
-// their jobs' traffic crossed it then; owner tells a job id's owner. For
-// a user it returns the jobs' bytes on the link that it read to decide
-// (nil for an administrator, whom it lets through unread).
-func (s *Server) checkLink(ctx context.Context, l *fabric.Link, from, to time.Time, owner func(id string) string) ([]store.LinkJobBytes, error) {
+// errLinkHidden is a user's one answer for every link they may not see:
+// a link their jobs did not cross in the range, a port without a link, a
+// port or node that does not exist, an id that is not one. It names
+// nothing, not even the id asked for, so that answers to many probes are
+// byte for byte the same and tell nothing of the fabric behind them.
+var errLinkHidden = &httpError{http.StatusNotFound, "not_found", "no link crossed by your jobs in the range asked for has that id"}
+
+// visibleLink resolves the link named id in view v for the request's
+// principal. An administrator gets any link (else a 404 saying what is
+// wrong with id). A user gets it only when one of their jobs' traffic
+// crossed it over [from, to], and errLinkHidden otherwise, whatever lies
+// behind id; owner tells a job id's owner. For a user it also returns the
+// jobs' bytes on the link that it read to decide (nil for an
+// administrator, whom it lets through unread).
+//
+// Callers check every parameter that does not depend on the link before
+// calling it: a user must not see a 400 for one id where another id gets
+// errLinkHidden.
+func (s *Server) visibleLink(ctx context.Context, v *view, id string, from, to time.Time, owner func(id string) string) (*fabric.Link, []store.LinkJobBytes, error) {
 	p := principal(ctx)
 	if p == nil {
-		return nil, errUnauthenticated
+		return nil, nil, errUnauthenticated
 	}
+	l, err := v.topo.FindLink(id)
 	if p.Admin {
-		return nil, nil
+		if err != nil {
+			return nil, nil, notFound("%v", err)
+		}
+		return l, nil, nil
 	}
-	got, err := s.opt.Store.LinkJobs(ctx, []fabric.PortRef{l.A, l.B}, from, to)
+	// The same store read whether a link is there or not.
+	ports := probedPorts(id)
+	if err == nil {
+		ports = []fabric.PortRef{l.A, l.B}
+	}
+	got, rerr := s.opt.Store.LinkJobs(ctx, ports, from, to)
+	if rerr != nil {
+		return nil, nil, rerr
+	}
 	if err != nil {
-		return nil, err
+		return nil, nil, errLinkHidden
 	}
 	seen := map[string]bool{}
 	for _, x := range got {
 		if !seen[x.Job] {
 			seen[x.Job] = true
 			if owner(x.Job) == p.Name {
-				return got, nil
+				return l, got, nil
 			}
 		}
 	}
 	// As for jobs: not "forbidden", which would confirm the link exists.
-	return nil, notFound("no link %q crossed by your jobs between %s and %s", l.ID(), from.Format(time.RFC3339), to.Format(time.RFC3339))
+	return nil, nil, errLinkHidden
+}
+
+// probedPorts are the ports a link id names, as far as it names any: the
+// store is read for them when no link answers to the id, as it is for a
+// link's two ends.
+func probedPorts(id string) []fabric.PortRef {
+	var out []fabric.PortRef
+	for _, part := range strings.SplitN(id, "-", 2) {
+		if p, err := fabric.ParsePortRef(part); err == nil {
+			out = append(out, p)
+		}
+	}
+	for len(out) < 2 {
+		out = append(out, fabric.PortRef{})
+	}
+	return out
 }
 
 // anonymizer renames other users' jobs "other-1", "other-2", ... in the

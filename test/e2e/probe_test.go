@@ -1,0 +1,290 @@
+package e2e
+
+// What a second user can learn by probing the API (docs/security.md, "Roles"),
+// asked as two real local users whose real Open MPI jobs ran under the
+// daemon: link ids answered alike whatever lies behind them, another user's
+// job indistinguishable from none (by status, body and time), and
+// parameters that are not numbers refused.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	slurmtest "github.com/netloom/netloom/test/slurm"
+)
+
+const probeA, probeB = "nlprobe-a", "nlprobe-b"
+
+// probeBench is a daemon on a simulated fat tree with accounts for an
+// administrator and two local users, each with an API token, whose jobs
+// run as those users and may write replay traces under the daemon's trace
+// root.
+type probeBench struct {
+	t           *testing.T
+	d           *daemon
+	agent       string
+	args        []string
+	dir, share  string
+	root        string // the trace root, a folder of each user's under it
+	prog, wrap  string
+	lib         string
+	launcher    string
+	tokens      map[string]string
+	admin, a, b *apiClient
+}
+
+func startProbeBench(t *testing.T) *probeBench {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: jobs run as two other local users")
+	}
+	m := jobMPIs(t)[0] // Open MPI
+	for _, tool := range []string{m.cc, m.launcher, "runuser"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	buildAgent(t)
+	p := &probeBench{t: t, launcher: m.launcher, dir: t.TempDir(), tokens: map[string]string{}}
+	uids := map[string]int{}
+	for _, u := range []string{probeA, probeB} {
+		uid, err := slurmtest.EnsureUser(context.Background(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[u] = int(uid)
+	}
+	// The program, the agent and the node-naming wrapper where both users
+	// can read them.
+	share, err := os.MkdirTemp("", "netloom-probe-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(share) })
+	os.Chmod(share, 0o755)
+	p.share = share
+	src := filepath.Join(share, "ring.c")
+	p.prog, p.wrap, p.lib = filepath.Join(share, "ring"), filepath.Join(share, "wrap.sh"), filepath.Join(share, "libnetloom.so")
+	os.WriteFile(src, []byte(authRing), 0o644)
+	os.WriteFile(p.wrap, []byte(modelWrap), 0o755)
+	if out, err := exec.Command(m.cc, "-o", p.prog, src).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", m.cc, err, out)
+	}
+	if out, err := exec.Command("cp", m.lib, p.lib).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	p.root = filepath.Join(share, "traces")
+	for _, u := range []string{probeA, probeB} {
+		dir := filepath.Join(p.root, u)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(dir, 0o700)
+		os.Chown(dir, uids[u], uids[u])
+	}
+	// No rate limit: the probes are thousands of requests, their timing
+	// measured.
+	cfg := addAccounts(t, p.dir, map[string]string{"root-admin": "admin-pass-1", probeA: "a-pass-123", probeB: "b-pass-123"}, "  rate_limit: -1\n")
+	for _, u := range []string{"root-admin", probeA, probeB} {
+		out, err := exec.Command(netloomBin, "token", "add", u, "--config", cfg, "--label", "probe").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.tokens[u] = strings.TrimSpace(string(out))
+	}
+	p.args = []string{"--config", cfg, "--anonymous", "none", "--fabric", "sim:fat-tree:hosts=8,radix=8",
+		"--db", filepath.Join(p.dir, "netloom.db"), "--agent-listen", "127.0.0.1:0", "--agent-address-file", "-",
+		"--job-timeout", "10s", "--sweep-interval", "300ms", "--agent-auth", "none", "--trace-root", p.root}
+	p.start()
+	return p
+}
+
+// start starts the daemon on the bench's database and signs everyone in.
+func (p *probeBench) start() {
+	p.d, p.agent = serve(p.t, p.dir, nil, p.args...)
+	client := func(u string) *apiClient {
+		c := newClient(p.t, p.d.base, u)
+		c.token = p.tokens[u]
+		return c
+	}
+	p.admin, p.a, p.b = client("root-admin"), client(probeA), client(probeB)
+}
+
+// restart stops the daemon as a service manager does and starts it again:
+// the jobs it held live are then in its store alone.
+func (p *probeBench) restart() {
+	p.d.stop()
+	p.start()
+}
+
+// run runs a traced 2-rank ring as user on the nodes named ("n1,n2") and
+// waits until the daemon has it finished with its links attributed.
+func (p *probeBench) run(as, job, nodes string, rounds int) {
+	t := p.t
+	t.Helper()
+	env := []string{"LD_PRELOAD=" + p.lib, "NETLOOM_DAEMON=" + p.agent, "NETLOOM_INTERVAL=0.2", "NETLOOM_JOB_ID=" + job,
+		"NETLOOM_TRACE=1", "NETLOOM_OUTPUT=" + filepath.Join(p.root, as)}
+	args := append([]string{"runuser", "-u", as, "--", "env", "HOME=/tmp"}, env...)
+	args = append(args, p.launcher, "--oversubscribe", "-np", "2")
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		args = append(args, "-x", k)
+	}
+	args = append(args, "sh", p.wrap, nodes, p.prog, strconv.Itoa(rounds))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Dir = p.share
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s's job %s: %v\n%s", as, job, err, out)
+	}
+	p.d.waitFor(func() bool {
+		var v authJob
+		var l struct{ Links []struct{} }
+		return p.admin.get("/api/v1/jobs/"+job, &v) == 200 && v.Job.State == "finished" && v.Job.Finalized == 2 &&
+			p.admin.get("/api/v1/jobs/"+job+"/links", &l) == 200 && len(l.Links) > 0
+	}, "job "+job+" to finish with its links attributed")
+}
+
+// linksOf is the ids of the links job crossed, by the administrator's view.
+func (p *probeBench) linksOf(job string) map[string]bool {
+	var l struct {
+		Links []struct{ Link struct{ ID string } }
+	}
+	if code := p.admin.get("/api/v1/jobs/"+job+"/links?limit=1000", &l); code != 200 {
+		p.t.Fatalf("links of %s: %d", job, code)
+	}
+	out := map[string]bool{}
+	for _, x := range l.Links {
+		out[x.Link.ID] = true
+	}
+	return out
+}
+
+// TestLinkProbes: as a user, every link-scoped endpoint answers every link
+// id they may not see (a real link their jobs did not cross, a port without
+// a link, a port or node that does not exist, a link with a wrong far end,
+// no id at all) with one answer, byte for byte, naming nothing; their own
+// links are answered.
+func TestLinkProbes(t *testing.T) {
+	p := startProbeBench(t)
+	p.run(probeA, "probe-a", "n1,n2", 3)
+	p.run(probeB, "probe-b", "n5,n7", 3)
+	mine := p.linksOf("probe-a")
+	theirs := p.linksOf("probe-b")
+
+	var fab struct {
+		Links []struct {
+			ID   string
+			A, B struct {
+				GUID string
+				Port int
+			}
+		}
+	}
+	if code := p.admin.get("/api/v1/fabric/links", &fab); code != 200 {
+		t.Fatalf("fabric links: %d", code)
+	}
+	var nodes struct {
+		Nodes []struct {
+			GUID        string
+			Description string
+			Ports       int
+		}
+	}
+	if code := p.admin.get("/api/v1/fabric/nodes", &nodes); code != 200 {
+		t.Fatalf("fabric nodes: %d", code)
+	}
+	linked := map[string]bool{}
+	visible := map[string]bool{} // ids that name one of A's links
+	var probes []string
+	for _, l := range fab.Links {
+		a, b := fmt.Sprintf("%s:%d", l.A.GUID, l.A.Port), fmt.Sprintf("%s:%d", l.B.GUID, l.B.Port)
+		linked[a], linked[b] = true, true
+		for _, id := range []string{l.ID, a, b, b + "-" + a} {
+			probes = append(probes, id)
+			visible[id] = mine[l.ID]
+		}
+		probes = append(probes, a+"-0x00000000deadbeef:1") // a real port, a far end that is not its peer
+	}
+	for _, n := range nodes.Nodes {
+		for port := 0; port <= n.Ports+1; port++ {
+			if id := fmt.Sprintf("%s:%d", n.GUID, port); !linked[id] {
+				probes = append(probes, id) // a port without a link, or no such port
+			}
+		}
+		probes = append(probes, n.GUID+":254")
+	}
+	for i := range 8 {
+		probes = append(probes, fmt.Sprintf("0x00000000deadbe%02x:1", i)) // no such node
+	}
+	probes = append(probes, "nonsense", "0x1234", "n1", "n1:1", "0x00000000deadbe00:1-0x00000000deadbe01:1")
+	seenTheirs := 0
+	for id := range theirs {
+		if !mine[id] {
+			seenTheirs++
+		}
+	}
+	if len(mine) == 0 || seenTheirs == 0 {
+		t.Fatalf("A's job crossed %d links, B's %d that A's did not: want some of each", len(mine), seenTheirs)
+	}
+
+	routes := []string{"/api/v1/links/%s", "/api/v1/links/%s/counters", "/api/v1/links/%s/jobs", "/api/v1/links/%s/jobs/probe-a/pairs"}
+	var descriptions []string
+	for _, n := range nodes.Nodes {
+		descriptions = append(descriptions, n.Description)
+	}
+	type answer struct {
+		code int
+		body string
+	}
+	hidden := map[answer][]string{}
+	ownSeen := 0
+	for _, route := range routes {
+		for _, id := range probes {
+			path := fmt.Sprintf(route, id)
+			code, body := p.a.do("GET", path, nil)
+			if visible[id] {
+				if code != 200 {
+					t.Errorf("A's own link: GET %s: %d %.300s", path, code, body)
+				}
+				ownSeen++
+				continue
+			}
+			hidden[answer{code, string(body)}] = append(hidden[answer{code, string(body)}], path)
+			if len(hidden) == 1 {
+				for _, word := range append([]string{"0x", id}, descriptions...) {
+					if strings.Contains(string(body), word) {
+						t.Errorf("GET %s names %q: %s", path, word, body)
+					}
+				}
+			}
+		}
+	}
+	if len(hidden) != 1 {
+		for a, paths := range hidden {
+			t.Errorf("%d answers %d %.200s, e.g. for %s", len(paths), a.code, a.body, paths[0])
+		}
+		t.Fatalf("%d different answers to the links A may not see; want one", len(hidden))
+	}
+	for a, paths := range hidden {
+		if a.code != 404 {
+			t.Errorf("the answer is %d; want 404", a.code)
+		}
+		t.Logf("%d probes of links A may not see, on %d endpoints, all answered %d %s (and %d of A's own links answered)",
+			len(paths), len(routes), a.code, strings.TrimSpace(a.body), ownSeen)
+	}
+	// The probes of real links are real: the administrator sees each one.
+	for _, l := range fab.Links {
+		if code, body := p.admin.do("GET", "/api/v1/links/"+l.ID, nil); code != 200 {
+			t.Errorf("the administrator's GET /links/%s: %d %.200s", l.ID, code, body)
+		}
+	}
+}
