@@ -13,7 +13,7 @@ import { jobPage } from "./pages/job";
 import { jobsPage } from "./pages/jobs";
 import { linkPage } from "./pages/link";
 import { loginPage } from "./pages/login";
-import { networkPage } from "./pages/network";
+import { networkPage } from "./pages/network/page";
 import { nodePage } from "./pages/node";
 import { route } from "./router";
 import type { Access, Verdict } from "./router";

@@ -1,0 +1,69 @@
+// What the browser tests read of the map (window.__netloomMap): the
+// layout's size, the sweep shown, how long re-colouring took, the colours
+// drawn and the job's highlight.
+import type Sigma from "sigma";
+import type { MapGraph } from "./graph";
+import { nodeColor } from "./state";
+import type { JobDirection, MapState } from "./state";
+
+interface MapDebug {
+  version: number;
+  nodes: number;
+  links: number;
+  sweep: number;
+  updates: number;
+  lastUpdateMs: number;
+  expanded: boolean;
+  util: Uint8Array;
+  edgeColors(j: number): [string, string];
+  /** The id of link j, as its page's address and the API use it. */
+  linkId(j: number): string;
+  /** Layout indices of the hosts highlighted for ?job=. */
+  highlighted: number[];
+  /** The link directions the job's traffic crosses, highlighted for ?job=. */
+  jobDirections: JobDirection[];
+  job: string | null;
+  nodeColor(i: number): string;
+}
+
+declare global {
+  interface Window {
+    __netloomMap?: MapDebug;
+  }
+}
+
+export function exposeMap(g: MapGraph, st: MapState, renderer: Sigma, jobId: string | null): void {
+  window.__netloomMap = {
+    version: g.layout.version,
+    nodes: g.n,
+    links: g.m,
+    get sweep() {
+      return st.sweep;
+    },
+    get updates() {
+      return st.updates;
+    },
+    get lastUpdateMs() {
+      return st.lastUpdateMs;
+    },
+    get expanded() {
+      return st.expanded;
+    },
+    get util() {
+      return st.util;
+    },
+    linkId: g.linkId,
+    edgeColors: (j: number) => {
+      const d = renderer.getEdgeDisplayData("e" + j) as { color: string; color2?: string } | undefined;
+      return [d?.color ?? "", d?.color2 ?? ""];
+    },
+    nodeColor: (i: number) => nodeColor(g, st, i),
+    get highlighted() {
+      return [...st.highlighted].sort((a, b) => a - b);
+    },
+    get jobDirections() {
+      return st.jobDirList;
+    },
+    job: jobId,
+  };
+}
