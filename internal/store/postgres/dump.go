@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/store/sqlstore"
 	"github.com/netloom/netloom/internal/store/storecopy"
 )
 
@@ -98,23 +99,23 @@ func (s *Store) Load(ctx context.Context, t *storecopy.Table, rows [][]any) erro
 			node = i
 		}
 	}
-	var need []partNeed
+	var need []sqlstore.Need
 	if t.Time != "" {
 		ti := t.Index(t.Time)
 		times := make([]int64, len(rows))
 		for i, row := range rows {
 			times[i] = row[ti].(int64)
 		}
-		need = []partNeed{{t.Name, times}}
+		need = []sqlstore.Need{{Table: t.Name, Times: times}}
 	}
-	return s.writeTx(ctx, fmt.Sprintf("load %d rows of %s", len(rows), t.Name), need, func(tx pgx.Tx) error {
+	return s.WriteNodes(ctx, fmt.Sprintf("load %d rows of %s", len(rows), t.Name), need, func(tx sqlstore.Tx, learnt map[fabric.GUID]int64) error {
 		in := rows
 		if node >= 0 {
 			var guids []fabric.GUID
 			for _, row := range rows {
 				guids = append(guids, fabric.GUID(row[node].(int64)))
 			}
-			ids, err := s.lookupNodes(ctx, tx, guids)
+			ids, err := s.NodeIDs(ctx, tx, guids, learnt)
 			if err != nil {
 				return err
 			}
@@ -127,10 +128,7 @@ func (s *Store) Load(ctx context.Context, t *storecopy.Table, rows [][]any) erro
 		}
 		// COPY takes identity values as given, GENERATED ALWAYS or not;
 		// FinishLoad moves the sequences past them.
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{t.Name}, names, pgx.CopyFromRows(in)); err != nil {
-			return err
-		}
-		return nil
+		return tx.Insert(ctx, t.Name, names, in)
 	})
 }
 
@@ -168,8 +166,6 @@ func (s *Store) Clear(ctx context.Context) error {
 		_, err := tx.Exec(ctx, `UPDATE totals SET value = 0`)
 		return err
 	})
-	s.wmu.Lock()
-	clear(s.nodeIDs)
-	s.wmu.Unlock()
+	s.ForgetNodes()
 	return err
 }

@@ -21,7 +21,6 @@ import (
 
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
-	"github.com/netloom/netloom/internal/store/codec"
 	"github.com/netloom/netloom/internal/store/sqlstore"
 )
 
@@ -83,14 +82,9 @@ type Store struct {
 	// wmu serializes this process's write transactions and guards the
 	// fields below. Other daemons on the same database write too: what
 	// must not race across them is locked in the database.
-	wmu     sync.Mutex
-	nodeIDs map[fabric.GUID]int64
-	pending map[fabric.GUID]int64 // ids learnt in the open transaction
-	parts   map[partKey]bool      // partitions known to exist
-	enc     codec.Encoder
-	fold    sqlstore.Folder
-
-	decoders sync.Pool
+	wmu   sync.Mutex
+	parts map[partKey]bool // partitions known to exist
+	fold  sqlstore.Folder
 }
 
 var _ store.Store = (*Store)(nil)
@@ -116,9 +110,8 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 		// TCP timeout (minutes); connect_timeout in the URL overrides.
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
-	s := &Store{url: redact(cfg), opt: opt, nodeIDs: map[fabric.GUID]int64{}, pending: map[fabric.GUID]int64{}, parts: map[partKey]bool{}}
-	s.Store = sqlstore.Store{Engine: s, Dialect: &dialect, Fabric: opt.Fabric}
-	s.decoders.New = func() any { return new(codec.Decoder) }
+	s := &Store{url: redact(cfg), opt: opt, parts: map[partKey]bool{}}
+	s.Init(s, &dialect, opt.Fabric, sqlstore.Limits{PruneChunk: opt.PruneChunk, RollupPortRows: opt.RollupPortRows, RollupProcessRows: opt.RollupProcessRows})
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("open postgres store %s: %w", s.url, err)
 	}
@@ -132,7 +125,11 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 // dialect is what PostgreSQL's SQL says differently.
 var dialect = sqlstore.Dialect{
 	// Daemons on one database save topology and routes in turn.
-	Lock: func(table string) string { return `LOCK TABLE ` + table + ` IN SHARE ROW EXCLUSIVE MODE` },
+	Lock:   func(table string) string { return `LOCK TABLE ` + table + ` IN SHARE ROW EXCLUSIVE MODE` },
+	Arrays: true,
+	LatestRaw: `SELECT n.guid, s.time_ns, s.data FROM nodes n CROSS JOIN LATERAL
+		(SELECT time_ns, data FROM port_samples WHERE node_id = n.id AND time_ns <= ? ORDER BY time_ns DESC LIMIT 1) s`,
+	Unique: isUniqueViolation,
 }
 
 // redact names a database without its password.
@@ -154,27 +151,30 @@ func (s *Store) Close() error {
 func (s *Store) writeTx(ctx context.Context, what string, need []partNeed, fn func(tx pgx.Tx) error) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	clear(s.pending)
 	err := s.ensurePartitions(ctx, need)
 	if err == nil {
 		err = s.tx(ctx, fn)
 	}
 	if isNoPartition(err) {
 		clear(s.parts)
-		clear(s.pending)
 		if err = s.ensurePartitions(ctx, need); err == nil {
 			err = s.tx(ctx, fn)
-		}
-	}
-	for g, id := range s.pending {
-		if err == nil {
-			s.nodeIDs[g] = id // only after commit: a rolled-back id is no id
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
+}
+
+// readTx runs fn in a read-only transaction that sees one snapshot.
+func (s *Store) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	return fn(tx)
 }
 
 func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {

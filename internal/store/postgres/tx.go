@@ -41,6 +41,25 @@ func (t pgTx) QueryRow(ctx context.Context, query string, args []any, dst ...any
 	return err == nil, err
 }
 
+// Insert implements sqlstore.Tx with COPY.
+func (t pgTx) Insert(ctx context.Context, table string, cols []string, rows [][]any) error {
+	tx, ok := t.q.(pgx.Tx)
+	if !ok {
+		return errors.New("insert outside a transaction")
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, cols, pgx.CopyFromRows(rows))
+	return err
+}
+
+// Upsert implements sqlstore.Tx with COPY through a staging table.
+func (t pgTx) Upsert(ctx context.Context, table string, cols, key []string, set string, rows [][]any) error {
+	tx, ok := t.q.(pgx.Tx)
+	if !ok {
+		return errors.New("upsert outside a transaction")
+	}
+	return copyUpsert(ctx, tx, table, cols, key, set, rows)
+}
+
 // pgRows are sqlstore.Rows: a *sqlstore.RawBytes is the column's bytes
 // as pgx read them from the connection, without a copy.
 type pgRows struct{ pgx.Rows }

@@ -19,7 +19,6 @@ import (
 
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
-	"github.com/netloom/netloom/internal/store/codec"
 	"github.com/netloom/netloom/internal/store/sqlstore"
 )
 
@@ -82,12 +81,8 @@ type Store struct {
 
 	// wmu serializes write transactions and guards the fields below, which
 	// only the writer touches.
-	wmu     sync.Mutex
-	nodeIDs map[fabric.GUID]int64
-	enc     codec.Encoder
-	fold    sqlstore.Folder
-
-	decoders sync.Pool
+	wmu  sync.Mutex
+	fold sqlstore.Folder
 }
 
 var _ store.Store = (*Store)(nil)
@@ -123,9 +118,8 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{path: path, opt: opt, w: w, nodeIDs: map[fabric.GUID]int64{}}
-	s.Store = sqlstore.Store{Engine: s, Dialect: &dialect, Fabric: opt.Fabric}
-	s.decoders.New = func() any { return new(codec.Decoder) }
+	s := &Store{path: path, opt: opt, w: w}
+	s.Init(s, &dialect, opt.Fabric, sqlstore.Limits{PruneChunk: opt.PruneChunk, RollupPortRows: opt.RollupPortRows, RollupProcessRows: opt.RollupProcessRows})
 	if err := s.prepare(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, describe(err))
@@ -144,7 +138,14 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 
 // dialect is what SQLite's SQL says differently. Its write transactions
 // exclude each other (BEGIN IMMEDIATE), so saves need no lock.
-var dialect = sqlstore.Dialect{}
+var dialect = sqlstore.Dialect{
+	LatestRaw: `SELECT n.guid, s.time_ns, s.data FROM nodes n JOIN port_samples s ON s.id =
+		(SELECT id FROM port_samples WHERE node_id = n.id AND time_ns <= ? ORDER BY time_ns DESC LIMIT 1)`,
+	Unique: func(err error) bool {
+		var se sqlite3.Error
+		return errors.As(err, &se) && se.ExtendedCode == sqlite3.ErrConstraintUnique
+	},
+}
 
 // writerPragmas are set on every writer connection (database/sql may
 // reconnect): they are per connection, not stored in the file.

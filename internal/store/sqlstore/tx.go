@@ -4,6 +4,10 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
+
+	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/store/codec"
 )
 
 // Tx runs statements in one of an engine's transactions, or on its
@@ -18,6 +22,13 @@ type Tx interface {
 	// QueryRow scans a query's first row into dst; ok is false when it
 	// has none.
 	QueryRow(ctx context.Context, query string, args []any, dst ...any) (ok bool, err error)
+	// Insert writes rows of cols into table, many at once where the
+	// engine can (PostgreSQL's COPY).
+	Insert(ctx context.Context, table string, cols []string, rows [][]any) error
+	// Upsert is Insert where a row whose key columns are taken updates
+	// the row there as set says (an ON CONFLICT … DO UPDATE SET clause).
+	// Rows must not repeat a key.
+	Upsert(ctx context.Context, table string, cols, key []string, set string, rows [][]any) error
 }
 
 // Rows are a query's result rows. Scan takes a *RawBytes for a column
@@ -57,12 +68,38 @@ type Need struct {
 // Store is the logic of store.Store that the SQL engines share, written
 // once against an Engine's transactions and statements both engines
 // understand; what they write differently is in Dialect. An engine's
-// Store embeds it.
+// Store embeds it and calls Init.
 type Store struct {
 	Engine  Engine
 	Dialect *Dialect
 	// Fabric names the fabric this store writes (store.Store).
 	Fabric string
+	Limits
+
+	// Under the engine's writer lock: the encoder of sample rows and
+	// the fold's state.
+	enc  codec.Encoder
+	fold Folder
+
+	nodes    nodeIDs
+	decoders sync.Pool
+}
+
+// Limits bound what one prune or rollup transaction touches.
+type Limits struct {
+	// PruneChunk is how many rows one prune transaction deletes.
+	PruneChunk int
+	// RollupPortRows and RollupProcessRows are how many expired port
+	// rows (one switch's ports of one sweep) and process rows (one
+	// rank's interval) one rollup transaction folds.
+	RollupPortRows, RollupProcessRows int
+}
+
+// Init makes s the shared logic of engine e.
+func (s *Store) Init(e Engine, d *Dialect, fabricName string, l Limits) {
+	s.Engine, s.Dialect, s.Fabric, s.Limits = e, d, fabricName, l
+	s.nodes.ids = map[fabric.GUID]int64{}
+	s.decoders.New = func() any { return new(codec.Decoder) }
 }
 
 // Dialect is what an engine's SQL says differently.
@@ -72,7 +109,31 @@ type Dialect struct {
 	// one database save in turn; nil when the engine's write
 	// transactions already exclude each other.
 	Lock func(table string) string
+	// Arrays: a list is one array argument (col = ANY(?)); else one
+	// argument per element (col IN (?, ?, ...)), and port rows are
+	// read switch by switch, each query's plan a single index range.
+	Arrays bool
+	// LatestRaw selects (guid, time_ns, data) of each switch's newest
+	// raw row at or before its argument.
+	LatestRaw string
+	// Unique tells an error of a row whose key is already stored.
+	Unique func(error) bool
 }
+
+// In is the condition that col is one of vals, and its arguments.
+func In[T any](d *Dialect, col string, vals []T) (string, []any) {
+	if d.Arrays {
+		return col + " = ANY(?)", []any{vals}
+	}
+	args := make([]any, len(vals))
+	for i, v := range vals {
+		args[i] = v
+	}
+	return col + " IN (?" + repeat(", ?", len(vals)-1) + ")", args
+}
+
+// repeat is strings.Repeat, none for n < 0.
+func repeat(s string, n int) string { return strings.Repeat(s, max(n, 0)) }
 
 // lock runs the dialect's lock of table in tx, if any.
 func (s *Store) lock(ctx context.Context, tx Tx, table string) error {
