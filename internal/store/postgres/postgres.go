@@ -84,7 +84,6 @@ type Store struct {
 	// must not race across them is locked in the database.
 	wmu   sync.Mutex
 	parts map[partKey]bool // partitions known to exist
-	fold  sqlstore.Folder
 }
 
 var _ store.Store = (*Store)(nil)

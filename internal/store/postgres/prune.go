@@ -45,13 +45,7 @@ func (s *Store) PruneStep(ctx context.Context, r store.Retention) (bool, error) 
 	}
 	for l := sqlstore.LevelRaw; l < sqlstore.NumLevels; l++ {
 		steps = append(steps, step{fmt.Sprintf("roll up port samples (%s)", sqlstore.LevelName(l)), func(tx pgx.Tx) (bool, error) {
-			found, counts, err := s.fold.FoldPorts(ctx, portRows{tx}, ports, l, s.opt.RollupPortRows)
-			if err != nil || !found {
-				return found, err
-			}
-			_, err = tx.Exec(ctx, `UPDATE totals SET value = value + CASE name WHEN 'port_samples' THEN $1::bigint ELSE $2::bigint END
-				WHERE name IN ('port_samples', 'port_rollups')`, counts.Samples, counts.Rollups)
-			return true, err
+			return s.FoldPortsStep(ctx, pgTx{tx}, ports, l)
 		}})
 	}
 	steps = append(steps, step{"drop expired process sample partitions", func(tx pgx.Tx) (bool, error) {
@@ -59,7 +53,7 @@ func (s *Store) PruneStep(ctx context.Context, r store.Retention) (bool, error) 
 	}})
 	for l := sqlstore.LevelRaw; l < sqlstore.NumLevels; l++ {
 		steps = append(steps, step{fmt.Sprintf("roll up process samples (%s)", sqlstore.LevelName(l)), func(tx pgx.Tx) (bool, error) {
-			return s.fold.FoldProcesses(ctx, processRows{tx}, procs, l, s.opt.RollupProcessRows)
+			return s.FoldProcessesStep(ctx, pgTx{tx}, procs, l)
 		}})
 	}
 	steps = append(steps,

@@ -42,10 +42,18 @@ func (s *Store) PruneStep(ctx context.Context, r store.Retention) (bool, error) 
 		func() (bool, error) { return s.pruneJobsStep(ctx, r.Jobs) },
 	}
 	for l := sqlstore.LevelRaw; l < sqlstore.NumLevels; l++ {
-		steps = append(steps, func() (bool, error) { return s.foldPortsStep(ctx, ports, l) })
+		steps = append(steps, func() (bool, error) {
+			return s.foldStep(ctx, sqlstore.FoldWhat("port samples", ports, l), ports[l], func(tx sqlstore.Tx) (bool, error) {
+				return s.FoldPortsStep(ctx, tx, ports, l)
+			})
+		})
 	}
 	for l := sqlstore.LevelRaw; l < sqlstore.NumLevels; l++ {
-		steps = append(steps, func() (bool, error) { return s.foldProcessesStep(ctx, procs, l) })
+		steps = append(steps, func() (bool, error) {
+			return s.foldStep(ctx, sqlstore.FoldWhat("process samples", procs, l), procs[l], func(tx sqlstore.Tx) (bool, error) {
+				return s.FoldProcessesStep(ctx, tx, procs, l)
+			})
+		})
 	}
 	steps = append(steps,
 		func() (bool, error) { return s.pruneLinkJobSamplesStep(ctx, r.LinkJobSamples) },
@@ -81,6 +89,21 @@ func (s *Store) checkpoint(ctx context.Context) {
 	defer s.wmu.Unlock()
 	var busy, frames, copied int
 	_ = s.w.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+}
+
+// foldStep runs one fold step in a write transaction, unless its
+// cutoff keeps everything.
+func (s *Store) foldStep(ctx context.Context, what string, cutoff int64, step func(tx sqlstore.Tx) (bool, error)) (bool, error) {
+	if cutoff == sqlstore.KeepAll {
+		return false, nil
+	}
+	found := false
+	err := s.Write(ctx, what, nil, func(tx sqlstore.Tx) error {
+		var err error
+		found, err = step(tx)
+		return err
+	})
+	return found, err
 }
 
 // deleteStep runs one chunked delete in a write transaction and reports

@@ -79,10 +79,9 @@ type Store struct {
 	w    *sql.DB // exactly one connection: SQLite has one writer anyway
 	r    *sql.DB // read-only pool
 
-	// wmu serializes write transactions and guards the fields below, which
-	// only the writer touches.
-	wmu  sync.Mutex
-	fold sqlstore.Folder
+	// wmu serializes write transactions (and with them the shared
+	// logic's writer state).
+	wmu sync.Mutex
 }
 
 var _ store.Store = (*Store)(nil)
