@@ -144,6 +144,7 @@ var dialect = sqlstore.Dialect{
 		var se sqlite3.Error
 		return errors.As(err, &se) && se.ExtendedCode == sqlite3.ErrConstraintUnique
 	},
+	NoLimit: -1,
 }
 
 // writerPragmas are set on every writer connection (database/sql may

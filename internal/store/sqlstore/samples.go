@@ -229,22 +229,7 @@ func (s *Store) readPorts(ctx context.Context, ports []fabric.PortRef, from, to 
 // eachBlob runs a query of (guid, time_ns, data) rows and calls f with
 // each; data is valid only during the call.
 func eachBlob(ctx context.Context, tx Tx, q string, args []any, f func(g fabric.GUID, t int64, data []byte) error) error {
-	rows, err := tx.Query(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var g, t int64
-		var data RawBytes
-		if err := rows.Scan(&g, &t, &data); err != nil {
-			return err
-		}
-		if err := f(fabric.GUID(g), t, data); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return eachKeyed(ctx, tx, q, args, func(g, t int64, data []byte) error { return f(fabric.GUID(g), t, data) })
 }
 
 // LatestSamples implements store.Store. A zero at means now; a window of

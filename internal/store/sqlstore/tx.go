@@ -118,6 +118,12 @@ type Dialect struct {
 	LatestRaw string
 	// Unique tells an error of a row whose key is already stored.
 	Unique func(error) bool
+	// NoLimit is the LIMIT argument that limits nothing.
+	NoLimit any
+	// LinkJobsOfPorts, when not empty, is LinkJobs' query of a list of
+	// ports, with arguments guids and ports (as arrays), from and to;
+	// else LinkJobs queries port by port.
+	LinkJobsOfPorts string
 }
 
 // In is the condition that col is one of vals, and its arguments.

@@ -1,21 +1,18 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
 	"github.com/netloom/netloom/internal/store/codec"
-	"github.com/netloom/netloom/internal/store/sqlstore"
 )
 
 // AddEvents implements store.Store.
 func (s *Store) AddEvents(ctx context.Context, ev []fabric.Event) error {
-	if err := sqlstore.CheckEvents(ev); err != nil {
+	if err := CheckEvents(ev); err != nil {
 		return err
 	}
 	if len(ev) == 0 {
@@ -23,13 +20,13 @@ func (s *Store) AddEvents(ctx context.Context, ev []fabric.Event) error {
 	}
 	rows := make([][]any, len(ev))
 	for i, e := range ev {
-		rows[i] = []any{codec.NS(e.Time), e.Kind, guidInt(e.Node), int32(e.Port), e.Detail, s.opt.Fabric}
+		rows[i] = []any{codec.NS(e.Time), e.Kind, int64(e.Node), e.Port, e.Detail, s.Fabric}
 	}
-	return s.writeTx(ctx, fmt.Sprintf("add %d events", len(ev)), nil, func(tx pgx.Tx) error {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, []string{"time_ns", "kind", "node", "port", "detail", "fabric"}, pgx.CopyFromRows(rows)); err != nil {
+	return s.Engine.Write(ctx, fmt.Sprintf("add %d events", len(ev)), nil, func(tx Tx) error {
+		if err := tx.Insert(ctx, "events", []string{"time_ns", "kind", "node", "port", "detail", "fabric"}, rows); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `UPDATE totals SET value = value + $1 WHERE name = 'events'`, len(ev))
+		_, err := tx.Exec(ctx, `UPDATE totals SET value = value + ? WHERE name = 'events'`, len(ev))
 		return err
 	})
 }
@@ -38,22 +35,22 @@ func (s *Store) AddEvents(ctx context.Context, ev []fabric.Event) error {
 // Limit of 0 or less returns all matches.
 func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]fabric.Event, error) {
 	args := []any{codec.LowerBound(q.From), codec.UpperBound(q.To)}
-	where := []string{"time_ns >= $1 AND time_ns <= $2"}
+	where := []string{"time_ns >= ? AND time_ns <= ?"}
 	if q.Kind != "" {
+		where = append(where, "kind = ?")
 		args = append(args, q.Kind)
-		where = append(where, fmt.Sprintf("kind = $%d", len(args)))
 	}
 	if q.Node != 0 {
-		args = append(args, guidInt(q.Node))
-		where = append(where, fmt.Sprintf("node = $%d", len(args)))
+		where = append(where, "node = ?")
+		args = append(args, int64(q.Node))
 	}
 	query := `SELECT time_ns, kind, node, port, detail, fabric FROM events WHERE ` + strings.Join(where, " AND ") +
 		` ORDER BY time_ns DESC, id DESC`
 	if q.Limit > 0 {
+		query += ` LIMIT ?`
 		args = append(args, q.Limit)
-		query += fmt.Sprintf(` LIMIT $%d`, len(args))
 	}
-	rows, err := s.pool.Query(ctx, query, args...)
+	rows, err := s.Engine.Reader().Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("query events (kind %q, node %s): %w", q.Kind, q.Node, err)
 	}
@@ -62,11 +59,10 @@ func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]fabric.Event,
 	for rows.Next() {
 		var e fabric.Event
 		var t, node int64
-		var port int32
-		if err := rows.Scan(&t, &e.Kind, &node, &port, &e.Detail, &e.Fabric); err != nil {
+		if err := rows.Scan(&t, &e.Kind, &node, &e.Port, &e.Detail, &e.Fabric); err != nil {
 			return nil, fmt.Errorf("query events: %w", err)
 		}
-		e.Time, e.Node, e.Port = codec.FromNS(t), fabric.GUID(node), int(port)
+		e.Time, e.Node = codec.FromNS(t), fabric.GUID(node)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
