@@ -128,7 +128,9 @@ var dialect = sqlstore.Dialect{
 	Arrays: true,
 	LatestRaw: `SELECT n.guid, s.time_ns, s.data FROM nodes n CROSS JOIN LATERAL
 		(SELECT time_ns, data FROM port_samples WHERE node_id = n.id AND time_ns <= ? ORDER BY time_ns DESC LIMIT 1) s`,
-	Unique: isUniqueViolation,
+	Unique:      isUniqueViolation,
+	PruneLock:   fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, int64(pruneLock)),
+	Partitioned: true,
 	LinkJobsOfPorts: `SELECT l.guid, l.port, l.job, CAST(sum(l.bytes) AS BIGINT) FROM link_job_samples l
 		JOIN unnest(CAST(? AS BIGINT[]), CAST(? AS SMALLINT[])) AS p(guid, port) ON p.guid = l.guid AND p.port = l.port
 		WHERE l.time_ns BETWEEN ? AND ? GROUP BY l.guid, l.port, l.job`,

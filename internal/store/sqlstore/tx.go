@@ -56,6 +56,7 @@ type Engine interface {
 	Read(ctx context.Context, fn func(tx Tx) error) error
 	// Reader runs single reads outside a transaction.
 	Reader() Tx
+	Pruner
 }
 
 // Need says that rows of Table at these times (nanoseconds) are about
@@ -120,6 +121,11 @@ type Dialect struct {
 	Unique func(error) bool
 	// NoLimit is the LIMIT argument that limits nothing.
 	NoLimit any
+	// PruneLock, when not empty, is run first in every transaction of
+	// PruneStep, so that daemons sharing a database prune in turn.
+	PruneLock string
+	// Partitioned: Pruner.DropExpired may drop rows wholesale.
+	Partitioned bool
 	// LinkJobsOfPorts, when not empty, is LinkJobs' query of a list of
 	// ports, with arguments guids and ports (as arrays), from and to;
 	// else LinkJobs queries port by port.
