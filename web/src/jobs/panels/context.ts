@@ -4,7 +4,9 @@
 // module of its own (this folder); the page (pages/job.ts) lays them out
 // and drives their loading.
 import { isAdmin } from "../../api";
-import type { JobDetail } from "../api";
+import * as fmt from "../../format";
+import type { Column } from "../../table";
+import type { Classes, JobDetail, Traffic } from "../api";
 import { setQuery } from "../../router";
 import { readTime, timeQuery } from "../../time";
 import type { TimeView } from "../../time";
@@ -82,3 +84,16 @@ export function jobContext(id: string, search: URLSearchParams, signal: AbortSig
 
 /** An error's message. */
 export const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+/** The columns of what a node or a rank sent: in all, by locality and by
+ * class (the nodes' and processes' tables). */
+export function bytesColumns<T extends { total: Traffic; inter_node: Traffic; intra_node: Traffic; traffic: Classes }>(): Column<T>[] {
+  return [
+    { key: "sent", label: "Sent", value: (x) => x.total.bytes, cell: (x) => fmt.bytes(x.total.bytes), numeric: true },
+    { key: "inter", label: "Inter-node", value: (x) => x.inter_node.bytes, cell: (x) => fmt.bytes(x.inter_node.bytes), numeric: true },
+    { key: "intra", label: "Intra-node", value: (x) => x.intra_node.bytes, cell: (x) => fmt.bytes(x.intra_node.bytes), numeric: true },
+    { key: "p2p", label: "P2P", value: (x) => x.traffic.p2p.bytes, cell: (x) => fmt.bytes(x.traffic.p2p.bytes), numeric: true },
+    { key: "coll", label: "Coll", value: (x) => x.traffic.coll.bytes, cell: (x) => fmt.bytes(x.traffic.coll.bytes), numeric: true },
+    { key: "rma", label: "RMA", value: (x) => x.traffic.rma.bytes, cell: (x) => fmt.bytes(x.traffic.rma.bytes), numeric: true },
+  ];
+}

@@ -5,6 +5,7 @@ import * as fmt from "../../format";
 import { table } from "../../table";
 import type { JobDetail, NodeView } from "../api";
 import { seconds } from "../profile";
+import { bytesColumns } from "./context";
 import type { JobContext, JobPanel } from "./context";
 
 export function nodesPanel(ctx: JobContext): JobPanel & { el: HTMLElement } {
@@ -28,12 +29,7 @@ export function nodesPanel(ctx: JobContext): JobPanel & { el: HTMLElement } {
             { key: "cpu", label: "CPU", value: (n) => n.cpu_percent, cell: (n) => fmt.pct(n.cpu_percent), numeric: true, title: "Sum over its ranks: 200% is two cores busy" },
             { key: "mpi", label: "MPI time", value: (n) => n.mpi_seconds, cell: (n) => seconds(n.mpi_seconds), numeric: true },
             { key: "mem", label: "Memory", value: (n) => n.memory_bytes, cell: (n) => fmt.bytes(n.memory_bytes), numeric: true },
-            { key: "sent", label: "Sent", value: (n) => n.total.bytes, cell: (n) => fmt.bytes(n.total.bytes), numeric: true },
-            { key: "inter", label: "Inter-node", value: (n) => n.inter_node.bytes, cell: (n) => fmt.bytes(n.inter_node.bytes), numeric: true },
-            { key: "intra", label: "Intra-node", value: (n) => n.intra_node.bytes, cell: (n) => fmt.bytes(n.intra_node.bytes), numeric: true },
-            { key: "p2p", label: "P2P", value: (n) => n.traffic.p2p.bytes, cell: (n) => fmt.bytes(n.traffic.p2p.bytes), numeric: true },
-            { key: "coll", label: "Coll", value: (n) => n.traffic.coll.bytes, cell: (n) => fmt.bytes(n.traffic.coll.bytes), numeric: true },
-            { key: "rma", label: "RMA", value: (n) => n.traffic.rma.bytes, cell: (n) => fmt.bytes(n.traffic.rma.bytes), numeric: true },
+            ...bytesColumns<NodeView>(),
           ],
         }),
       );

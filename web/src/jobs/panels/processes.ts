@@ -4,6 +4,7 @@ import { h, loading, panel } from "../../dom";
 import * as fmt from "../../format";
 import { table } from "../../table";
 import type { JobDetail, ProcessView } from "../api";
+import { bytesColumns } from "./context";
 import type { JobPanel } from "./context";
 
 export function processesPanel(): JobPanel & { el: HTMLElement } {
@@ -27,12 +28,7 @@ export function processesPanel(): JobPanel & { el: HTMLElement } {
             { key: "cpu", label: "CPU", value: (p) => p.cpu_percent, cell: (p) => fmt.pct(p.cpu_percent), numeric: true },
             { key: "mpi", label: "MPI", value: (p) => p.mpi_percent, cell: (p) => fmt.pct(p.mpi_percent), numeric: true, title: "Time in MPI / wall time" },
             { key: "mem", label: "Memory", value: (p) => p.vm_rss, cell: (p) => fmt.bytes(p.vm_rss), numeric: true },
-            { key: "sent", label: "Sent", value: (p) => p.total.bytes, cell: (p) => fmt.bytes(p.total.bytes), numeric: true },
-            { key: "inter", label: "Inter-node", value: (p) => p.inter_node.bytes, cell: (p) => fmt.bytes(p.inter_node.bytes), numeric: true },
-            { key: "intra", label: "Intra-node", value: (p) => p.intra_node.bytes, cell: (p) => fmt.bytes(p.intra_node.bytes), numeric: true },
-            { key: "p2p", label: "P2P", value: (p) => p.traffic.p2p.bytes, cell: (p) => fmt.bytes(p.traffic.p2p.bytes), numeric: true },
-            { key: "coll", label: "Coll", value: (p) => p.traffic.coll.bytes, cell: (p) => fmt.bytes(p.traffic.coll.bytes), numeric: true },
-            { key: "rma", label: "RMA", value: (p) => p.traffic.rma.bytes, cell: (p) => fmt.bytes(p.traffic.rma.bytes), numeric: true },
+            ...bytesColumns<ProcessView>(),
             { key: "state", label: "State", value: (p) => (p.final ? "finalized" : "running"), cell: (p) => h("span", { class: `badge ${p.final ? "" : "run"}` }, p.final ? "finalized" : "running") },
           ],
         }),
