@@ -49,6 +49,23 @@ func TestDatagramPathOneWay(t *testing.T) {
 	}
 }
 
+// TestPackageOneWay extends the check to every function of the package:
+// the offline profile's path (ReadProfileFS, through the same decoding
+// and tracker), the report's, the aggregations' and the rest.
+func TestPackageOneWay(t *testing.T) {
+	g, err := loadCallGraph(".", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for f := range g.file {
+		all = append(all, f)
+	}
+	if back := g.backAndForth(all...); len(back) > 0 {
+		t.Errorf("files call back into files that called them:\n%s", strings.Join(back, "\n"))
+	}
+}
+
 // TestCallGraphFindsBackAndForth shows that the check fails on a package
 // whose files call each other back and forth, as decode_rows.go and
 // decode_msg.go did.

@@ -1,11 +1,8 @@
 package ingest
 
 import (
-	"bufio"
 	"cmp"
-	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/netloom/netloom/internal/ingest/agentpb"
@@ -51,40 +48,4 @@ func reordersOf(rs []*agentpb.Reorder) []store.Reorder {
 	}
 	slices.SortStableFunc(out, func(a, b store.Reorder) int { return cmp.Compare(a.Index, b.Index) })
 	return out
-}
-
-// writeReorders prints when and how the job reordered its ranks.
-func writeReorders(bw *bufio.Writer, rs []store.JobReorder) {
-	if len(rs) == 0 {
-		return
-	}
-	fmt.Fprintf(bw, "\nReordered ranks (netloom_reorder, docs/reorder.md)\n")
-	for _, r := range rs {
-		comm := "a communicator"
-		if r.CommWorld {
-			comm = "MPI_COMM_WORLD"
-		}
-		from := "MPI_Init"
-		if r.Since != "" {
-			from = "mark " + strconv.Quote(r.Since)
-		}
-		how := fmt.Sprintf("Scotch's order, %d of %d ranks moved", r.Moved, r.Ranks)
-		if r.Method != "scotch" {
-			how = "order kept (nothing to gain)"
-		}
-		pct := 0.0
-		if r.InterNodeBefore > 0 {
-			pct = 100 * (1 - float64(r.InterNodeAfter)/float64(r.InterNodeBefore))
-		}
-		fmt.Fprintf(bw, "%s: %s of %d ranks on %d nodes, from the matrix since %s: %s; predicted inter-node bytes %s -> %s (%.1f%% less) of %s; took %.3fs (mapping %.3fs); %d ranks reported it\n",
-			r.Time.Format(time.RFC3339Nano), comm, r.Ranks, r.Nodes, from, how, bytesText(r.InterNodeBefore), bytesText(r.InterNodeAfter), pct,
-			bytesText(r.TotalBytes), r.Seconds, r.MapSeconds, r.Reported)
-		if r.Method == "scotch" && len(r.Mapping) > 0 {
-			fmt.Fprintf(bw, "  world rank: old -> new rank:")
-			for _, m := range r.Mapping {
-				fmt.Fprintf(bw, " %d:%d->%d", m.Rank, m.OldRank, m.NewRank)
-			}
-			fmt.Fprintln(bw)
-		}
-	}
 }
