@@ -77,6 +77,16 @@ type Options struct {
 	// Admit, when set, bounds new jobs per source address and live jobs
 	// per user; one Admission is shared by all of a daemon's trackers.
 	Admit *Admission
+	// PastOwner, when set, says whose stored history a job id has: the
+	// owner of the stored job of that id ("" when there is none, or it
+	// names no user). A job leaves the tracker Linger after it ends; a
+	// datagram that would start it again is then checked against its
+	// history, which never changes owner: another user's datagram (or one
+	// naming no user) is dropped (job_mismatch), and the owner's own
+	// re-run starts a new run as before. When it errs the datagram is
+	// dropped too (its agent sends again). Called from Add for a job not
+	// live, so never for most datagrams.
+	PastOwner func(job string) (string, error)
 }
 
 // WithDefaults fills zero fields.
@@ -147,6 +157,10 @@ type Tracker struct {
 	// whole assembles each snapshot that comes in one datagram.
 	whole    pending
 	wholeGot [1]uint64
+	// pastOwners are the owners of stored jobs whose ids datagrams of
+	// another user came under, as PastOwner said: the next ones are
+	// refused without asking again, for pastOwnerFor.
+	pastOwners map[string]pastOwner
 }
 
 // NewTracker makes a tracker; m may be nil.
@@ -219,6 +233,9 @@ func (t *Tracker) add(it Item) error {
 	if j == nil {
 		if len(t.jobs) >= t.opt.MaxJobs {
 			return reject(ReasonTooManyJobs, "job %s: %d jobs tracked already", d.JobId, len(t.jobs))
+		}
+		if err := t.history(d, user, now); err != nil {
+			return err
 		}
 		if err := t.opt.Admit.admit(d.JobId, d.from, user, now); err != nil {
 			return err

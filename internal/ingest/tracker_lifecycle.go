@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/netloom/netloom/internal/store"
@@ -101,4 +102,47 @@ func (t *Tracker) jobTimeout(j *jobState) time.Duration {
 		d = t.opt.JobTimeout
 	}
 	return d
+}
+
+// pastOwner is a stored job's owner, as PastOwner said until then.
+type pastOwner struct {
+	owner string
+	until time.Time
+}
+
+// How long an answer of PastOwner that refused a datagram is kept, and
+// for how many job ids at most.
+const (
+	pastOwnerFor = time.Minute
+	maxPastOwner = 4096
+)
+
+// history checks a datagram that would start a job under its id against
+// the job's stored history (Options.PastOwner): a job id once a user's
+// stays theirs. A history that names no user belongs to no one.
+func (t *Tracker) history(d *Datagram, user string, now time.Time) error {
+	if t.opt.PastOwner == nil {
+		return nil
+	}
+	po, ok := t.pastOwners[d.JobId]
+	if !ok || now.After(po.until) {
+		owner, err := t.opt.PastOwner(d.JobId)
+		if err != nil {
+			return reject(ReasonJobMismatch, "job %s rank %d: the owner of its stored history is unknown: %v", d.JobId, d.Rank, err)
+		}
+		po = pastOwner{owner: owner, until: now.Add(pastOwnerFor)}
+	}
+	if po.owner == "" || po.owner == user {
+		return nil
+	}
+	if t.pastOwners == nil || len(t.pastOwners) >= maxPastOwner {
+		t.pastOwners = map[string]pastOwner{}
+	}
+	t.pastOwners[d.JobId] = po
+	claim := fmt.Sprintf("user %q", user)
+	if user == "" {
+		claim = "no user"
+	}
+	return reject(ReasonJobMismatch, "job %s rank %d: datagram of %s; the job's stored history is %q's, and a job id never changes owner",
+		d.JobId, d.Rank, claim, po.owner)
 }
