@@ -1022,7 +1022,7 @@ static nl_nccl_result init_common(void **context, int *mask, uint64_t hash, int 
 		goto out;
 	}
 	*mask = EVENTS;
-	debug = getenv("NETLOOM_DEBUG") && *getenv("NETLOOM_DEBUG") == '1';
+	debug = nl_env_debug();
 	/* (NCCL 2.28.9 starts no event at all for a one-rank communicator,
 	 * not even the v5 API ones: test/gpu, TestNCCL) */
 	if (debug)

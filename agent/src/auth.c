@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "auth.h"
+#include "env.h"
 
 #define KEY_LEN 32
 #define MAC_LEN 32
@@ -76,12 +77,6 @@ static struct {
 	evp_md_fn sha256;
 	hmac_fn hmac;
 } au = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static int debug_on(void)
-{
-	const char *v = getenv("NETLOOM_DEBUG");
-	return v && *v && strcmp(v, "0") != 0;
-}
 
 static void say(const char *why)
 {
@@ -212,7 +207,7 @@ void nl_auth_start(const char *job_id, int rank)
 		return;
 	snprintf(au.job_id, sizeof au.job_id, "%s", job_id ? job_id : "");
 	au.rank = rank;
-	au.debug = debug_on();
+	au.debug = nl_env_debug();
 	const char *v = getenv("NETLOOM_MUNGE");
 	if (v && strcmp(v, "0") == 0) {
 		say("NETLOOM_MUNGE=0");

@@ -44,6 +44,14 @@ static inline int nl_env_count(const char *name, int def)
 	return end != v && !*end && n >= 0 && n <= 1 << 30 ? (int)n : def;
 }
 
+/* nl_env_debug: NETLOOM_DEBUG is set and not "0" (messages on stderr, each
+ * said once). */
+static inline int nl_env_debug(void)
+{
+	const char *v = getenv("NETLOOM_DEBUG");
+	return v && *v && strcmp(v, "0") != 0;
+}
+
 /* nl_job_id_finish ends a job id: when none was found, one made from the
  * host and the parent process (the ranks one launcher starts on a host
  * share it); then every character that cannot be in a folder's name
