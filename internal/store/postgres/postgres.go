@@ -22,6 +22,7 @@ import (
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
 	"github.com/netloom/netloom/internal/store/sqlstore"
+	"github.com/netloom/netloom/internal/store/sqlstore/sqlcopy"
 )
 
 // Options tune a store; the zero value is good.
@@ -75,6 +76,7 @@ const DefaultConnectTimeout = 10 * time.Second
 // sqlstore over a connection pool.
 type Store struct {
 	sqlstore.Store
+	sqlcopy.Copier
 	url  string // without a password, for messages
 	opt  Options
 	pool *pgxpool.Pool
@@ -111,6 +113,7 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	}
 	s := &Store{url: redact(cfg), opt: opt, parts: map[partKey]bool{}}
 	s.Init(s, &dialect, opt.Fabric, sqlstore.Limits{PruneChunk: opt.PruneChunk, RollupPortRows: opt.RollupPortRows, RollupProcessRows: opt.RollupProcessRows})
+	s.initCopier()
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("open postgres store %s: %w", s.url, err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
 	"github.com/netloom/netloom/internal/store/sqlstore"
+	"github.com/netloom/netloom/internal/store/sqlstore/sqlcopy"
 )
 
 // applicationID marks a Netloom database ("NLOM") so that another SQLite
@@ -74,6 +75,7 @@ func (o Options) withDefaults() Options {
 // sqlstore over one file.
 type Store struct {
 	sqlstore.Store
+	sqlcopy.Copier
 	path string
 	opt  Options
 	w    *sql.DB // exactly one connection: SQLite has one writer anyway
@@ -119,6 +121,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	w.SetConnMaxIdleTime(0)
 	s := &Store{path: path, opt: opt, w: w}
 	s.Init(s, &dialect, opt.Fabric, sqlstore.Limits{PruneChunk: opt.PruneChunk, RollupPortRows: opt.RollupPortRows, RollupProcessRows: opt.RollupProcessRows})
+	s.initCopier()
 	if err := s.prepare(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, describe(err))
