@@ -58,3 +58,8 @@ export function failure(err: unknown): HTMLElement {
 export function panel(title: string, body: Node, extra?: Node): HTMLElement {
   return h("section", { class: "panel" }, h("header", {}, h("h2", {}, title), extra ?? null), body);
 }
+
+/** One figure of a card: its label above its value (cls: "bad", …). */
+export function metric(label: string, value: string, cls = ""): HTMLElement {
+  return h("div", { class: `metric ${cls}` }, h("div", { class: "metric-label" }, label), h("div", { class: "metric-value" }, value));
+}

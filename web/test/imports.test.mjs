@@ -1,7 +1,7 @@
 // No import circle in web/src (issue 40): every module's imports, type-only
 // ones included, form a graph without a cycle, so that each room of the UI
 // (the router, the pages, the job page's panels, the map) can be read from
-// its imports down. The test parses the sources itself: each `import ...
+// its imports down; and only routes.ts and the pages import a page. The test parses the sources itself: each `import ...
 // from "x"`, `import "x"`, `export ... from "x"` and `import("x")` with a
 // relative specifier, resolved as esbuild and TypeScript's "Bundler"
 // resolution do (x.ts, x/index.ts).
@@ -130,5 +130,17 @@ describe("web/src imports", () => {
     assert.ok(graph.size >= 30 && edges >= 100, `only ${graph.size} modules and ${edges} imports read from ${src}`);
     const found = cycles(graph, src);
     assert.deepEqual(found, [], `import circles in web/src:\n${found.map((c) => "  " + c.join(" → ")).join("\n")}`);
+  });
+
+  it("imports a page only from routes.ts and the pages", () => {
+    // Pages sit on top: the rooms below them (the job page's panels, the
+    // job views, the map, the shared modules) never reach up into one.
+    const pages = join(src, "pages") + "/";
+    const up = [];
+    for (const [f, deps] of importGraph(src)) {
+      if (f === join(src, "routes.ts") || f.startsWith(pages)) continue;
+      for (const d of deps) if (d.startsWith(pages)) up.push(`${relative(src, f)} → ${relative(src, d)}`);
+    }
+    assert.deepEqual(up, [], `modules below the pages import a page:\n  ${up.join("\n  ")}`);
   });
 });

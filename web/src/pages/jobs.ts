@@ -8,6 +8,7 @@ import { get, isAdmin } from "../api";
 import { h, link, panel } from "../dom";
 import * as fmt from "../format";
 import type { JobList, JobSummary } from "../jobs/api";
+import { duration, stateBadge } from "../jobs/state";
 import type { PageContext } from "../router";
 import { navigate } from "../router";
 import { serverTable } from "../servertable";
@@ -24,20 +25,6 @@ const STATES: [State, string][] = [
   ["finished", "Finished"],
   ["all", "All"],
 ];
-
-export function duration(s: number): string {
-  if (!Number.isFinite(s) || s <= 0) return "–";
-  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
-  if (s < 3600) return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
-  if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
-  return `${(s / 86400).toFixed(1)} d`;
-}
-
-export function stateBadge(j: JobSummary): HTMLElement {
-  if (j.state === "running") return h("span", { class: "badge run" }, "running");
-  const bad = j.end_reason && j.end_reason !== "final";
-  return h("span", { class: `badge ${bad ? "warn" : ""}`, title: j.end_reason ? `ended: ${j.end_reason}` : "" }, bad ? `ended (${j.end_reason!.replace(/_/g, " ")})` : "finished");
-}
 
 /** The jobs API's time filter for a view: jobs that ran at some time in
  * [from, to]; at a past time, the jobs running then. Live: none. */

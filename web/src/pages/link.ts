@@ -7,7 +7,7 @@ import type { FabricNode, LinkCounters, LinkResponse, LinkRoutes, Series } from 
 import { ApiError, get, isAdmin, nodesAt } from "../api";
 import { linkJobs } from "../jobs/linkjobs";
 import { chartError, chartFrame, drawChart, PALETTE } from "../chart";
-import { h, link, loading, panel } from "../dom";
+import { h, link, loading, metric, panel } from "../dom";
 import * as fmt from "../format";
 import { refreshOnSweep } from "../live";
 import type { PageContext } from "../router";
@@ -173,10 +173,6 @@ export async function linkPage(ctx: PageContext): Promise<void> {
 
 function nodeLink(guid: string | undefined, name: string, t: ReturnType<typeof readTime>): Node | string {
   return guid ? link(`/nodes/${guid}${timeQuery(t)}`, name) : name;
-}
-
-export function metric(label: string, value: string, cls = ""): HTMLElement {
-  return h("div", { class: `metric ${cls}` }, h("div", { class: "metric-label" }, label), h("div", { class: "metric-value" }, value));
 }
 
 /** Aligns several port series on one time axis (union of their times). */

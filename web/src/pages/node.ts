@@ -6,13 +6,13 @@
 import type { FabricNode, NodeCounters, NodePort, NodeResponse, PortCounters, Series } from "../api";
 import { ERROR_COUNTERS, get } from "../api";
 import { chartError, chartFrame, drawChart, PALETTE } from "../chart";
-import { h, link, loading, panel } from "../dom";
+import { h, link, loading, metric, panel } from "../dom";
 import * as fmt from "../format";
 import { refreshOnSweep } from "../live";
 import type { PageContext } from "../router";
 import { table } from "../table";
 import { atParams, readTime, rangeParams, timeQuery } from "../time";
-import { align, metric } from "./link";
+import { align } from "./link";
 
 export async function nodePage(ctx: PageContext): Promise<void> {
   const t = readTime();

@@ -3,7 +3,7 @@
 // program, user, library, when it started and ended).
 import { h, link } from "../../dom";
 import * as fmt from "../../format";
-import { stateBadge } from "../../pages/jobs";
+import { stateBadge } from "../state";
 import type { JobDetail } from "../api";
 import type { JobContext, JobPanel } from "./context";
 

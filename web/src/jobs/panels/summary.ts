@@ -1,9 +1,8 @@
 // The job's summary card: ranks, nodes, duration, CPU, MPI, memory and its
 // bytes by locality and class.
-import { h, loading } from "../../dom";
+import { h, loading, metric } from "../../dom";
 import * as fmt from "../../format";
-import { duration } from "../../pages/jobs";
-import { metric } from "../../pages/link";
+import { duration } from "../state";
 import type { JobDetail } from "../api";
 import type { JobPanel } from "./context";
 
