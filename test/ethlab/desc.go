@@ -25,6 +25,11 @@ type Desc struct {
 	// each leaf's /24 over all its equal-cost next hops (ECMP, hashing on
 	// the L4 ports), so loops between switches are allowed.
 	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
+	// SysName, when set, is the sysName every switch's snmpd answers, as
+	// switches whose SNMP agents all keep one default host name do; lldpd
+	// keeps each switch's own name as its LLDP system name. Empty: each
+	// switch's snmpd answers its own name.
+	SysName string `yaml:"sysname,omitempty" json:"sysname,omitempty"`
 	// Switches are Linux bridges, one per namespace.
 	Switches []Switch `yaml:"switches" json:"switches"`
 	// Hosts are the namespaces MPI ranks run in; each is also the hostname
@@ -53,7 +58,10 @@ type Link struct {
 	Qdisc string `yaml:"qdisc,omitempty" json:"qdisc,omitempty"`
 }
 
-var nodeNameRe = regexp.MustCompile(`^[a-z][a-z0-9-]{0,19}$`)
+var (
+	nodeNameRe = regexp.MustCompile(`^[a-z][a-z0-9-]{0,19}$`)
+	sysNameRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+)
 
 // LoadDesc reads a YAML description from a file.
 func LoadDesc(path string) (Desc, error) {
@@ -100,6 +108,9 @@ func (d Desc) Validate() error {
 	}
 	if len(kind) == 0 {
 		return fmt.Errorf("ethlab: description has no nodes")
+	}
+	if d.SysName != "" && !sysNameRe.MatchString(d.SysName) {
+		return fmt.Errorf("ethlab: sysname %q: want [A-Za-z0-9][A-Za-z0-9._-]{0,63}", d.SysName)
 	}
 	if d.Mode != "" && d.Mode != "l2" && d.Mode != "l3" {
 		return fmt.Errorf("ethlab: mode %q: want l2 or l3", d.Mode)

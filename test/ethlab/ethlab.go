@@ -778,7 +778,7 @@ rouser %s priv
 master agentx
 agentXSocket %s
 agentXPerms 0600 0700
-`, n.Name, n.Name, n.Role, l.opt.Community, l.MgmtCIDR(), l.opt.V3User, l.opt.V3AuthPass, l.opt.V3PrivPass,
+`, l.SysName(n.Name), n.Name, n.Role, l.opt.Community, l.MgmtCIDR(), l.opt.V3User, l.opt.V3AuthPass, l.opt.V3PrivPass,
 			l.opt.V3User, l.sock(n.Name, "agentx"))
 		// A port shaped with tc reports the rate it is shaped to, as a
 		// real switch reports a slower port's speed (a veth says 10000
@@ -805,7 +805,7 @@ agentXPerms 0600 0700
 			out, err := exec.CommandContext(cctx, "snmpget", "-v2c", "-c", t.Community, "-t", "1", "-r", "0",
 				"-On", t.Addr, "1.3.6.1.2.1.1.5.0").CombinedOutput()
 			cancel()
-			if err == nil && bytes.Contains(out, []byte(t.Switch)) {
+			if err == nil && bytes.Contains(out, []byte(l.SysName(t.Switch))) {
 				break
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
@@ -848,6 +848,16 @@ agentXPerms 0600 0700
 		}
 	}
 	return l.waitShapedSpeeds(ctx, deadline)
+}
+
+// SysName is the sysName a switch's snmpd answers: the description's
+// sysname when it sets one (every switch the same), else the switch's own
+// name. Its lldpd always advertises its own name (its hostname).
+func (l *Lab) SysName(sw string) string {
+	if l.Desc.SysName != "" {
+		return l.Desc.SysName
+	}
+	return sw
 }
 
 // lldpSink reads and drops every LLDP frame (EtherType 0x88cc) its

@@ -88,11 +88,15 @@ func TestDescValidate(t *testing.T) {
 		"l3-hosts":   "mode: l3\nhosts: [g, h]\nlinks: [{a: g, b: h}]",
 		"l3-dual":    "mode: l3\nswitches: [{name: a}, {name: b}]\nhosts: [h]\nlinks: [{a: a, b: h}, {a: b, b: h}]",
 		"l3-stp":     "mode: l3\nstp: true\nhosts: [h]",
+		"sysname":    "sysname: \"vm 2\"\nhosts: [h]",
 	}
 	for name, y := range bad {
 		if _, err := ParseDesc([]byte(y)); err == nil {
 			t.Errorf("%s: no error for %q", name, y)
 		}
+	}
+	if d, err := ParseDesc([]byte("sysname: vm\nswitches: [{name: a}]")); err != nil || d.SysName != "vm" {
+		t.Errorf("sysname: %+v, %v", d, err)
 	}
 	// In mode l3 a loop between switches is allowed.
 	if _, err := ParseDesc([]byte("mode: l3\nswitches: [{name: a}, {name: b}, {name: c}]\nlinks: [{a: a, b: b}, {a: b, b: c}, {a: c, b: a}]")); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"net"
@@ -188,7 +189,10 @@ func (v *view) remotePort(subtype int, id []byte) (int, bool) {
 
 // swLayout maps a switch's ports to its interfaces.
 type swLayout struct {
-	view   *view
+	view *view
+	// name is the switch's name in the topology, distinct from every
+	// other polled switch's, and why it was chosen (nameSwitches).
+	name   SwitchName
 	portIf map[int]int // port number -> ifIndex
 	ifPort map[int]int
 }
@@ -327,6 +331,7 @@ func build(views []*view) (*fabric.Topology, *layout, []error) {
 	lay := &layout{switches: map[fabric.GUID]*swLayout{}, names: map[fabric.PortRef]string{}}
 	byGUID := map[fabric.GUID]*view{}
 	var guids []fabric.GUID
+	numbering := map[fabric.GUID]error{} // named once the switches are
 	for _, v := range views {
 		g := v.guid()
 		if other, dup := byGUID[g]; dup {
@@ -337,16 +342,18 @@ func build(views []*view) (*fabric.Topology, *layout, []error) {
 		guids = append(guids, g)
 		l, err := number(v)
 		if err != nil {
-			errs = append(errs, err)
+			numbering[g] = err
 		}
 		lay.switches[g] = l
 	}
 	slices.Sort(guids)
 	// Which polled switch a neighbour is: by chassis ID, then management
 	// address, then system name.
+	// A name several switches share (a default sysName) names none.
 	byChassis := map[string]fabric.GUID{}
 	byAddr := map[string]fabric.GUID{}
 	byName := map[string]fabric.GUID{}
+	nameUsers := map[string]map[fabric.GUID]bool{}
 	for _, g := range guids {
 		v := byGUID[g]
 		if len(v.LocChassis) > 0 {
@@ -357,11 +364,20 @@ func build(views []*view) (*fabric.Topology, *layout, []error) {
 		}
 		for _, n := range []string{v.SysName, v.LocSysName} {
 			if n != "" {
+				if nameUsers[n] == nil {
+					nameUsers[n] = map[fabric.GUID]bool{}
+				}
+				nameUsers[n][g] = true
 				byName[n] = g
 			}
 		}
 	}
-	switchOf := func(r *Remote) (fabric.GUID, bool) {
+	for n, users := range nameUsers {
+		if len(users) > 1 {
+			delete(byName, n)
+		}
+	}
+	seenAs := func(r *Remote) (fabric.GUID, bool) {
 		if len(r.Chassis) > 0 {
 			if g, ok := byChassis[fmt.Sprintf("%d:%x", r.ChassisSubtype, r.Chassis)]; ok {
 				return g, true
@@ -372,18 +388,35 @@ func build(views []*view) (*fabric.Topology, *layout, []error) {
 				return g, true
 			}
 		}
+		return 0, false
+	}
+	switchOf := func(r *Remote) (fabric.GUID, bool) {
+		if g, ok := seenAs(r); ok {
+			return g, true
+		}
 		if r.SysName != "" {
 			g, ok := byName[r.SysName]
 			return g, ok
 		}
 		return 0, false
 	}
+	// Each switch's name, distinct from the others' (names.go).
+	names := nameSwitches(guids, byGUID, seenAs)
+	for g, l := range lay.switches {
+		l.name = names[g]
+	}
+	for _, g := range guids {
+		if err := numbering[g]; err != nil {
+			retag([]error{err}, byGUID[g], names[g].Name)
+			errs = append(errs, err)
+		}
+	}
 
 	hosts := map[string]*hostInfo{}
 	var cands []*candidate
 	for _, g := range guids {
 		v, l := byGUID[g], lay.switches[g]
-		name := v.name()
+		name := l.name.Name
 		for _, r := range v.Remotes {
 			who := describeID(r.ChassisSubtype, r.Chassis, chassisMAC)
 			if r.SysName != "" {
@@ -411,14 +444,15 @@ func build(views []*view) (*fabric.Topology, *layout, []error) {
 			pid := describeID(r.PortSubtype, r.PortID, portMAC)
 			if og, isSwitch := switchOf(r); isSwitch {
 				o, ol := byGUID[og], lay.switches[og]
+				oname := ol.name.Name
 				oifi, ok := o.remotePort(r.PortSubtype, r.PortID)
 				if !ok {
-					errs = append(errs, errf(name, "lldpRemPortId", "neighbour %s on %s names port %q, which switch %s does not have", o.name(), lf.Name, pid, o.name()))
+					errs = append(errs, errf(name, "lldpRemPortId", "neighbour %s on %s names port %q, which switch %s does not have", oname, lf.Name, pid, oname))
 					continue
 				}
 				oport, ok := ol.ifPort[oifi]
 				if !ok {
-					errs = append(errs, errf(name, "lldpRemPortId", "neighbour %s on %s names interface %q, which is not a port", o.name(), lf.Name, pid))
+					errs = append(errs, errf(name, "lldpRemPortId", "neighbour %s on %s names interface %q, which is not a port", oname, lf.Name, pid))
 					continue
 				}
 				if og == g && oport == port {
@@ -472,7 +506,7 @@ func build(views []*view) (*fabric.Topology, *layout, []error) {
 	hostPort := map[hostEnd]int{}
 	taken := map[fabric.GUID]string{}
 	for _, g := range guids {
-		taken[g] = byGUID[g].name()
+		taken[g] = lay.switches[g].name.Name
 	}
 	hkeys := make([]string, 0, len(hosts))
 	for k := range hosts {
@@ -567,7 +601,7 @@ func build(views []*view) (*fabric.Topology, *layout, []error) {
 	var links []fabric.Link
 	portName := func(p fabric.PortRef) string {
 		if l := lay.switches[p.GUID]; l != nil {
-			return fmt.Sprintf("%s %s", l.view.name(), l.view.Ifaces[l.portIf[p.Port]].Name)
+			return fmt.Sprintf("%s %s", l.name.Name, l.view.Ifaces[l.portIf[p.Port]].Name)
 		}
 		return fmt.Sprintf("%s port %d", taken[p.GUID], p.Port)
 	}
@@ -587,7 +621,7 @@ func build(views []*view) (*fabric.Topology, *layout, []error) {
 
 	for _, g := range guids {
 		v, l := byGUID[g], lay.switches[g]
-		nodes = append(nodes, fabric.Node{GUID: g, Type: fabric.Switch, Description: v.name(), Ports: l.ports()})
+		nodes = append(nodes, fabric.Node{GUID: g, Type: fabric.Switch, Description: l.name.Name, Ports: l.ports()})
 		for p, i := range l.portIf {
 			lay.names[fabric.PortRef{GUID: g, Port: p}] = v.Ifaces[i].Name
 		}
@@ -664,6 +698,18 @@ func assignLIDs(nodes []fabric.Node, links []fabric.Link) {
 		n.PortLIDs[w.port] = fabric.LID(lid)
 		if n.LID == 0 {
 			n.LID = fabric.LID(lid)
+		}
+	}
+}
+
+// retag names the switch of the errors about v that name it by its own
+// name (view.name) as name: errors read before the switches were named.
+func retag(errs []error, v *view, name string) {
+	own := v.name()
+	for _, err := range errs {
+		var e *Error
+		if errors.As(err, &e) && e.Switch == own {
+			e.Switch = name
 		}
 	}
 }

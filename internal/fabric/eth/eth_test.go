@@ -1,6 +1,7 @@
 package eth
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -129,6 +130,9 @@ type fakeRem struct {
 // fakeSwitch is a switch's agent: IF-MIB, LLDP-MIB local and remote data.
 type fakeSwitch struct {
 	name    string
+	// sysName and lldpName, when set, are its agent's sysName and its
+	// LLDP system name (lldpLocSysName) instead of name.
+	sysName, lldpName string
 	addr    string
 	chassis []byte
 	ifs     []fakeIf
@@ -146,7 +150,7 @@ func mac(b ...byte) []byte { return append([]byte{0x02, 0, 0, 0, 0}, b...)[:6] }
 func (s *fakeSwitch) agent() *fakeAgent {
 	var v []gosnmp.SnmpPDU
 	add := func(oid string, t gosnmp.Asn1BER, val any) { v = append(v, pdu(oid, t, val)) }
-	add(oidSysName, gosnmp.OctetString, []byte(s.name))
+	add(oidSysName, gosnmp.OctetString, []byte(cmp.Or(s.sysName, s.name)))
 	add(oidSysUpTime, gosnmp.TimeTicks, s.upTime)
 	for _, f := range s.ifs {
 		i := fmt.Sprintf(".%d", f.idx)
@@ -184,7 +188,7 @@ func (s *fakeSwitch) agent() *fakeAgent {
 	}
 	add(oidLldpLocChassisIDSubtype, gosnmp.Integer, chassisMAC)
 	add(oidLldpLocChassisID, gosnmp.OctetString, s.chassis)
-	add(oidLldpLocSysName, gosnmp.OctetString, []byte(s.name))
+	add(oidLldpLocSysName, gosnmp.OctetString, []byte(cmp.Or(s.lldpName, s.name)))
 	for _, f := range s.ifs {
 		if f.typ == ifTypeLoopback {
 			continue

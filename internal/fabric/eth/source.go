@@ -32,6 +32,7 @@ type Source struct {
 	lay    *layout
 	last   map[int]*view // by switch in the configuration: its last good read
 	sw     map[fabric.GUID]*swState
+	named  map[fabric.GUID]SwitchName // the switches' names the last discovery logged
 	errs   map[[2]string]uint64 // (switch, field) -> errors
 	logged map[[2]string]logged // what was last logged per (switch, field)
 }
@@ -261,18 +262,22 @@ func (s *Source) Discover(ctx context.Context) (*fabric.Topology, error) {
 	var all []error
 	var got []*view
 	var failed []error
+	about := map[*view][]error{} // errors about a view, by its own name
 	s.mu.Lock()
 	for i := range views {
 		all = append(all, errs[i]...)
 		if views[i] != nil {
 			s.last[i] = views[i]
 			got = append(got, views[i])
+			about[views[i]] = errs[i]
 			continue
 		}
 		failed = append(failed, errs[i]...)
 		if old := s.last[i]; old != nil {
-			all = append(all, errf(old.name(), "snmp", "not read this discovery; its view from the last one stands in"))
+			e := errf(old.name(), "snmp", "not read this discovery; its view from the last one stands in")
+			all = append(all, e)
 			got = append(got, old)
+			about[old] = []error{e}
 		}
 	}
 	s.mu.Unlock()
@@ -281,12 +286,20 @@ func (s *Source) Discover(ctx context.Context) (*fabric.Topology, error) {
 		return nil, fmt.Errorf("eth discover: no switch could be read: %w", errors.Join(firstN(failed, 5)...))
 	}
 	t, lay, berrs := build(got)
+	if lay != nil {
+		// Errors read before the switches were named name them as the
+		// topology does (a shared sysName names no one switch).
+		for _, l := range lay.switches {
+			retag(about[l.view], l.view, l.name.Name)
+		}
+	}
 	all = append(all, berrs...)
 	s.record(all)
 	if t == nil {
 		return nil, fmt.Errorf("eth discover: %w", errors.Join(berrs...))
 	}
 	s.mu.Lock()
+	s.noteNames(lay)
 	s.lay = lay
 	for g, l := range lay.switches {
 		if st := s.sw[g]; st == nil {
@@ -312,6 +325,39 @@ func firstN(errs []error, n int) []error {
 		return append(errs[:n:n], fmt.Errorf("… and %d more", len(errs)-n))
 	}
 	return errs
+}
+
+// noteNames logs each switch whose name is not simply its sysName (one
+// that several switches share, or none), and why it got the one it has,
+// when that is new. Called with s.mu held.
+func (s *Source) noteNames(lay *layout) {
+	seen := make(map[fabric.GUID]SwitchName, len(lay.switches))
+	for g, l := range lay.switches {
+		n := l.name
+		seen[g] = n
+		if n.Name == n.SysName || s.named[g] == n {
+			continue
+		}
+		s.log.Info("ethernet switch named", "switch", n.Name, "guid", g, "sysName", n.SysName, "why", n.Why)
+	}
+	s.named = seen
+}
+
+// SwitchNames lists the polled switches of the last discovered topology,
+// by name: each switch's name there, distinct from every other's, its
+// sysName, and why that name (docs/ethernet.md).
+func (s *Source) SwitchNames() []SwitchName {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lay == nil {
+		return nil
+	}
+	out := make([]SwitchName, 0, len(s.lay.switches))
+	for _, l := range s.lay.switches {
+		out = append(out, l.name)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 // PortNames maps the ports of the last discovered topology to interface
@@ -396,7 +442,7 @@ func (s *Source) Sweep(ctx context.Context, t *fabric.Topology, ports []fabric.P
 			continue
 		}
 		if _, ok := l.portIf[p.Port]; !ok {
-			out[i].Err = fmt.Errorf("eth: switch %s has no port %d", l.view.name(), p.Port)
+			out[i].Err = fmt.Errorf("eth: switch %s has no port %d", l.name.Name, p.Port)
 			continue
 		}
 		if _, seen := bySwitch[p.GUID]; !seen {
@@ -444,7 +490,7 @@ func (s *Source) sweepSwitch(ctx context.Context, g fabric.GUID, l *swLayout, id
 		return fail(err)
 	}
 	defer sess.close()
-	sess.label = l.view.name()
+	sess.label = l.name.Name
 	return sweepFrom(sess, st, l, idx, out)
 }
 
@@ -475,7 +521,7 @@ func sweepFrom(sess *session, st *swState, l *swLayout, idx []int, out []fabric.
 		}
 		var es []error
 		rows, es = decodeCounters(cols, which)
-		errs = tag(l.view.name(), es)
+		errs = tag(l.name.Name, es)
 		if st.hc != 0 {
 			break
 		}
@@ -506,13 +552,13 @@ func sweepFrom(sess *session, st *swState, l *swLayout, idx []int, out []fabric.
 		port := out[i].Port.Port
 		ifi, ok := l.portIf[port]
 		if !ok {
-			out[i].Err = errf(l.view.name(), table, "no port %d", port)
+			out[i].Err = errf(l.name.Name, table, "no port %d", port)
 			errs = append(errs, out[i].Err)
 			continue
 		}
 		r := rows[ifi]
 		if r == nil || !r.have[pcInOctets] || !r.have[pcOutOctets] {
-			out[i].Err = errf(l.view.name(), table, "no counters for port %d (ifIndex %d, %s) in the answer", port, ifi, l.view.Ifaces[ifi].Name)
+			out[i].Err = errf(l.name.Name, table, "no counters for port %d (ifIndex %d, %s) in the answer", port, ifi, l.view.Ifaces[ifi].Name)
 			errs = append(errs, out[i].Err)
 			continue
 		}

@@ -1,7 +1,7 @@
 // Command ethlab builds, lists and removes Ethernet labs of network
 // namespaces (as root); see docs/ethlab.md.
 //
-//	ethlab up [--id ID] (DESC.yaml | --preset NAME)
+//	ethlab up [--id ID] [--sysname NAME] (DESC.yaml | --preset NAME)
 //	ethlab down ID|--all
 //	ethlab status
 //	ethlab mpirun ID [--impl openmpi|mpich] [--hosts h1,h3] [--ppn N] PROGRAM [ARGS...]
@@ -21,7 +21,7 @@ import (
 
 func usage() {
 	fmt.Fprintf(os.Stderr, `usage (as root):
-  ethlab up [--id ID] [--no-wait] (DESC.yaml | --preset NAME)   presets: %s
+  ethlab up [--id ID] [--no-wait] [--sysname NAME] (DESC.yaml | --preset NAME)   presets: %s
   ethlab down ID | --all
   ethlab status
   ethlab mpirun ID [--impl openmpi|mpich] [--hosts h1,h3] [--ppn N] [--env NAME=VALUE]... PROGRAM [ARGS...]
@@ -60,6 +60,7 @@ func up(args []string) error {
 	preset := fs.String("preset", "", "built-in description: "+strings.Join(ethlab.Presets(), ", "))
 	id := fs.String("id", "", "lab id (1-5 of [a-z0-9]); default random")
 	noWait := fs.Bool("no-wait", false, "do not wait for LLDP neighbours")
+	sysName := fs.String("sysname", "", "the sysName every switch's snmpd answers (lldpd keeps each switch's own name); default each its own")
 	_ = fs.Parse(args)
 	var d ethlab.Desc
 	switch {
@@ -75,6 +76,12 @@ func up(args []string) error {
 		}
 	default:
 		usage()
+	}
+	if *sysName != "" {
+		d.SysName = *sysName
+		if err := d.Validate(); err != nil {
+			return err
+		}
 	}
 	if m := ethlab.Missing(); m != "" {
 		return fmt.Errorf("%s", m)
@@ -107,7 +114,7 @@ func up(args []string) error {
 		fmt.Printf("  link %s %s <-> %s %s%s\n", w.A.Node, w.A.If, w.B.Node, w.B.If, lim)
 	}
 	for _, t := range lab.SNMPTargets() {
-		fmt.Printf("  snmp %-8s %s  v2c community %s  v3 %s SHA %s AES %s\n", t.Switch, t.Addr, t.Community, t.V3User, t.V3AuthPass, t.V3PrivPass)
+		fmt.Printf("  snmp %-8s %s  sysName %s  v2c community %s  v3 %s SHA %s AES %s\n", t.Switch, t.Addr, lab.SysName(t.Switch), t.Community, t.V3User, t.V3AuthPass, t.V3PrivPass)
 	}
 	fmt.Printf("remove with: scripts/ethlab down %s\n", lab.ID)
 	return nil
