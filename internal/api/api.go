@@ -67,6 +67,7 @@ type Server struct {
 	mux         *http.ServeMux
 	badRequests *prometheus.CounterVec
 	layouts     layoutCache
+	decoy       decoy // visibleSummary's
 	hub         streamHub
 	// liveJobs returns the jobs held in memory (set by ServeJobs).
 	liveJobs func() map[string]*store.Job

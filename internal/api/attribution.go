@@ -193,15 +193,6 @@ func (a *attribAPI) summary(ctx context.Context, id string) (*store.JobSummary, 
 	return a.s.jobSummary(ctx, id)
 }
 
-// visibleSummary is summary for a job the principal may see, else 404.
-func (a *attribAPI) visibleSummary(ctx context.Context, id string) (*store.JobSummary, error) {
-	js, err := a.summary(ctx, id)
-	if err == nil && !canSeeJob(ctx, js) {
-		return nil, jobHidden(id)
-	}
-	return js, err
-}
-
 // jobInfo is what the link answers need of a job beside its bytes: its
 // user, when it ran, and whether its bytes are the logical view of
 // collectives.
@@ -573,7 +564,7 @@ type jobLinksQuery struct {
 }
 
 func (a *attribAPI) jobLinksQuery(r *http.Request, def, hi int) (*jobLinksQuery, error) {
-	js, err := a.visibleSummary(r.Context(), r.PathValue("job"))
+	js, err := a.s.visibleSummary(r.Context(), r.PathValue("job"))
 	if err != nil {
 		return nil, err
 	}
@@ -650,7 +641,7 @@ func (a *attribAPI) linkPairs(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	j, err := visibleJob(r.Context(), a.s.opt.Store, a.liveJobs(), r.PathValue("job"))
+	j, err := a.s.visibleJob(r.Context(), r.PathValue("job"))
 	if err != nil {
 		return nil, err
 	}

@@ -2,10 +2,12 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/netloom/netloom/internal/auth"
@@ -64,8 +66,12 @@ func canSeeJob(ctx context.Context, j *store.JobSummary) bool {
 	return p != nil && (p.Admin || (j.Owner() != "" && j.Owner() == p.Name))
 }
 
-// jobHidden is the answer for a job the principal may not see.
-func jobHidden(id string) error { return notFound("no job %q", id) }
+// errJobHidden is the one answer for a job the principal may not see and
+// for a job that does not exist: it does not even quote the id, so that
+// the answers to two ids are the same bytes.
+var errJobHidden = &httpError{http.StatusNotFound, "not_found", "no job you may see has that id"}
+
+func jobHidden(string) error { return errJobHidden }
 
 // errLinkHidden is a user's one answer for every link they may not see:
 // a link their jobs did not cross in the range, a port without a link, a
@@ -191,6 +197,88 @@ func (s *Server) owners(ctx context.Context) func(id string) string {
 	}
 }
 
+// visibleSummary finds job id's summary for the request's principal:
+// ownership is checked before anything else of the job is read. A job a
+// user may not see answers errJobHidden, as a job that does not exist, and
+// costs the same: whatever the id names (the user's job, another's, live
+// or stored, or nothing), a user's request reads the store once for it
+// and decodes one summary (the stored one, or the decoy when none is
+// stored), so that neither the answer nor its time tells whether another
+// user's job exists (docs/security.md).
+func (s *Server) visibleSummary(ctx context.Context, id string) (*store.JobSummary, error) {
+	p := principal(ctx)
+	if p == nil {
+		return nil, errUnauthenticated
+	}
+	live, inLive := s.live()[id]
+	if p.Admin {
+		if inLive {
+			return &live.JobSummary, nil
+		}
+		return s.jobSummary(ctx, id)
+	}
+	js, err := s.opt.Store.JobSummary(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		js = nil
+		s.decoy.decode()
+	case err != nil:
+		return nil, err
+	default:
+		s.decoy.keep(js)
+	}
+	if inLive {
+		js = &live.JobSummary
+	}
+	if js == nil || !canSeeJob(ctx, js) {
+		return nil, errJobHidden
+	}
+	return js, nil
+}
+
+// decoy is a job summary as the store holds it, decoded where the store
+// holds none, so that a missing job costs what a stored one does. It is
+// refreshed from a summary met at most once a minute (re-encoding one costs
+// about what decoding it does).
+type decoy struct {
+	mu   sync.Mutex
+	data []byte
+	at   time.Time
+}
+
+const decoyRefresh = time.Minute
+
+func (d *decoy) keep(js *store.JobSummary) {
+	d.mu.Lock()
+	stale := d.data == nil || time.Since(d.at) >= decoyRefresh
+	if stale {
+		d.at = time.Now() // one refresh at a time
+	}
+	d.mu.Unlock()
+	if !stale {
+		return
+	}
+	b, err := json.Marshal(js)
+	if err != nil {
+		return
+	}
+	d.mu.Lock()
+	d.data = b
+	d.mu.Unlock()
+}
+
+func (d *decoy) decode() {
+	d.mu.Lock()
+	b := d.data
+	d.mu.Unlock()
+	if b == nil {
+		b, _ = json.Marshal(&store.JobSummary{ID: "decoy", State: store.JobFinished, User: "decoy", Program: "/decoy",
+			Scheduler: &store.SchedInfo{User: "decoy", Nodes: []string{"decoy"}}})
+	}
+	var js store.JobSummary
+	_ = json.Unmarshal(b, &js)
+}
+
 // jobSummary finds a job's summary: live first, else stored.
 func (s *Server) jobSummary(ctx context.Context, id string) (*store.JobSummary, error) {
 	if j, ok := s.live()[id]; ok {
@@ -198,7 +286,7 @@ func (s *Server) jobSummary(ctx context.Context, id string) (*store.JobSummary, 
 	}
 	js, err := s.opt.Store.JobSummary(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, notFound("no job %q", id)
+		return nil, errJobHidden
 	}
 	return js, err
 }

@@ -53,23 +53,28 @@ func (a *jobsAPI) liveJobs() map[string]*store.Job {
 
 // job finds {job} (see visibleJob).
 func (a *jobsAPI) job(r *http.Request) (*store.Job, error) {
-	return visibleJob(r.Context(), a.s.opt.Store, a.liveJobs(), r.PathValue("job"))
+	return a.s.visibleJob(r.Context(), r.PathValue("job"))
 }
 
-// visibleJob finds job id with all its ranks: among the live jobs first,
-// else in the store; a job the caller may not see is not found.
-func visibleJob(ctx context.Context, st store.Store, live map[string]*store.Job, id string) (*store.Job, error) {
-	j, ok := live[id]
+// visibleJob finds job id with all its ranks, among the live jobs first,
+// else in the store, once visibleSummary said the caller may see it: a
+// job the caller may not see is not found, and nothing more of it is
+// read.
+func (s *Server) visibleJob(ctx context.Context, id string) (*store.Job, error) {
+	if _, err := s.visibleSummary(ctx, id); err != nil {
+		return nil, err
+	}
+	j, ok := s.live()[id]
 	if !ok {
 		var err error
-		if j, err = st.Job(ctx, id); errors.Is(err, store.ErrNotFound) {
-			return nil, jobHidden(id)
+		if j, err = s.opt.Store.Job(ctx, id); errors.Is(err, store.ErrNotFound) {
+			return nil, errJobHidden // gone since
 		} else if err != nil {
 			return nil, err
 		}
 	}
-	if !canSeeJob(ctx, &j.JobSummary) {
-		return nil, jobHidden(id)
+	if !canSeeJob(ctx, &j.JobSummary) { // changed hands since: never shown
+		return nil, errJobHidden
 	}
 	return j.Full(), nil
 }

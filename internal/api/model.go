@@ -126,7 +126,7 @@ func (m *modelRunner) admit(user string) (done func(), err error) {
 }
 
 func (a *attribAPI) modelAnswer(r *http.Request) (any, error) {
-	j, err := visibleJob(r.Context(), a.s.opt.Store, a.liveJobs(), r.PathValue("job"))
+	j, err := a.s.visibleJob(r.Context(), r.PathValue("job"))
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ type placementFile struct {
 }
 
 func (a *attribAPI) placement(r *http.Request) (any, error) {
-	j, err := visibleJob(r.Context(), a.s.opt.Store, a.liveJobs(), r.PathValue("job"))
+	j, err := a.s.visibleJob(r.Context(), r.PathValue("job"))
 	if err != nil {
 		return nil, err
 	}

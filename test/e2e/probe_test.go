@@ -7,11 +7,15 @@ package e2e
 // parameters that are not numbers refused.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -287,4 +291,143 @@ func TestLinkProbes(t *testing.T) {
 			t.Errorf("the administrator's GET /links/%s: %d %.200s", l.ID, code, body)
 		}
 	}
+}
+
+// timed is one answer with the time it took.
+type timed struct {
+	code int
+	body string
+	took time.Duration
+}
+
+func (c *apiClient) timedGet(path string) timed {
+	c.t.Helper()
+	start := time.Now()
+	code, body := c.do("GET", path, nil)
+	return timed{code, string(body), time.Since(start)}
+}
+
+// aboveShare is the share of pairs (x from xs, y from ys) with x > y, ties
+// counting half (the Mann-Whitney U over n·m): 0.5 when neither tends to
+// take longer.
+func aboveShare(xs, ys []time.Duration) float64 {
+	type v struct {
+		d time.Duration
+		x bool
+	}
+	all := make([]v, 0, len(xs)+len(ys))
+	for _, d := range xs {
+		all = append(all, v{d, true})
+	}
+	for _, d := range ys {
+		all = append(all, v{d, false})
+	}
+	slices.SortFunc(all, func(a, b v) int { return cmp.Compare(a.d, b.d) })
+	// rank sum of xs, ties given their mean rank
+	var rx float64
+	for i := 0; i < len(all); {
+		j := i
+		for j < len(all) && all[j].d == all[i].d {
+			j++
+		}
+		mean := float64(i+j+1) / 2 // ranks i+1..j
+		for k := i; k < j; k++ {
+			if all[k].x {
+				rx += mean
+			}
+		}
+		i = j
+	}
+	n, m := float64(len(xs)), float64(len(ys))
+	return (rx - n*(n+1)/2) / (n * m)
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// TestJobProbeTiming: as a user, every job endpoint answers another user's
+// job exactly as a job that does not exist, in status and body, and in
+// time: over interleaved requests in random order, neither takes longer
+// than the other more often than chance allows, while B's job is held live
+// and once it is in the store alone.
+func TestJobProbeTiming(t *testing.T) {
+	p := startProbeBench(t)
+	p.run(probeA, "probe-a", "n1,n2", 3)
+	p.run(probeB, "probe-b", "n3,n5", 3)
+	routes := []string{"", "/processes", "/processes/0", "/processes/0/series", "/nodes", "/nodes/n3/series", "/series",
+		"/matrix", "/histogram", "/profile", "/regions", "/gpu", "/links", "/why", "/model", "/placement"}
+	const rounds = 120
+	check := func(t *testing.T) {
+		// A's own job is answered: the routes are real.
+		for _, r := range []string{"", "/links", "/placement"} {
+			if got := p.a.timedGet("/api/v1/jobs/probe-a" + r); got.code != 200 {
+				t.Errorf("A's own job%s: %d %.200s", r, got.code, got.body)
+			}
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		var allHidden, allNone []time.Duration
+		type row struct {
+			route        string
+			hidden, none time.Duration
+			share        float64
+		}
+		var rows []row
+		for _, r := range routes {
+			var hidden, none []time.Duration
+			for i := range rounds {
+				// a different id each time, none of them a job
+				missing := fmt.Sprintf("probe-%c", 'c'+i%20)
+				order := []string{"probe-b", missing}
+				if rng.IntN(2) == 1 {
+					order[0], order[1] = order[1], order[0]
+				}
+				var got [2]timed
+				for k, id := range order {
+					got[k] = p.a.timedGet("/api/v1/jobs/" + id + r)
+				}
+				if order[0] != "probe-b" {
+					got[0], got[1] = got[1], got[0]
+				}
+				if got[0].code != 404 || got[0].code != got[1].code || got[0].body != got[1].body {
+					t.Fatalf("GET /jobs/{id}%s: B's job %d %.200s; no job %d %.200s: want one 404", r, got[0].code, got[0].body, got[1].code, got[1].body)
+				}
+				if i > 0 { // the first of each route warms its path
+					hidden, none = append(hidden, got[0].took), append(none, got[1].took)
+				}
+			}
+			allHidden, allNone = append(allHidden, hidden...), append(allNone, none...)
+			rows = append(rows, row{r, median(hidden), median(none), aboveShare(hidden, none)})
+		}
+		sort.Slice(rows, func(i, j int) bool { return rows[i].share > rows[j].share })
+		for _, x := range rows {
+			t.Logf("/jobs/{id}%-22s median %6.0f µs for B's job, %6.0f µs for none; B's slower in %.0f%% of pairs",
+				x.route, float64(x.hidden.Nanoseconds())/1e3, float64(x.none.Nanoseconds())/1e3, 100*x.share)
+			// With 119 of each, chance alone moves the share by about 4
+			// points (one standard deviation); the 0.94 against
+			// 0.68 ms made it about 90%.
+			if x.share > 0.7 || x.share < 0.3 {
+				t.Errorf("/jobs/{id}%s: B's job slower in %.0f%% of pairs: its existence shows in the time", x.route, 100*x.share)
+			}
+		}
+		share := aboveShare(allHidden, allNone)
+		t.Logf("all routes: median %.0f µs for B's job, %.0f µs for none; B's slower in %.1f%% of pairs",
+			float64(median(allHidden).Nanoseconds())/1e3, float64(median(allNone).Nanoseconds())/1e3, 100*share)
+		if share > 0.6 || share < 0.4 {
+			t.Errorf("over all routes B's job is slower in %.1f%% of pairs: its existence shows in the time", 100*share)
+		}
+	}
+	t.Run("live", check)
+	p.restart()
+	p.d.waitFor(func() bool {
+		var v authJob
+		return p.admin.get("/api/v1/jobs/probe-b", &v) == 200 && v.Job.State == "finished"
+	}, "B's job in the store")
+	p.d.waitFor(func() bool {
+		code, _ := p.a.do("GET", "/api/v1/jobs/probe-a/placement", nil)
+		return code == 200
+	}, "the node map")
+	t.Run("stored", check)
 }
