@@ -19,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
 	"github.com/netloom/netloom/internal/store/sqlstore"
 	"github.com/netloom/netloom/internal/store/sqlstore/sqlcopy"
@@ -36,7 +35,7 @@ type Options struct {
 	MaxConns int32
 	// PruneChunk, RollupPortRows and RollupProcessRows bound what one
 	// prune or rollup transaction touches, as in the SQLite engine.
-	// Defaults 2000, 256 and 4096.
+	// Defaults 2000, 256 and 4096 (sqlstore.DefaultLimits).
 	PruneChunk        int
 	RollupPortRows    int
 	RollupProcessRows int
@@ -47,23 +46,11 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Fabric == "" {
-		o.Fabric = store.DefaultFabric
-	}
 	if o.PartitionWidth <= 0 {
 		o.PartitionWidth = 24 * time.Hour
 	}
 	if o.MaxConns <= 0 {
 		o.MaxConns = 8
-	}
-	if o.PruneChunk <= 0 {
-		o.PruneChunk = 2000
-	}
-	if o.RollupPortRows <= 0 {
-		o.RollupPortRows = 256
-	}
-	if o.RollupProcessRows <= 0 {
-		o.RollupProcessRows = 4096
 	}
 	return o
 }
@@ -94,7 +81,8 @@ var _ store.Store = (*Store)(nil)
 // migrates its schema.
 func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	opt = opt.withDefaults()
-	if err := store.CheckFabricName("fabric name", opt.Fabric); err != nil {
+	s := &Store{opt: opt, parts: map[partKey]bool{}}
+	if err := s.Init(s, &dialect, opt.Fabric, sqlstore.Limits{PruneChunk: opt.PruneChunk, RollupPortRows: opt.RollupPortRows, RollupProcessRows: opt.RollupProcessRows}); err != nil {
 		return nil, fmt.Errorf("open postgres store: %w", err)
 	}
 	if opt.PartitionWidth%(5*time.Minute) != 0 {
@@ -111,8 +99,7 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 		// TCP timeout (minutes); connect_timeout in the URL overrides.
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
-	s := &Store{url: redact(cfg), opt: opt, parts: map[partKey]bool{}}
-	s.Init(s, &dialect, opt.Fabric, sqlstore.Limits{PruneChunk: opt.PruneChunk, RollupPortRows: opt.RollupPortRows, RollupProcessRows: opt.RollupProcessRows})
+	s.url = redact(cfg)
 	s.initCopier()
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("open postgres store %s: %w", s.url, err)
@@ -220,8 +207,6 @@ func queryRow(ctx context.Context, q interface {
 	}
 	return err == nil, err
 }
-
-func guidInt(g fabric.GUID) int64 { return int64(g) }
 
 // Stats implements store.Store. Bytes counts the tables, their indexes
 // and TOAST, partitions included.

@@ -17,7 +17,6 @@ import (
 
 	sqlite3 "github.com/mattn/go-sqlite3"
 
-	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/store"
 	"github.com/netloom/netloom/internal/store/sqlstore"
 	"github.com/netloom/netloom/internal/store/sqlstore/sqlcopy"
@@ -35,7 +34,8 @@ type Options struct {
 	// Readers is the size of the read connection pool. Default 4.
 	Readers int
 	// PruneChunk is how many rows one prune transaction deletes, bounding
-	// how long it holds the write lock. Default 2000.
+	// how long it holds the write lock. Default 2000
+	// (sqlstore.DefaultLimits, as the two below).
 	PruneChunk int
 	// RollupPortRows and RollupProcessRows are how many expired rows one
 	// rollup transaction folds: port rows (one switch's ports of one
@@ -50,23 +50,11 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Fabric == "" {
-		o.Fabric = store.DefaultFabric
-	}
 	if o.BusyTimeout <= 0 {
 		o.BusyTimeout = 5 * time.Second
 	}
 	if o.Readers <= 0 {
 		o.Readers = 4
-	}
-	if o.PruneChunk <= 0 {
-		o.PruneChunk = 2000
-	}
-	if o.RollupPortRows <= 0 {
-		o.RollupPortRows = 256
-	}
-	if o.RollupProcessRows <= 0 {
-		o.RollupProcessRows = 4096
 	}
 	return o
 }
@@ -108,9 +96,11 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("open sqlite store: empty path")
 	}
-	if err := store.CheckFabricName("fabric name", opt.Fabric); err != nil {
+	s := &Store{path: path, opt: opt}
+	if err := s.Init(s, &dialect, opt.Fabric, sqlstore.Limits{PruneChunk: opt.PruneChunk, RollupPortRows: opt.RollupPortRows, RollupProcessRows: opt.RollupProcessRows}); err != nil {
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
+	s.initCopier()
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("open sqlite store %s: is a directory", path)
 	}
@@ -119,9 +109,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{path: path, opt: opt, w: w}
-	s.Init(s, &dialect, opt.Fabric, sqlstore.Limits{PruneChunk: opt.PruneChunk, RollupPortRows: opt.RollupPortRows, RollupProcessRows: opt.RollupProcessRows})
-	s.initCopier()
+	s.w = w
 	if err := s.prepare(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, describe(err))
@@ -275,5 +263,3 @@ func (s *Store) writeTx(ctx context.Context, what string, fn func(tx *sql.Tx) er
 	}
 	return nil
 }
-
-func guidInt(g fabric.GUID) int64 { return int64(g) }

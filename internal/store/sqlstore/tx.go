@@ -1,12 +1,14 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/store"
 	"github.com/netloom/netloom/internal/store/codec"
 )
 
@@ -96,11 +98,25 @@ type Limits struct {
 	RollupPortRows, RollupProcessRows int
 }
 
-// Init makes s the shared logic of engine e.
-func (s *Store) Init(e Engine, d *Dialect, fabricName string, l Limits) {
+// DefaultLimits are the limits an engine's options leave at 0 take.
+var DefaultLimits = Limits{PruneChunk: 2000, RollupPortRows: 256, RollupProcessRows: 4096}
+
+// Init makes s the shared logic of engine e, writing the fabric named
+// fabricName (default store.DefaultFabric) within limits l.
+func (s *Store) Init(e Engine, d *Dialect, fabricName string, l Limits) error {
+	if fabricName == "" {
+		fabricName = store.DefaultFabric
+	}
+	if err := store.CheckFabricName("fabric name", fabricName); err != nil {
+		return err
+	}
+	l.PruneChunk = cmp.Or(max(l.PruneChunk, 0), DefaultLimits.PruneChunk)
+	l.RollupPortRows = cmp.Or(max(l.RollupPortRows, 0), DefaultLimits.RollupPortRows)
+	l.RollupProcessRows = cmp.Or(max(l.RollupProcessRows, 0), DefaultLimits.RollupProcessRows)
 	s.Engine, s.Dialect, s.Fabric, s.Limits = e, d, fabricName, l
 	s.nodes.ids = map[fabric.GUID]int64{}
 	s.decoders.New = func() any { return new(codec.Decoder) }
+	return nil
 }
 
 // Dialect is what an engine's SQL says differently.
