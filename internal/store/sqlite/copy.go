@@ -11,10 +11,10 @@ import (
 
 var _ storecopy.Engine = (*Store)(nil)
 
-// initCopier makes the store's storecopy.Engine: SQLite generates
-// jobs.owner and empties tables with DELETE.
+// initCopier makes the store's storecopy.Engine: SQLite empties
+// tables with DELETE.
 func (s *Store) initCopier() {
-	s.Copier = sqlcopy.Copier{S: &s.Store, Name: s.path, Generated: true,
+	s.Copier = sqlcopy.Copier{S: &s.Store, Name: s.path,
 		ClearTables: func(ctx context.Context, tx sqlstore.Tx, tables []string) error {
 			for _, t := range tables {
 				if _, err := tx.Exec(ctx, `DELETE FROM `+t); err != nil {

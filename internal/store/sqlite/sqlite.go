@@ -135,7 +135,8 @@ var dialect = sqlstore.Dialect{
 		var se sqlite3.Error
 		return errors.As(err, &se) && se.ExtendedCode == sqlite3.ErrConstraintUnique
 	},
-	NoLimit: -1,
+	NoLimit:   -1,
+	Generated: true, // jobs.owner
 }
 
 // writerPragmas are set on every writer connection (database/sql may

@@ -137,6 +137,16 @@ type Dialect struct {
 	Unique func(error) bool
 	// NoLimit is the LIMIT argument that limits nothing.
 	NoLimit any
+	// Generated: the engine computes jobs.owner itself (SQLite's
+	// generated column), so it is not written.
+	Generated bool
+	// JobLock, when not nil, is the statement (and its arguments) run
+	// first in a transaction that saves job id, so that collectors
+	// saving parts of one job join them in turn.
+	JobLock func(id string) (string, []any)
+	// Bytewise is the collation clause that orders text bytewise ("" when
+	// the engine's default does).
+	Bytewise string
 	// PruneLock, when not empty, is run first in every transaction of
 	// PruneStep, so that daemons sharing a database prune in turn.
 	PruneLock string

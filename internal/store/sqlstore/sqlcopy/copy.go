@@ -18,9 +18,6 @@ type Copier struct {
 	S *sqlstore.Store
 	// Name names the database in messages.
 	Name string
-	// Generated: the engine computes storecopy's Derived columns itself
-	// (SQLite generates jobs.owner), so they are not loaded.
-	Generated bool
 	// ClearTables empties the given tables in tx.
 	ClearTables func(ctx context.Context, tx sqlstore.Tx, tables []string) error
 	// AfterLoad, when not nil, runs last in FinishLoad's transaction
@@ -103,7 +100,7 @@ func (c *Copier) Load(ctx context.Context, t *storecopy.Table, rows [][]any) err
 	var names []string
 	var idx []int
 	for i, col := range t.Columns {
-		if col.Derived && c.Generated {
+		if col.Derived && c.S.Dialect.Generated { // computed by the engine
 			continue
 		}
 		names, idx = append(names, col.Name), append(idx, i)
