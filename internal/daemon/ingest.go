@@ -250,6 +250,7 @@ func (d *Daemon) aggregate(shard, shards int, q <-chan ingest.Item, rejects *rej
 		JobTimeout:           d.cfg.JobTimeout,
 		MaxJobs:              max(d.cfg.AgentLimits.MaxJobs/shards, 1),
 		Admit:                d.agents.admit,
+		PastOwner:            d.pastOwner,
 		MaxPendingBytes:      max(def.MaxPendingBytes/shards, 1),
 		ProcessRowsPerSecond: max(def.ProcessRowsPerSecond/shards, 1),
 		SaveJob: func(j *store.Job) {
