@@ -221,17 +221,7 @@ func TestAgentAuthMunge(t *testing.T) {
 	rl := startRelay(t, agent)
 
 	// A directory every user can read, for the program.
-	share, err := os.MkdirTemp("", "netloom-agentauth-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(share) })
-	os.Chmod(share, 0o755)
-	src, prog := filepath.Join(share, "ring.c"), filepath.Join(share, "ring")
-	os.WriteFile(src, []byte(authRing), 0o644)
-	if out, err := exec.Command(m.cc, "-o", prog, src).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", m.cc, err, out)
-	}
+	share, prog := ringForAll(t, m)
 
 	// runJob runs 2 ranks of the ring under the agent as user ("" for
 	// this process), through the relay, and returns its output.

@@ -22,32 +22,13 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	slurmtest "github.com/netloom/netloom/test/slurm"
 )
 
 func TestTraceReadingIsBounded(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: jobs run as two other local users")
-	}
-	m := jobMPIs(t)[0] // Open MPI
-	for _, tool := range []string{m.cc, m.launcher, "runuser"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
-	}
-	buildAgent(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	const userA, userB = "nltrace-a", "nltrace-b"
-	uids := map[string]int{}
-	for _, u := range []string{userA, userB} {
-		uid, err := slurmtest.EnsureUser(ctx, u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		uids[u] = int(uid)
-	}
+	m, uids := localUsers(t, ctx, userA, userB)
 
 	// The program, the agent and the node-naming wrapper where both users
 	// can read them; the trace root with a folder of each user's.
