@@ -127,17 +127,20 @@ func appLines(s string) []string {
 	return out
 }
 
-// silentPMIx is a PMIx client library that never answers: PMIx_Get blocks
-// for good, as a wedged progress thread does. Preloaded under its soname, it
-// is the libpmix.so.2 the agent finds in the process.
+// silentPMIx is a PMIx client library that never answers: every query
+// blocks for good, as behind a wedged progress thread (PMIx_Get, and the
+// PMIx_Resolve_* the agent once used). Preloaded under its soname, it is
+// the libpmix.so.2 the agent finds in the process.
 const silentPMIx = `#include <unistd.h>
 int PMIx_Initialized(void) { return 1; }
-int PMIx_Get(const void *proc, const char *key, const void *info, unsigned long ninfo, void **val)
+static int never(void)
 {
-	(void)proc; (void)key; (void)info; (void)ninfo; (void)val;
 	for (;;)
 		pause();
 }
+int PMIx_Get(const void *proc, const char *key, const void *info, unsigned long ninfo, void **val) { return never(); }
+int PMIx_Resolve_nodes(const char *nspace, char **nodelist) { return never(); }
+int PMIx_Resolve_peers(const char *node, const char *nspace, void **procs, unsigned long *nprocs) { return never(); }
 `
 
 // finTimer prints one line per rank, then MPI_Finalize's duration when
