@@ -49,6 +49,7 @@
 #include "auth.h"
 #include "env.h"
 #include "profiler.h"
+#include "snapshot.h"
 #include "wire.h"
 
 typedef Netloom__Agent__V1__Datagram Datagram;
@@ -66,20 +67,6 @@ typedef Netloom__Agent__V1__NcclPeer NcclPeer;
 
 /* the events the plugin asks NCCL for */
 #define EVENTS (NL_NCCL_COLL | NL_NCCL_P2P | NL_NCCL_PROXY_OP | NL_NCCL_PROXY_STEP | NL_NCCL_KERNEL_CH | NL_NCCL_NET_PLUGIN)
-
-static uint64_t mono_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static int64_t unix_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_REALTIME, &t);
-	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 /* ------------------------------------------------- communicators */
 
@@ -355,7 +342,7 @@ static void op_start(struct comm *c, void **h, unsigned kind, const char *func, 
 	}
 	ADD(&r->calls, 1);
 	ADD(&r->bytes, bytes_of(r, dtype, count));
-	uint64_t now = mono_ns(), seq = next_seq(&op_next.v);
+	uint64_t now = nl_mono_ns(), seq = next_seq(&op_next.v);
 	struct op *o = &ops[seq & (NOPS - 1)];
 	claim(&o->seq);
 	ST(&o->row, r);
@@ -408,7 +395,7 @@ static void proxy_stop(uint64_t seq)
 {
 	struct proxy x;
 	if (proxy_get(seq, &x) == 0 && x.parent)
-		op_extend(x.parent, mono_ns());
+		op_extend(x.parent, nl_mono_ns());
 }
 
 static void step_start(void **h, void *parent)
@@ -573,7 +560,7 @@ static nl_nccl_result stop_event(void *h)
 	case K_COLL:
 	case K_P2P:
 	case K_KCH:
-		op_extend(seq, mono_ns());
+		op_extend(seq, nl_mono_ns());
 		break;
 	case K_PROXY:
 		proxy_stop(seq);
@@ -625,8 +612,8 @@ static void job_id(char *out, size_t n)
 static void identity(int nranks, int rank)
 {
 	g.pid = getpid();
-	g.start_unix_ns = unix_ns();
-	g.start_mono_ns = mono_ns();
+	g.start_unix_ns = nl_unix_ns();
+	g.start_mono_ns = nl_mono_ns();
 	g.interval_s = nl_env_double("NETLOOM_INTERVAL", 5.0);
 	nl_env_copy(g.out, sizeof g.out, "NETLOOM_OUTPUT", NULL);
 	gethostname(g.host, sizeof g.host);
@@ -682,12 +669,8 @@ struct snap {
 
 static Traffic *traffic(struct snap *s, uint64_t bytes, uint64_t msgs)
 {
-	if (!bytes && !msgs)
-		return NULL;
-	Traffic *t = &s->tr[s->ntr++];
-	netloom__agent__v1__traffic__init(t);
-	t->bytes = bytes;
-	t->msgs = msgs;
+	Traffic *t = nl_traffic(&s->tr[s->ntr], bytes, msgs);
+	s->ntr += t != NULL;
 	return t;
 }
 
@@ -812,32 +795,13 @@ static int take(struct snap *s, int final)
 	gp->nccl_peers = s->npp;
 
 	Datagram *d = &s->d;
-	netloom__agent__v1__datagram__init(d);
-	d->version = NL_WIRE_VERSION;
-	d->job_id = g.job;
-	d->rank = (uint32_t)g.rank;
-	d->world_size = (uint32_t)world;
-	d->seq = g.seq++;
-	d->time_unix_ns = unix_ns();
-	d->final = final;
-	d->start_unix_ns = g.start_unix_ns;
-	d->interval_ns = (uint64_t)(g.interval_s * 1e9);
+	const struct nl_ident id = {.job_id = g.job, .node = g.node, .host = g.host, .library = g.library,
+				    .program = g.program, .user = g.user, .rank = (uint32_t)g.rank, .world = (uint32_t)world,
+				    .start_unix_ns = g.start_unix_ns, .wall_start_mono_ns = g.start_mono_ns, .interval_s = g.interval_s};
+	nl_snapshot_frame(d, &s->p, &id, g.seq++, final, LD(&g.dropped));
 	d->n_functions = nfns;
 	d->functions = s->fnp;
 	d->gpu = gp;
-
-	Process *p = &s->p;
-	netloom__agent__v1__process__init(p);
-	p->node = g.node;
-	p->host = g.host;
-	p->pid = (uint32_t)g.pid;
-	p->mpi_library = g.library;
-	p->program = g.program;
-	p->user = g.user;
-	nl_wire_read_proc(p);
-	p->wall_seconds = (double)(mono_ns() - g.start_mono_ns) / 1e9;
-	p->datagrams_dropped = LD(&g.dropped);
-	d->process = p;
 
 	for (int w = 0; w < world; w++) {
 		const uint64_t *a = &s->acc[(size_t)w * 4];

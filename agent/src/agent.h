@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "env.h"
 #include "nl.h"
 
 #define NL_NAME_MAX 64
@@ -97,15 +98,10 @@ struct nl_agent {
 
 extern struct nl_agent nl_agent;
 
-uint64_t nl_mono_ns(void);
-int nl_physical_known(void);
 void nl_trace_start(void);            /* trace.c: NETLOOM_TRACE */
 void nl_trace_end(void);              /* at MPI_Finalize's entry */
 const char *nl_trace_dir(void);       /* "" unless tracing */
 void nl_trace_write(const char *dir); /* after the final report, beside the profile */
-uint64_t nl_fn_ticks(int f);
-int64_t nl_unix_ns(void);
-double nl_ns_per_tick(void);
 void nl_totals(uint64_t bytes[NL_NCLASS], uint64_t msgs[NL_NCLASS], uint64_t *mpi_ticks, uint64_t *wait_ticks);
 
 /* core.c: a communicator's size, this rank's rank in it, whether it is an
@@ -113,6 +109,15 @@ void nl_totals(uint64_t bytes[NL_NCLASS], uint64_t msgs[NL_NCLASS], uint64_t *mp
  * itself); -1 if it cannot be translated. Builds the cached entry. */
 int nl_comm_ranks(MPI_Comm comm, int *size, int *rank, int *inter, const int **world);
 void nl_reorders_copy(struct nl_reorder_ev *out, int *n, uint64_t *total);
+
+/* core.c, read by state.c only (the rooms above read state.h) */
+int nl_physical_known(void);
+uint64_t nl_fn_ticks(int f);
+double nl_ns_per_tick(void);
+
+/* core.c: the accounting's start and stop (life.c calls them) */
+void nl_core_start(void);
+void nl_core_stop(void);
 
 /* report.c */
 void nl_report_start(void);  /* starts the helper thread */

@@ -13,14 +13,6 @@
 #include "agent.h"
 #include "env.h"
 
-struct nl_fn nl_fns[NL_NFUNCS];
-struct nl_peer *nl_peers;
-int nl_world_size, nl_world_rank_self;
-int nl_mt;
-unsigned nl_slow = NL_SLOW_INIT;
-struct nl_gpu_counts nl_gfns[NL_NFUNCS];
-struct nl_gpu_counts *nl_gpeers;
-__thread unsigned char nl_gk[2] __attribute__((tls_model("initial-exec"))) = {NL_KIND_NONE, NL_KIND_NONE};
 struct nl_agent nl_agent = {
 	.region_lock = PTHREAD_MUTEX_INITIALIZER,
 	.reorder_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -29,43 +21,11 @@ struct nl_agent nl_agent = {
 };
 
 uint64_t nl_io_bytes[2]; /* MPI-IO bytes read [0] and written [1] */
-struct nl_tcache nl_tcache[NL_TCACHE];
-static uint64_t time_span = 1; /* 2N-1 for NETLOOM_TIME_SAMPLE=N: gaps uniform in [1, 2N-1] */
-
-/* nl_fn_timed records the time of a timed call (the call-th of f, 0-based)
- * and picks the next call to time. A function that can wait for another
- * process (nl_fn_blocks) is timed at every call: its durations are heavy-tailed
- * (a late peer, a descheduled rank), and a sample scaled up by N multiplies
- * one long wait by N. The others: the first NL_EXACT_CALLS calls are all timed
- * and summed apart, exactly (the first often pays for lazy set-up, and a short
- * job's few calls make a poor sample: a 0.3 s job's scaled estimate once
- * passed its wall time), then one call in N on average, at gaps drawn
- * uniformly from [1, 2N-1] (from the measured duration's low bits, so the
- * samples do not lock onto a periodic pattern of the application). N = 1:
- * every call. Out of line: it runs for the timed calls only. */
-void nl_fn_timed(int f, uint64_t call, uint64_t ticks)
-{
-	struct nl_fn *p = &nl_fns[f];
-	uint64_t gap = 1;
-	if (call < NL_EXACT_CALLS) {
-		nl_add(&p->first, ticks);
-	} else {
-		nl_add(&p->ticks, ticks);
-		nl_add(&p->timed, 1);
-		if (time_span > 1 && !nl_fn_blocks[f]) {
-			uint64_t x = (ticks ^ (call << 20)) * 0x9E3779B97F4A7C15ull; /* the duration's low bits are noise */
-			gap = 1 + (((x >> 32) * time_span) >> 32);
-		}
-	}
-	__atomic_store_n(&p->next, call + gap, __ATOMIC_RELAXED);
-}
 
 /* nl_wait_before times a barrier on comm before collective f: the time the
  * rank waits there for the last rank to arrive (load imbalance) is counted
  * apart from the collective's own time, as MPInside does (NETLOOM_WAITS=1;
  * agent/README.md, "Wait states"). */
-int nl_waits;
-
 void nl_wait_before(int f, MPI_Comm comm)
 {
 	if (comm == MPI_COMM_NULL)
@@ -150,85 +110,7 @@ uint64_t nl_fn_ticks(int f)
 	return t > in ? t - in : 0;
 }
 
-/* ------------------------------------------------------- datatype sizes */
-
-static uint64_t type_size_query(MPI_Datatype t)
-{
-	int s = 0;
-	if (PMPI_Type_size(t, &s) != MPI_SUCCESS || s < 0)
-		return 0;
-	return (uint64_t)s;
-}
-
-/* A miss in the cache: ask MPI, and remember the answer unless several threads
- * may call MPI at once (then the table stays as MPI_Init left it). */
-uint64_t nl_type_size_slow(MPI_Datatype t)
-{
-	uint64_t s = type_size_query(t);
-	if (!nl_mt && nl_agent.started) {
-		struct nl_tcache *e = &nl_tcache[nl_thash((uintptr_t)t)];
-		e->key = (uintptr_t)t;
-		e->size = s;
-	}
-	return s;
-}
-
-/* MPI_Type_free: the handle may come back for another type. */
-void nl_type_forget(MPI_Datatype t)
-{
-	if (nl_mt)
-		return; /* never entered: derived types are not cached then */
-	struct nl_tcache *e = &nl_tcache[nl_thash((uintptr_t)t)];
-	if (e->key == (uintptr_t)t) {
-		e->key = 0;
-		e->size = 0;
-	}
-}
-
-/* The predefined types, most used first (a later one never evicts an earlier
- * one that hashes to the same slot). */
-static void type_cache_init(void)
-{
-	const MPI_Datatype pre[] = {
-		MPI_BYTE, MPI_CHAR, MPI_INT, MPI_DOUBLE, MPI_FLOAT, MPI_LONG, MPI_UNSIGNED_CHAR,
-		MPI_SIGNED_CHAR, MPI_SHORT, MPI_UNSIGNED_SHORT, MPI_UNSIGNED, MPI_UNSIGNED_LONG,
-		MPI_LONG_LONG, MPI_UNSIGNED_LONG_LONG, MPI_LONG_DOUBLE, MPI_WCHAR, MPI_PACKED,
-		MPI_INT8_T, MPI_INT16_T, MPI_INT32_T, MPI_INT64_T, MPI_UINT8_T, MPI_UINT16_T,
-		MPI_UINT32_T, MPI_UINT64_T, MPI_C_BOOL, MPI_C_FLOAT_COMPLEX, MPI_C_DOUBLE_COMPLEX,
-		MPI_AINT, MPI_OFFSET, MPI_COUNT, MPI_FLOAT_INT, MPI_DOUBLE_INT, MPI_LONG_INT,
-		MPI_2INT, MPI_SHORT_INT, MPI_LONG_DOUBLE_INT, MPI_INTEGER, MPI_REAL,
-		MPI_DOUBLE_PRECISION, MPI_COMPLEX, MPI_DOUBLE_COMPLEX, MPI_LOGICAL, MPI_CHARACTER,
-		MPI_2REAL, MPI_2DOUBLE_PRECISION, MPI_2INTEGER,
-	};
-	for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++) {
-		if (pre[i] == MPI_DATATYPE_NULL)
-			continue;
-		struct nl_tcache *e = &nl_tcache[nl_thash((uintptr_t)pre[i])];
-		if (e->key)
-			continue;
-		int s = 0;
-		if (PMPI_Type_size(pre[i], &s) != MPI_SUCCESS || s < 0)
-			continue;
-		e->key = (uintptr_t)pre[i];
-		e->size = (uint64_t)s;
-	}
-}
-
 /* ---------------------------------------------------------------- time */
-
-uint64_t nl_mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-int64_t nl_unix_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* clock_pair reads the TSC and CLOCK_MONOTONIC at one instant: of three
  * tries, the one whose two TSC reads around the clock read are closest (a
@@ -556,18 +438,6 @@ int nl_world_of(MPI_Comm comm, int rank)
 	if (!e || rank < 0 || rank >= e->size)
 		return -1;
 	return wrank(e, rank);
-}
-
-uint64_t *nl_hist_alloc(struct nl_peer *p)
-{
-	uint64_t *h = calloc(NL_NBINS, sizeof(uint64_t)), *old = NULL;
-	if (!h)
-		return NULL;
-	if (!__atomic_compare_exchange_n(&p->hist, &old, h, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-		free(h);
-		return old;
-	}
-	return h;
 }
 
 /* ------------------------------------------------- persistent requests */
@@ -1302,10 +1172,9 @@ void nl_init_begin(void)
 	physical_alloc(nl_env_count("OMPI_COMM_WORLD_SIZE", 0));
 }
 
-void nl_start_agent(void)
+/* nl_core_start: the accounting's start, once MPI is up (life.c). */
+void nl_core_start(void)
 {
-	if (nl_agent.started)
-		return;
 	nl_agent.started = 1;
 	nl_init_begin(); /* MPI_Init was not seen (the agent linked after it?) */
 
@@ -1328,11 +1197,10 @@ void nl_start_agent(void)
 		sample = 1;
 	if (sample > (1u << 20))
 		sample = 1u << 20;
-	time_span = 2 * (uint64_t)sample - 1;
-	type_cache_init();
+	/* the trace needs every call's entry and exit */
+	nl_time_sample(nl_env_count("NETLOOM_TRACE", 0) != 0 ? 1 : 2 * (uint64_t)sample - 1);
+	nl_type_cache_init();
 	nl_env_copy(nl_agent.output_dir, sizeof nl_agent.output_dir, "NETLOOM_OUTPUT", NULL);
-	if (nl_env_count("NETLOOM_TRACE", 0) != 0)
-		time_span = 1; /* the trace needs every call's entry and exit */
 
 	gethostname(nl_agent.host, sizeof nl_agent.host);
 	nl_agent.host[sizeof nl_agent.host - 1] = 0;
@@ -1362,8 +1230,6 @@ void nl_start_agent(void)
 	__atomic_store_n(&nl_peers, peers, __ATOMIC_RELEASE);
 	__atomic_fetch_and(&nl_slow, ~NL_SLOW_INIT, __ATOMIC_RELEASE); /* the wrappers' fast path may read nl_peers now */
 	nl_gpu_check();
-	nl_trace_start();
-	nl_report_start();
 }
 
 /* nl_gpu_check starts probing buffers once the process has CUDA (gpu.h):
@@ -1382,52 +1248,19 @@ void nl_gpu_check(void)
 	__atomic_fetch_or(&nl_slow, NL_SLOW_GPU, __ATOMIC_RELEASE);
 }
 
-void nl_stop_agent(void)
+/* nl_core_stop: regions left open are closed (life.c, at MPI_Finalize). */
+void nl_core_stop(void)
 {
-	if (!nl_agent.started || nl_agent.stopped)
-		return;
-	nl_agent.stopped = 1;
-	nl_trace_end();
 	pthread_mutex_lock(&nl_agent.region_lock);
 	for (int i = 0; i < nl_agent.nregions; i++) /* close regions left open */
 		while (nl_agent.regions[i].depth > 0)
 			region_end(i);
 	nl_agent.pcontrol_region = -1;
 	pthread_mutex_unlock(&nl_agent.region_lock);
-	nl_report_final();
 }
 
-/* ------------------------------------------------- hand-written wrappers */
-
-int MPI_Init(int *argc, char ***argv)
-{
-	const uint64_t t0 = nl_ticks();
-	nl_init_begin();
-	int rc = PMPI_Init(argc, argv);
-	if (rc == MPI_SUCCESS)
-		nl_start_agent();
-	nl_fn_done(NL_FN_MPI_Init, t0);
-	return rc;
-}
-
-int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
-{
-	const uint64_t t0 = nl_ticks();
-	nl_init_begin();
-	int rc = PMPI_Init_thread(argc, argv, required, provided);
-	if (rc == MPI_SUCCESS)
-		nl_start_agent();
-	nl_fn_done(NL_FN_MPI_Init_thread, t0);
-	return rc;
-}
-
-int MPI_Finalize(void)
-{
-	const uint64_t t0 = nl_ticks();
-	nl_fn_done(NL_FN_MPI_Finalize, t0);
-	nl_stop_agent();
-	return PMPI_Finalize();
-}
+/* ------------------------------------------------- hand-written wrappers
+ * (MPI_Init, MPI_Init_thread and MPI_Finalize: life.c) */
 
 int MPI_Pcontrol(const int level, ...)
 {

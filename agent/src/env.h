@@ -87,6 +87,21 @@ static inline void nl_node_program_user(char *node, size_t nn, const char *host,
 	snprintf(user, un, "%s", pw ? pw->pw_name : "");
 }
 
+/* nl_mono_ns and nl_unix_ns: CLOCK_MONOTONIC and CLOCK_REALTIME in ns. */
+static inline uint64_t nl_mono_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static inline int64_t nl_unix_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 /* nl_timespec_add adds ns to t. */
 static inline void nl_timespec_add(struct timespec *t, uint64_t ns)
 {

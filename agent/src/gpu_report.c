@@ -1,13 +1,14 @@
 /* Netloom MPI agent: the GPU section of a snapshot (buffer kinds per
  * function and per peer), read from the counters the wrappers keep once
- * the process has CUDA (nl.h, nl_gpu_bufs). Reporting thread and
+ * the process has CUDA (hot.h, nl_gpu_bufs), through state.h. Reporting thread and
  * MPI_Finalize only. */
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
+#include "state.h"
 #include "netloom/agent/v1/agent.pb-c.h"
+#include "snapshot.h"
 
 typedef Netloom__Agent__V1__Traffic Traffic;
 typedef Netloom__Agent__V1__BufferKinds BufferKinds;
@@ -27,17 +28,13 @@ struct section {
 	size_t nkinds;
 };
 
-static uint64_t ld(const uint64_t *p)
-{
-	return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-
-/* kinds fills a BufferKinds from one side (d) of c; NULL when all zero */
+/* kinds fills a BufferKinds from one side (d) of c, a copy (state.h); NULL
+ * when all zero */
 static BufferKinds *kinds(struct section *s, const struct nl_gpu_counts *c, int d)
 {
 	uint64_t any = 0;
 	for (int k = 0; k < NL_NKIND; k++)
-		any |= ld(&c->b[d][k]) | ld(&c->m[d][k]);
+		any |= c->b[d][k] | c->m[d][k];
 	if (!any)
 		return NULL;
 	BufferKinds *b = &s->kinds[s->nkinds];
@@ -45,13 +42,8 @@ static BufferKinds *kinds(struct section *s, const struct nl_gpu_counts *c, int 
 	s->nkinds++;
 	netloom__agent__v1__buffer_kinds__init(b);
 	Traffic **slot[NL_NKIND] = {&b->pageable, &b->pinned, &b->device, &b->managed};
-	for (int k = 0; k < NL_NKIND; k++) {
-		netloom__agent__v1__traffic__init(&t[k]);
-		t[k].bytes = ld(&c->b[d][k]);
-		t[k].msgs = ld(&c->m[d][k]);
-		if (t[k].bytes || t[k].msgs)
-			*slot[k] = &t[k];
-	}
+	for (int k = 0; k < NL_NKIND; k++)
+		*slot[k] = nl_traffic(&t[k], c->b[d][k], c->m[d][k]);
 	return b;
 }
 
@@ -60,7 +52,7 @@ static uint64_t peer_bytes(const struct nl_gpu_counts *c)
 	uint64_t b = 0;
 	for (int d = 0; d < 2; d++)
 		for (int k = 0; k < NL_NKIND; k++)
-			b += ld(&c->b[d][k]) + ld(&c->m[d][k]);
+			b += c->b[d][k] + c->m[d][k];
 	return b;
 }
 
@@ -77,7 +69,9 @@ void nl_gpu_take(struct Netloom__Agent__V1__Datagram *d)
 	s->gpu.probed = nl_gpu_on != 0;
 	s->gpu.probe_error = (char *)err;
 	for (int f = 0; f < NL_NFUNCS && nl_gpu_on; f++) {
-		BufferKinds *snd = kinds(s, &nl_gfns[f], 0), *rcv = kinds(s, &nl_gfns[f], 1);
+		struct nl_gpu_counts c;
+		nl_snap_gpu_fn(f, &c);
+		BufferKinds *snd = kinds(s, &c, 0), *rcv = kinds(s, &c, 1);
 		if (!snd && !rcv)
 			continue;
 		GpuFunction *g = &s->fns[s->gpu.n_functions];
@@ -88,31 +82,36 @@ void nl_gpu_take(struct Netloom__Agent__V1__Datagram *d)
 		s->fnp[s->gpu.n_functions++] = g;
 	}
 	s->gpu.functions = s->fnp;
-	const struct nl_gpu_counts *gp = __atomic_load_n(&nl_gpeers, __ATOMIC_ACQUIRE);
 	/* the GPU_PEERS busiest peers: a running minimum replaced (few peers
 	 * have traffic; kept simple, GPU_PEERS x peers at worst) */
 	int pick[GPU_PEERS], npick = 0;
-	for (int w = 0; gp && w < nl_world_size; w++) {
-		uint64_t b = peer_bytes(&gp[w]);
+	uint64_t pickb[GPU_PEERS];
+	struct nl_gpu_counts c;
+	for (int w = 0; w < nl_snap_world() && nl_snap_gpu_peer(w, &c); w++) {
+		uint64_t b = peer_bytes(&c);
 		if (!b)
 			continue;
 		if (npick < GPU_PEERS) {
+			pickb[npick] = b;
 			pick[npick++] = w;
 			continue;
 		}
 		int low = 0;
 		for (int i = 1; i < npick; i++)
-			if (peer_bytes(&gp[pick[i]]) < peer_bytes(&gp[pick[low]]))
+			if (pickb[i] < pickb[low])
 				low = i;
-		if (peer_bytes(&gp[pick[low]]) < b)
+		if (pickb[low] < b) {
 			pick[low] = w;
+			pickb[low] = b;
+		}
 	}
 	for (int i = 0; i < npick; i++) {
 		GpuPeer *p = &s->peers[i];
 		netloom__agent__v1__gpu_peer__init(p);
 		p->peer = (uint32_t)pick[i];
-		p->sent_from = kinds(s, &gp[pick[i]], 0);
-		p->received_into = kinds(s, &gp[pick[i]], 1);
+		nl_snap_gpu_peer(pick[i], &c);
+		p->sent_from = kinds(s, &c, 0);
+		p->received_into = kinds(s, &c, 1);
 		s->peerp[i] = p;
 	}
 	s->gpu.n_peers = (size_t)npick;

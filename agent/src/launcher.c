@@ -40,7 +40,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent.h"
+#include "state.h"
 #include "env.h"
 
 /* The PMIx standard's types, declared here so that the agent builds without
@@ -171,7 +171,7 @@ static void publish(struct nl_nodemap *m)
 {
 	if (!m)
 		return;
-	int self = m->node_of[nl_world_rank_self];
+	int self = m->node_of[nl_snap_rank()];
 	if (strcmp(m->names[self], nl_agent.node) != 0) {
 		map_free(m); /* this rank reports another node name than the launcher's */
 		return;
@@ -184,20 +184,13 @@ static void *lookup(void *arg)
 {
 	(void)arg;
 	int again;
-	struct nl_nodemap *m = pmix_map(lk.nspace, nl_world_size, &again);
+	struct nl_nodemap *m = pmix_map(lk.nspace, nl_snap_world(), &again);
 	publish(m);
 	pthread_mutex_lock(&lk.lock);
 	lk.state = again ? MAP_IDLE : MAP_SETTLED; /* answered in part: asked again next time */
 	pthread_cond_broadcast(&lk.done);
 	pthread_mutex_unlock(&lk.lock);
 	return NULL;
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
 void nl_nodemap_load(void)
@@ -245,15 +238,15 @@ void nl_nodemap_load(void)
 	}
 	/* wait for a lookup under way, within what is left of the budget */
 	while (lk.state == MAP_RUNNING && lk.waited_ns < NL_MAP_WAIT_NS) {
-		uint64_t t0 = mono_ns(), deadline = t0 + (NL_MAP_WAIT_NS - lk.waited_ns);
+		uint64_t t0 = nl_mono_ns(), deadline = t0 + (NL_MAP_WAIT_NS - lk.waited_ns);
 		struct timespec ts = {(time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull)};
 		int rc = pthread_cond_timedwait(&lk.done, &lk.lock, &ts);
-		lk.waited_ns += mono_ns() - t0;
+		lk.waited_ns += nl_mono_ns() - t0;
 		if (rc == ETIMEDOUT || lk.waited_ns >= NL_MAP_WAIT_NS) {
 			lk.waited_ns = NL_MAP_WAIT_NS;
 			if (lk.state == MAP_RUNNING && nl_env_debug())
 				fprintf(stderr, "netloom: rank %d: PMIx gave no node map in %.1f s: reports go without node rows\n",
-					nl_world_rank_self, NL_MAP_WAIT_NS / 1e9);
+					nl_snap_rank(), NL_MAP_WAIT_NS / 1e9);
 		}
 	}
 	pthread_mutex_unlock(&lk.lock);

@@ -2,8 +2,8 @@
  * communicator reordered from it (include/netloom.h, docs/reorder.md).
  *
  * Reading costs the hot path nothing: the matrix is the per-peer counters the
- * wrappers already add to (nl_peers, and Open MPI's physical counts), loaded
- * here with relaxed loads, mapped from the communicator's ranks to world
+ * wrappers already add to (and Open MPI's physical counts), copied through
+ * state.h, mapped from the communicator's ranks to world
  * ranks with the translation the agent caches per communicator. Only
  * netloom_matrix_all and netloom_reorder communicate, with PMPI calls on the
  * communicator the application gave (not counted as the application's). */
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
+#include "state.h"
 #include "netloom.h"
 #include "remap.h"
 
@@ -79,21 +79,21 @@ static pthread_mutex_t mark_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static inline void values(int w, uint64_t v[NVAL])
 {
+	struct nl_peer_snap p;
+	struct nl_monitored m;
+	nl_snap_peer(w, &p);
+	nl_snap_monitored(w, &m);
 	for (int c = 0; c < NL_NCLASS; c++) {
-		v[V_BYTES + c] = __atomic_load_n(&nl_peers[w].bytes[c], __ATOMIC_RELAXED);
-		v[V_MSGS + c] = __atomic_load_n(&nl_peers[w].msgs[c], __ATOMIC_RELAXED);
-	}
-	struct nl_monitored *m = __atomic_load_n(&nl_agent.monitored, __ATOMIC_ACQUIRE);
-	for (int c = 0; c < NL_NCLASS; c++) {
-		int ok = m && w < nl_agent.monitored_size;
-		v[V_PBYTES + c] = ok ? __atomic_load_n(&m[w].bytes[c], __ATOMIC_RELAXED) : 0;
-		v[V_PMSGS + c] = ok ? __atomic_load_n(&m[w].msgs[c], __ATOMIC_RELAXED) : 0;
+		v[V_BYTES + c] = p.bytes[c];
+		v[V_MSGS + c] = p.msgs[c];
+		v[V_PBYTES + c] = m.bytes[c];
+		v[V_PMSGS + c] = m.msgs[c];
 	}
 }
 
 static int running(void)
 {
-	return nl_agent.started && !nl_agent.stopped && __atomic_load_n(&nl_peers, __ATOMIC_ACQUIRE);
+	return nl_snap_running();
 }
 
 int netloom_mark(const char *name)
@@ -102,10 +102,10 @@ int netloom_mark(const char *name)
 		return fail(NETLOOM_ERR_NOT_STARTED, "netloom_mark");
 	if (!name || !*name)
 		return fail(NETLOOM_ERR_ARG, "netloom_mark: an empty name");
-	uint64_t *v = malloc(sizeof(uint64_t) * NVAL * (size_t)nl_world_size);
+	uint64_t *v = malloc(sizeof(uint64_t) * NVAL * (size_t)nl_snap_world());
 	if (!v)
-		return fail(NETLOOM_ERR_NOMEM, "a mark of %d peers", nl_world_size);
-	for (int w = 0; w < nl_world_size; w++)
+		return fail(NETLOOM_ERR_NOMEM, "a mark of %d peers", nl_snap_world());
+	for (int w = 0; w < nl_snap_world(); w++)
 		values(w, v + (size_t)w * NVAL);
 	pthread_mutex_lock(&mark_lock);
 	int i = 0;
@@ -153,7 +153,7 @@ static int check(MPI_Comm comm, int what, struct span *s)
 		return fail(NETLOOM_ERR_COMM, "the agent's communicator table is full or the translation failed");
 	if (inter)
 		return fail(NETLOOM_ERR_INTERCOMM, "of %d remote ranks", s->n);
-	if (what & NETLOOM_PHYSICAL && !nl_physical_known())
+	if (what & NETLOOM_PHYSICAL && !nl_snap_physical())
 		return fail(NETLOOM_ERR_PHYSICAL, "%s", nl_agent.mpi_library);
 	return NETLOOM_OK;
 }
@@ -173,7 +173,7 @@ static int row(const struct span *s, int what, const char *from, const char *to,
 		int w = s->world ? s->world[i] : i;
 		uint64_t now[NVAL], zero[NVAL] = {0};
 		const uint64_t *hi = now, *lo = zero;
-		if (w < 0 || w >= nl_world_size) {
+		if (w < 0 || w >= nl_snap_world()) {
 			memset(now, 0, sizeof now);
 		} else {
 			if (b)

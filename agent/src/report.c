@@ -12,9 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "state.h"
 #include "auth.h"
 #include "env.h"
+#include "snapshot.h"
 #include "netloom/agent/v1/agent.pb-c.h"
 #include "wire.h"
 
@@ -26,8 +27,6 @@ typedef Netloom__Agent__V1__NodeTraffic NodeTraffic;
 typedef Netloom__Agent__V1__FunctionStat FunctionStat;
 typedef Netloom__Agent__V1__Region Region;
 
-extern uint64_t nl_io_bytes[2];
-extern uint64_t nl_untracked;
 
 /* ------------------------------------------------- snapshot */
 
@@ -58,27 +57,6 @@ struct snapshot {
 static uint64_t max_u64(uint64_t a, uint64_t b)
 {
 	return a > b ? a : b;
-}
-
-static uint64_t ld(const uint64_t *p)
-{
-	return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-
-/* traffic0 is traffic, zeros included. */
-static Traffic *traffic0(Traffic *t, uint64_t bytes, uint64_t msgs)
-{
-	netloom__agent__v1__traffic__init(t);
-	t->bytes = bytes;
-	t->msgs = msgs;
-	return t;
-}
-
-static Traffic *traffic(Traffic *t, uint64_t bytes, uint64_t msgs)
-{
-	if (!bytes && !msgs)
-		return NULL;
-	return traffic0(t, bytes, msgs);
 }
 
 static const uint64_t *sort_bytes; /* only the helper or finalize sorts, never both at once */
@@ -126,7 +104,7 @@ static void node_rows(struct snapshot *s, const struct nl_nodemap *m, const uint
 		return; /* no node rows: the daemon makes them from peer rows when it can */
 	}
 	uint64_t side[2][2] = {{0, 0}, {0, 0}}; /* intra, inter: bytes, msgs */
-	for (int i = 0; i < nl_world_size; i++) {
+	for (int i = 0; i < nl_snap_world(); i++) {
 		const uint64_t *row = &pb[(size_t)i * 2 * NL_NCLASS];
 		int k = m->node_of[i];
 		uint64_t *ns = &sum[(size_t)k * 2 * NL_NCLASS];
@@ -145,15 +123,15 @@ static void node_rows(struct snapshot *s, const struct nl_nodemap *m, const uint
 		NodeTraffic *t = &s->nodes[s->nnodes];
 		netloom__agent__v1__node_traffic__init(t);
 		t->node = (char *)m->names[k];
-		t->p2p = traffic(&s->ntraffic[3 * s->nnodes], ns[NL_P2P], ns[NL_NCLASS + NL_P2P]);
-		t->coll = traffic(&s->ntraffic[3 * s->nnodes + 1], ns[NL_COLL], ns[NL_NCLASS + NL_COLL]);
-		t->rma = traffic(&s->ntraffic[3 * s->nnodes + 2], ns[NL_RMA], ns[NL_NCLASS + NL_RMA]);
+		t->p2p = nl_traffic(&s->ntraffic[3 * s->nnodes], ns[NL_P2P], ns[NL_NCLASS + NL_P2P]);
+		t->coll = nl_traffic(&s->ntraffic[3 * s->nnodes + 1], ns[NL_COLL], ns[NL_NCLASS + NL_COLL]);
+		t->rma = nl_traffic(&s->ntraffic[3 * s->nnodes + 2], ns[NL_RMA], ns[NL_NCLASS + NL_RMA]);
 		s->nodep[s->nnodes++] = t;
 	}
 	s->head.n_nodes = s->nnodes;
 	s->head.nodes = s->nodep;
-	s->proc.intra_node = traffic(&s->intra, side[0][0], side[0][1]);
-	s->proc.inter_node = traffic(&s->inter, side[1][0], side[1][1]);
+	s->proc.intra_node = nl_traffic(&s->intra, side[0][0], side[0][1]);
+	s->proc.inter_node = nl_traffic(&s->inter, side[1][0], side[1][1]);
 	free(sum);
 }
 
@@ -161,8 +139,8 @@ static int take(struct snapshot *s, int final, int all_peers)
 {
 	memset(s, 0, sizeof *s);
 	nl_nodemap_load(); /* PMIx is up: take runs before MPI_Finalize's PMPI_Finalize */
-	int n = nl_world_size;
-	double npt = nl_ns_per_tick();
+	int n = nl_snap_world();
+	double npt = nl_snap_ns_per_tick();
 
 	/* per-peer counters, read once */
 	uint64_t *pb = calloc((size_t)n * 2 * NL_NCLASS, sizeof(uint64_t));
@@ -189,53 +167,39 @@ static int take(struct snapshot *s, int final, int all_peers)
 	}
 
 	Datagram *d = &s->head;
-	netloom__agent__v1__datagram__init(d);
-	d->version = NL_WIRE_VERSION;
-	d->job_id = nl_agent.job_id;
-	d->rank = (uint32_t)nl_world_rank_self;
-	d->world_size = (uint32_t)n;
-	d->seq = nl_agent.seq++;
-	d->time_unix_ns = nl_unix_ns();
-	d->final = final;
-	d->start_unix_ns = nl_agent.start_unix_ns;
-	d->interval_ns = (uint64_t)(nl_agent.interval_s * 1e9);
+	Process *p = &s->proc;
+	const struct nl_ident id = {.job_id = nl_agent.job_id, .node = nl_agent.node, .host = nl_agent.host,
+				    .library = nl_agent.mpi_library, .program = nl_agent.program, .user = nl_agent.user,
+				    .rank = (uint32_t)nl_snap_rank(), .world = (uint32_t)n,
+				    .start_unix_ns = nl_agent.start_unix_ns, .wall_start_mono_ns = nl_agent.wall_start_mono_ns,
+				    .interval_s = nl_agent.interval_s};
+	nl_snapshot_frame(d, p, &id, nl_agent.seq++, final, nl_agent.datagrams_dropped);
 
 	int active = 0; /* peers with traffic, as the application asked or as the library sent */
-	const struct nl_monitored *mon = __atomic_load_n(&nl_agent.monitored, __ATOMIC_ACQUIRE);
-	int phys = mon && nl_physical_known();
-	int nmon = phys ? nl_agent.monitored_size : 0;
+	int phys = nl_snap_physical();
 	for (int i = 0; i < n; i++) {
 		uint64_t *row = &pb[(size_t)i * 2 * NL_NCLASS];
 		uint64_t msgs = 0;
+		struct nl_peer_snap ps;
+		nl_snap_peer(i, &ps);
 		for (int c = 0; c < NL_NCLASS; c++) {
-			row[c] = ld(&nl_peers[i].bytes[c]);
-			row[NL_NCLASS + c] = ld(&nl_peers[i].msgs[c]);
+			row[c] = ps.bytes[c];
+			row[NL_NCLASS + c] = ps.msgs[c];
 			tot[i] += row[c];
 			msgs += row[NL_NCLASS + c];
 		}
-		for (int c = 0; i < nmon && c <= NL_FETCHED; c++)
-			msgs += ld(&mon[i].msgs[c]);
+		struct nl_monitored m;
+		for (int c = 0; phys && nl_snap_monitored(i, &m) && c <= NL_FETCHED; c++)
+			msgs += m.msgs[c];
 		active += tot[i] || msgs;
 		order[i] = i;
 	}
 
-	/* process */
-	Process *p = &s->proc;
-	netloom__agent__v1__process__init(p);
-	p->node = nl_agent.node;
-	p->host = nl_agent.host;
-	p->pid = (uint32_t)getpid();
-	p->mpi_library = nl_agent.mpi_library;
-	p->program = nl_agent.program;
-	p->user = nl_agent.user;
+	/* the process, beyond the frame */
 	if (*nl_trace_dir())
 		p->trace_dir = (char *)nl_trace_dir();
-	nl_wire_read_proc(p);
-	p->wall_seconds = (double)(nl_mono_ns() - nl_agent.wall_start_mono_ns) / 1e9;
-	p->mpiio_read_bytes = ld(&nl_io_bytes[0]);
-	p->mpiio_write_bytes = ld(&nl_io_bytes[1]);
-	p->datagrams_dropped = nl_agent.datagrams_dropped;
-	d->process = p;
+	p->mpiio_read_bytes = nl_snap_io(0);
+	p->mpiio_write_bytes = nl_snap_io(1);
 
 	/* functions: sampled times are estimates whose mean can fall as samples
 	 * come in, but every reported counter is cumulative, so a function's time
@@ -253,12 +217,12 @@ static int take(struct snapshot *s, int final, int all_peers)
 	 * waits, so no interval waits longer than it spent in MPI. */
 	uint64_t mpi_ns = 0;
 	for (int f = 0; f < NL_NFUNCS; f++) {
-		uint64_t calls = ld(&nl_fns[f].calls);
-		uint64_t ticks = nl_fn_ticks(f);
+		struct nl_fn_snap fn;
+		nl_snap_fn(f, &fn);
+		uint64_t calls = fn.calls, ticks = fn.ticks, wait = fn.wait;
 		if (ticks < reported_ticks[f])
 			ticks = reported_ticks[f];
 		reported_ticks[f] = ticks;
-		uint64_t wait = ld(&nl_fns[f].wait);
 		if (!calls)
 			continue;
 		FunctionStat *fs = &s->fns[s->nfns];
@@ -268,8 +232,8 @@ static int take(struct snapshot *s, int final, int all_peers)
 		fs->time_ns = reported_ns[f] = max_u64((uint64_t)((double)ticks * npt), reported_ns[f]);
 		fs->wait_ns = reported_wait_ns[f] = max_u64((uint64_t)((double)wait * npt), reported_wait_ns[f]);
 		mpi_ns += fs->time_ns + fs->wait_ns;
-		fs->bytes_sent = ld(&nl_fns[f].sent);
-		fs->bytes_received = ld(&nl_fns[f].recvd);
+		fs->bytes_sent = fn.sent;
+		fs->bytes_received = fn.recvd;
 		s->fnp[s->nfns++] = fs;
 	}
 	p->mpi_seconds = (double)mpi_ns / 1e9;
@@ -325,14 +289,14 @@ static int take(struct snapshot *s, int final, int all_peers)
 		r->time_ns = regs[i].time_ns;
 		r->mpi_time_ns = (uint64_t)((double)regs[i].mpi_ticks * npt);
 		/* sampled times are estimates: one thread cannot be in MPI longer than the region */
-		if (!nl_mt && r->mpi_time_ns > r->time_ns)
+		if (!nl_snap_mt() && r->mpi_time_ns > r->time_ns)
 			r->mpi_time_ns = r->time_ns;
 		r->wait_ns = (uint64_t)((double)regs[i].wait_ticks * npt);
 		if (r->wait_ns > r->mpi_time_ns)
 			r->wait_ns = r->mpi_time_ns;
-		r->p2p = traffic(&s->rtraffic[3 * i], regs[i].bytes[NL_P2P], regs[i].msgs[NL_P2P]);
-		r->coll = traffic(&s->rtraffic[3 * i + 1], regs[i].bytes[NL_COLL], regs[i].msgs[NL_COLL]);
-		r->rma = traffic(&s->rtraffic[3 * i + 2], regs[i].bytes[NL_RMA], regs[i].msgs[NL_RMA]);
+		r->p2p = nl_traffic(&s->rtraffic[3 * i], regs[i].bytes[NL_P2P], regs[i].msgs[NL_P2P]);
+		r->coll = nl_traffic(&s->rtraffic[3 * i + 1], regs[i].bytes[NL_COLL], regs[i].msgs[NL_COLL]);
+		r->rma = nl_traffic(&s->rtraffic[3 * i + 2], regs[i].bytes[NL_RMA], regs[i].msgs[NL_RMA]);
 		s->regionp[s->nregions++] = r;
 	}
 	d->n_regions = s->nregions;
@@ -357,11 +321,10 @@ static int take(struct snapshot *s, int final, int all_peers)
 		uint64_t *row = &pb[(size_t)i * 2 * NL_NCLASS];
 		struct nl_monitored m = {{0}, {0}};
 		int any = 0;
-		for (int c = 0; i < nmon && c <= NL_FETCHED; c++) {
-			m.bytes[c] = ld(&mon[i].bytes[c]);
-			m.msgs[c] = ld(&mon[i].msgs[c]);
+		if (phys)
+			nl_snap_monitored(i, &m);
+		for (int c = 0; c <= NL_FETCHED; c++)
 			any |= m.bytes[c] || m.msgs[c];
-		}
 		for (int c = 0; c < NL_NCLASS; c++)
 			any |= row[c] || row[NL_NCLASS + c];
 		if (!any)
@@ -370,21 +333,20 @@ static int take(struct snapshot *s, int final, int all_peers)
 		Traffic *tr = &s->ptraffic[(size_t)7 * s->npeers];
 		netloom__agent__v1__peer_traffic__init(pt);
 		pt->peer = (uint32_t)i;
-		pt->p2p = traffic(&tr[0], row[NL_P2P], row[NL_NCLASS + NL_P2P]);
-		pt->coll = traffic(&tr[1], row[NL_COLL], row[NL_NCLASS + NL_COLL]);
-		pt->rma = traffic(&tr[2], row[NL_RMA], row[NL_NCLASS + NL_RMA]);
+		pt->p2p = nl_traffic(&tr[0], row[NL_P2P], row[NL_NCLASS + NL_P2P]);
+		pt->coll = nl_traffic(&tr[1], row[NL_COLL], row[NL_NCLASS + NL_COLL]);
+		pt->rma = nl_traffic(&tr[2], row[NL_RMA], row[NL_NCLASS + NL_RMA]);
 		/* every row of a rank whose library tells what it sent carries
 		 * it, zeros too: the daemon then knows the rank's rows are physical */
-		pt->monitored_p2p = phys ? traffic0(&tr[3], m.bytes[NL_P2P], m.msgs[NL_P2P]) : NULL;
-		pt->monitored_coll = traffic(&tr[4], m.bytes[NL_COLL], m.msgs[NL_COLL]);
-		pt->monitored_rma = traffic(&tr[5], m.bytes[NL_RMA], m.msgs[NL_RMA]);
-		pt->monitored_fetched = traffic(&tr[6], m.bytes[NL_FETCHED], m.msgs[NL_FETCHED]);
-		const uint64_t *h = __atomic_load_n(&nl_peers[i].hist, __ATOMIC_ACQUIRE);
-		if (h) {
-			uint64_t *dst = &s->hist[(size_t)NL_NBINS * s->npeers];
+		pt->monitored_p2p = phys ? nl_traffic0(&tr[3], m.bytes[NL_P2P], m.msgs[NL_P2P]) : NULL;
+		pt->monitored_coll = nl_traffic(&tr[4], m.bytes[NL_COLL], m.msgs[NL_COLL]);
+		pt->monitored_rma = nl_traffic(&tr[5], m.bytes[NL_RMA], m.msgs[NL_RMA]);
+		pt->monitored_fetched = nl_traffic(&tr[6], m.bytes[NL_FETCHED], m.msgs[NL_FETCHED]);
+		uint64_t *dst = &s->hist[(size_t)NL_NBINS * s->npeers];
+		if (nl_snap_hist(i, dst)) {
 			size_t top = 0;
 			for (size_t b = 0; b < NL_NBINS; b++)
-				if ((dst[b] = ld(&h[b])))
+				if (dst[b])
 					top = b + 1;
 			pt->n_size_histogram = top;
 			pt->size_histogram = dst;
@@ -437,7 +399,7 @@ static void *helper(void *arg)
 	/* credentials from the start, off the application's thread (resolve
 	 * may ask DNS) */
 	if (nl_wire_resolve() == 0) {
-		nl_auth_start(nl_agent.job_id, nl_world_rank_self);
+		nl_auth_start(nl_agent.job_id, nl_snap_rank());
 		/* A first report at once, before the phase below: it tells the
 		 * daemon this rank's node, which it needs to place the other
 		 * ranks' traffic to this one (a rank knows no other's node), even
@@ -459,8 +421,9 @@ static void *helper(void *arg)
 	 * reporting in one second would be 350 MB at once, more than its
 	 * socket buffer takes. */
 	uint64_t ns = (uint64_t)(nl_agent.interval_s * 1e9);
-	if (nl_world_size > 0)
-		nl_timespec_add(&next, ns / 2 / (uint64_t)nl_world_size + ns / (uint64_t)nl_world_size * (uint64_t)nl_world_rank_self);
+	uint64_t world = (uint64_t)nl_snap_world();
+	if (world > 0)
+		nl_timespec_add(&next, ns / 2 / world + ns / world * (uint64_t)nl_snap_rank());
 	else
 		nl_timespec_add(&next, ns);
 	while (!nl_agent.quit) {

@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "agent.h"
+#include "state.h"
 
 enum tr_op {
 	TR_COMPUTE, TR_SEND, TR_ISEND, TR_RECV, TR_IRECV, TR_WAIT, TR_BARRIER, TR_BCAST, TR_REDUCE,
@@ -39,7 +39,6 @@ struct tr_ev {
 	uint64_t a, b;
 };
 
-int nl_tracing;
 static char trace_dir[1400]; /* where the trace will be: the profile's folder */
 static struct tr_ev *evs;
 static size_t nev, cap;
@@ -649,7 +648,7 @@ void nl_trace_write(const char *dir)
 {
 	if (!evs)
 		return;
-	double npt = nl_ns_per_tick();
+	double npt = nl_snap_ns_per_tick();
 	int r = nl_world_rank_self;
 	char path[1600], tmp[1700];
 	snprintf(path, sizeof path, "%s/rank-%d.ti.gz", dir, r);

@@ -10,7 +10,12 @@
 # adds, and the agent's against the monitoring's. "phys-hook" is what the
 # agent adds on top of the monitoring less what it adds alone: the cost of
 # its hook in the monitoring's calls.
-#   bench/agent/run.sh [iterations] [rounds]
+# With BASE=<git revision>, that revision's agent is built apart and run
+# as one more configuration ("base", its defaults) in the same interleaved
+# rounds, its medians printed beside this build's ("agent-base": what this
+# build adds over it), and the two builds' code compared function by
+# function (wrappers.sh): the hot path instruction for instruction.
+#   [BASE=rev] bench/agent/run.sh [iterations] [rounds]
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -20,11 +25,19 @@ make -s -C "$root/agent" >/dev/null
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mpicc -O2 -o "$tmp/bench" "$here/bench.c"
+configs="plain agent exact waits monitoring physical"
+if [ -n "${BASE:-}" ]; then
+	mkdir -p "$tmp/base"
+	(cd "$root" && git archive "$BASE" agent proto go.mod go.sum) | tar -x -C "$tmp/base"
+	make -s -C "$tmp/base/agent" ../bin/lib/libnetloom-ompi.so ../bin/lib/libnetloom-mpich.so >/dev/null
+	configs="plain base agent exact waits monitoring physical"
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 run() { # config
 	case $1 in
 	plain) mpirun --oversubscribe --bind-to core -np 2 "$tmp/bench" "$iters" ;;
 	agent) mpirun --oversubscribe --bind-to core -np 2 -x LD_PRELOAD="$root/bin/lib/libnetloom-ompi.so" -x NETLOOM_DAEMON=127.0.0.1:9 "$tmp/bench" "$iters" ;;
+	base) mpirun --oversubscribe --bind-to core -np 2 -x LD_PRELOAD="$tmp/base/bin/lib/libnetloom-ompi.so" -x NETLOOM_DAEMON=127.0.0.1:9 "$tmp/bench" "$iters" ;;
 	exact) mpirun --oversubscribe --bind-to core -np 2 -x LD_PRELOAD="$root/bin/lib/libnetloom-ompi.so" -x NETLOOM_DAEMON=127.0.0.1:9 -x NETLOOM_TIME_SAMPLE=1 "$tmp/bench" "$iters" ;;
 	waits) mpirun --oversubscribe --bind-to core -np 2 -x LD_PRELOAD="$root/bin/lib/libnetloom-ompi.so" -x NETLOOM_DAEMON=127.0.0.1:9 -x NETLOOM_WAITS=1 "$tmp/bench" "$iters" ;;
 	monitoring) mpirun --oversubscribe --bind-to core -np 2 --mca pml_monitoring_enable 1 "$tmp/bench" "$iters" ;;
@@ -33,7 +46,7 @@ run() { # config
 }
 i=0
 while [ $i -lt "$rounds" ]; do
-	for c in plain agent exact waits monitoring physical; do
+	for c in $configs; do
 		run $c | sed "s/^/$c /" >>"$tmp/results"
 	done
 	i=$((i + 1))
@@ -51,7 +64,19 @@ END {
 		printf "%-22s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %+11.2f %+11.2f %+11.2f %+11.2f %+11.2f %+9.2f %9s %9s\n", m, p, a, s, w, o, h, a - p, s - p, w - p, o - p, h - p, (h - o) - (a - p), r, rs
 	}
 	print "(ns, except kernel in us per iteration; ping-pong one-way = 2 MPI calls per rank: added per call is half)"
+	if (!n["base,send_procnull"]) exit
+	printf "\nagainst BASE (its agent, defaults, in the same rounds)\n%-22s %9s %9s %9s %11s %11s\n", "metric", "plain", "base", "agent", "base-add", "agent-base"
+	for (i = 1; i <= 5; i++) {
+		m = order[i]; if (!(m in metrics)) continue
+		p = median("plain," m); b = median("base," m); a = median("agent," m)
+		printf "%-22s %9.2f %9.2f %9.2f %+11.2f %+11.2f\n", m, p, b, a, b - p, a - b
+	}
 }
 AWK
+if [ -n "${BASE:-}" ]; then
+	echo
+	echo "== the code against $BASE (bench/agent/wrappers.sh)"
+	"$here/wrappers.sh" "$tmp/base/bin/lib" "$root/bin/lib" || echo "!! a wrapper differs from $BASE's"
+fi
 mpicc -O2 -I"$root/agent/src" -I"$root/agent/build/ompi" -o "$tmp/mem" "$here/mem.c"
 "$tmp/mem" 1024
