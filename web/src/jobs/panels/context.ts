@@ -4,8 +4,10 @@
 // module of its own (this folder); the page (pages/job.ts) lays them out
 // and drives their loading.
 import { isAdmin } from "../../api";
+import { h, loading, panel } from "../../dom";
 import * as fmt from "../../format";
-import type { Column } from "../../table";
+import { table } from "../../table";
+import type { Column, TableOptions } from "../../table";
 import type { Classes, JobDetail, Traffic } from "../api";
 import { setQuery } from "../../router";
 import { readTime, timeQuery } from "../../time";
@@ -96,4 +98,14 @@ export function bytesColumns<T extends { total: Traffic; inter_node: Traffic; in
     { key: "coll", label: "Coll", value: (x) => x.traffic.coll.bytes, cell: (x) => fmt.bytes(x.traffic.coll.bytes), numeric: true },
     { key: "rma", label: "RMA", value: (x) => x.traffic.rma.bytes, cell: (x) => fmt.bytes(x.traffic.rma.bytes), numeric: true },
   ];
+}
+
+/** A panel holding one table drawn from the job's detail (its nodes, its
+ * processes), loading until the detail comes. */
+export function detailTable<T>(title: string, waiting: string, options: (d: JobDetail) => TableOptions<T>): JobPanel & { el: HTMLElement } {
+  const box = h("div", {}, loading(waiting));
+  return {
+    el: panel(title, box),
+    show: (d: JobDetail) => box.replaceChildren(table<T>(options(d))),
+  };
 }
