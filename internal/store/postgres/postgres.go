@@ -1,6 +1,6 @@
 // Package postgres is Netloom's PostgreSQL engine of store.Store, through
 // pgx. It keeps the same compact rows as the SQLite engine (one row per
-// switch and sweep, see codec) and shares its rollups (sqlstore); what it
+// switch and sweep, see codec) and shares all its logic (sqlstore); what it
 // adds is what a server database does well: several daemons on one
 // database, the schema migrated under an advisory lock, raw samples in
 // tables partitioned by time whose expired partitions are dropped whole,
@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"sync"
 	"time"
@@ -124,6 +125,15 @@ var dialect = sqlstore.Dialect{
 	LinkJobsOfPorts: `SELECT l.guid, l.port, l.job, CAST(sum(l.bytes) AS BIGINT) FROM link_job_samples l
 		JOIN unnest(CAST(? AS BIGINT[]), CAST(? AS SMALLINT[])) AS p(guid, port) ON p.guid = l.guid AND p.port = l.port
 		WHERE l.time_ns BETWEEN ? AND ? GROUP BY l.guid, l.port, l.job`,
+	// Collectors saving parts of one job join them in turn: a two-key
+	// advisory lock, the second key a hash of the job id.
+	JobLock: func(id string) (string, []any) {
+		h := fnv.New32a()
+		h.Write([]byte(id))
+		return `SELECT pg_advisory_xact_lock(?, ?)`, []any{int32(jobLockSpace), int32(h.Sum32())}
+	},
+	// Job ids sort bytewise, as in SQLite.
+	Bytewise: ` COLLATE "C"`,
 }
 
 // redact names a database without its password.

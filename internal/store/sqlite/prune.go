@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -35,18 +34,6 @@ func (s *Store) checkpoint(ctx context.Context) {
 	defer s.wmu.Unlock()
 	var busy, frames, copied int
 	_ = s.w.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
-}
-
-// deleteStep runs one chunked delete in a write transaction and reports
-// whether it deleted anything.
-func (s *Store) deleteStep(ctx context.Context, what string, step func(tx *sql.Tx) (int64, error)) (bool, error) {
-	var n int64
-	err := s.writeTx(ctx, what, func(tx *sql.Tx) error {
-		var err error
-		n, err = step(tx)
-		return err
-	})
-	return n > 0, err
 }
 
 // vacuumStep hands up to vacuumPages free pages back to the file system

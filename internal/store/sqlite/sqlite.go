@@ -1,7 +1,9 @@
 // Package sqlite is Netloom's embedded store: one SQLite file in WAL mode,
 // one writer connection and a pool of readers, so readers never wait for
 // the writer. Port samples, the big table, are kept one row per switch and
-// sweep as a compact columnar blob (see codec.go).
+// sweep as a compact columnar blob (see codec). The logic is sqlstore's,
+// shared with the PostgreSQL engine; here are the connections, schema and
+// what SQLite's SQL says differently.
 package sqlite
 
 import (

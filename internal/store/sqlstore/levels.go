@@ -1,7 +1,14 @@
-// Package sqlstore holds what Netloom's SQL engines (sqlite, postgres)
-// share beyond the byte formats of codec: the checks of what goes in,
+// Package sqlstore is the logic of store.Store that Netloom's SQL engines
+// (sqlite, postgres) share, written once: Store runs every method against
+// an engine's transactions (Engine, Tx), in statements both engines read
+// (? placeholders, which PostgreSQL's adapter numbers), and a Dialect for
+// what their SQL says differently (lists, locks, the newest row per
+// switch, unlimited LIMITs). Here too are the checks of what goes in,
 // rollup levels and cutoffs, and the fold that turns expired rows into
-// rollups, written once against small per-engine row interfaces.
+// rollups. An engine keeps its connections, schema and migrations, its
+// batches (COPY or prepared statements behind Tx.Insert) and what only
+// it does (Pruner: PostgreSQL's partitions, SQLite's checkpoints and
+// vacuum).
 package sqlstore
 
 import (
