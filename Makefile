@@ -48,7 +48,8 @@ FUZZTIME ?= 30s
 FUZZ = FuzzParseNetfile:./internal/fabric/sim/ FuzzDecode:./internal/store/codec/ \
   FuzzDecodeDatagram:./internal/ingest/ FuzzAccountFiles:./internal/auth/ FuzzParseSqueue:./internal/sched/slurm/ \
   FuzzParseSacct:./internal/sched/slurm/ FuzzExpandHostlist:./internal/sched/ FuzzParseMapping:./internal/analysis/ \
-  FuzzDecodeProcess:./internal/store/codec/ FuzzDecodeCache:./internal/fabric/ib/ FuzzCheckActions:./internal/model/ FuzzDecodeSample:./internal/store/codec/ FuzzReadProfile:./internal/ingest/
+  FuzzDecodeProcess:./internal/store/codec/ FuzzDecodeCache:./internal/fabric/ib/ FuzzCheckActions:./internal/model/ FuzzDecodeSample:./internal/store/codec/ FuzzReadProfile:./internal/ingest/ \
+  FuzzDecode:./internal/sflow/
 fuzz: deps
 	set -e; for f in $(FUZZ); do $(GO) test -run '^$$' -fuzz "^$${f%%:*}$$" -fuzztime $(FUZZTIME) "$${f#*:}"; done
 

@@ -38,6 +38,9 @@ packages=(
   # instance per network namespace; snmp (snmpwalk, snmpget) checks them;
   # prometheus-snmp-exporter is what sites scrape switches with today.
   lldpd snmpd snmp prometheus-snmp-exporter
+  # sFlow (internal/sflow): the tests decode what a real sFlow agent sends,
+  # pmacctd's sfprobe plugin sampling a namespace's interface.
+  pmacct
   # The lab's tests stream TCP between hosts with python3; make demo-eth
   # prints its summary with it.
   python3
@@ -50,7 +53,7 @@ packages=(
 # root namespace: stop and disable them (with or without systemd).
 quiet_services() {
   local s
-  for s in lldpd snmpd prometheus-snmp-exporter; do
+  for s in lldpd snmpd prometheus-snmp-exporter pmacctd nfacctd sfacctd uacctd; do
     if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
       $SUDO systemctl disable --now "$s" >/dev/null 2>&1 || true
     else
