@@ -153,9 +153,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, adminOnly bool, h
 		s.fail(w, err)
 		return
 	}
+	// Encoded whole before anything is written: a value JSON cannot hold
+	// (NaN) is a 500 said in the log, never a 200 with an empty body.
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.fail(w, fmt.Errorf("encoding the answer to %s: %w", r.URL.Path, err))
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	if err := enc.Encode(v); err != nil {
+	if _, err := w.Write(append(b, '\n')); err != nil {
 		s.opt.Log.Debug("api: writing response", "path", r.URL.Path, "err", err)
 	}
 }

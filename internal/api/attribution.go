@@ -799,7 +799,7 @@ func floatParam(r *http.Request, name string, def, lo, hi float64) (float64, err
 		return def, nil
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f < lo || f > hi {
+	if err != nil || !(f >= lo && f <= hi) { // NaN fails both comparisons
 		return 0, badParam(name, "%q: want a number in %g..%g", v, lo, hi)
 	}
 	return f, nil

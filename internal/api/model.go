@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"os"
 	"os/user"
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -185,6 +188,11 @@ func (a *attribAPI) modelAnswer(r *http.Request) (any, error) {
 			a.s.opt.Log.Info("model: a job's trace folder refused", "job", j.ID, "user", owner, "dir", j.TraceDir, "why", jobfiles.Why(err))
 			return nil, &httpError{http.StatusNotFound, "no_trace", "job " + j.ID + ": " + err.Error()}
 		}
+		if err == nil {
+			fsys.OnRefuse(func(path string, why error) {
+				a.s.opt.Log.Info("model: a job's trace file refused", "job", j.ID, "user", owner, "path", path, "why", why.Error())
+			})
+		}
 		return fsys, err
 	}
 	fsys, err := open(r.Context())
@@ -271,9 +279,31 @@ func (a *attribAPI) modelAnswer(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, &httpError{http.StatusBadRequest, "not_on_fabric", "job " + j.ID + ": " + err.Error()}
 		}
-		res, err := model.Predict(ctx, job, model.Request{Platform: plat, HostOf: job.Nodes, Networks: nets, Placement: advised})
+		work, err := os.MkdirTemp("", "netloom-model-")
 		if err != nil {
-			return nil, timeoutOr(ctx, j.ID, m.opt.Timeout, &httpError{http.StatusUnprocessableEntity, "model_failed", "job " + j.ID + ": " + err.Error()})
+			return nil, err
+		}
+		defer os.RemoveAll(work)
+		// What is wrong with the job's own traces (checked first, while
+		// the only step said is "reading") is the user's to see; what
+		// fails later, or names the daemon's work folder, is the replay's
+		// own (the simulator's abort, its command line, temporary paths):
+		// the daemon's to log, never the answer's.
+		var replaying atomic.Bool
+		progress := func(format string, _ ...any) {
+			if !strings.HasPrefix(format, "reading ") {
+				replaying.Store(true)
+			}
+		}
+		res, err := model.Predict(ctx, job, model.Request{Platform: plat, HostOf: job.Nodes, Networks: nets, Placement: advised,
+			Work: work, Progress: progress})
+		if err != nil {
+			msg := "job " + j.ID + ": " + err.Error()
+			if replaying.Load() || strings.Contains(err.Error(), work) {
+				a.s.opt.Log.Warn("model: a replay failed", "job", j.ID, "user", owner, "networks", names, "err", err)
+				msg = "job " + j.ID + ": the replay of its traces failed; the daemon's log says why"
+			}
+			return nil, timeoutOr(ctx, j.ID, m.opt.Timeout, &httpError{http.StatusUnprocessableEntity, "model_failed", msg})
 		}
 		res.Warnings = slices.Concat([]string{}, warnings, res.Warnings)
 		m.counted.WithLabelValues("computed").Inc()

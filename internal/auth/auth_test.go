@@ -143,6 +143,37 @@ func TestLoginSessionLogout(t *testing.T) {
 	_ = reg
 }
 
+// TestLoginOneObject: a login is exactly one JSON object; anything
+// around or after it is refused (400, counted) before a password is
+// checked, and a valid object with trailing white space signs in.
+func TestLoginOneObject(t *testing.T) {
+	c := files(t)
+	g, _ := guard(t, c, echo)
+	cl := &client{t: t, h: g}
+	for _, body := range []string{
+		`{"user":"bob","password":"bob-password"} trailing`,
+		`{"user":"bob","password":"bob-password"}{"user":"alice"}`,
+		`{"user":"bob","password":"bob-password"}]`,
+		`{"user":"bob","password":"bob-password"`,
+		`[{"user":"bob","password":"bob-password"}]`,
+		`null`, `"bob"`, `{"user":1}`, `x`,
+	} {
+		w := cl.do("POST", LoginPath, body)
+		if w.Code != 400 || !strings.Contains(w.Body.String(), `"reason":"bad_body"`) || !strings.Contains(w.Body.String(), "one JSON object") {
+			t.Errorf("login %q: %d %s; want a 400 bad_body", body, w.Code, w.Body)
+		}
+		if len(w.Result().Cookies()) != 0 {
+			t.Errorf("login %q set a cookie", body)
+		}
+	}
+	if got := testutil.ToFloat64(g.failures.WithLabelValues("bad_body")); got != 9 {
+		t.Errorf("bad_body count %v, want 9", got)
+	}
+	if w := cl.do("POST", LoginPath, " {\"user\":\"bob\",\"password\":\"bob-password\"}\n\t "); w.Code != 200 {
+		t.Errorf("login with white space around its object: %d %s", w.Code, w.Body)
+	}
+}
+
 func TestAccountChangesApplyToOpenSessions(t *testing.T) {
 	c := files(t)
 	g, _ := guard(t, c, echo)

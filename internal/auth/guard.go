@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net"
@@ -289,8 +290,8 @@ func (g *Guard) login(w http.ResponseWriter, r *http.Request, ip netip.Addr) {
 		User     string `json:"user"`
 		Password string `json:"password"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-		g.refuse(w, nil, http.StatusBadRequest, "bad_body", "login body: want {\"user\": ..., \"password\": ...}")
+	if err := decodeOne(r.Body, &body); err != nil {
+		g.refuse(w, g.failures, http.StatusBadRequest, "bad_body", "login body: "+err.Error()+": want one JSON object {\"user\": ..., \"password\": ...}")
 		return
 	}
 	if !g.logins.allow(ip.String()) {
@@ -324,6 +325,26 @@ func (g *Guard) login(w http.ResponseWriter, r *http.Request, ip netip.Addr) {
 	g.log.Info("signed in", "user", body.User, "from", ip.String())
 	http.SetCookie(w, g.cookie(r, s.id, int(g.cfg.SessionTTL/time.Second)))
 	g.writeMe(w, &Principal{Name: body.User, Admin: a.IsAdmin(body.User), Method: "password"}, s)
+}
+
+// decodeOne decodes exactly one JSON object from r into v: not null, an
+// array or a string, and nothing but white space after it.
+func decodeOne(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return errors.New("not JSON")
+	}
+	if raw[0] != '{' {
+		return errors.New("not an object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("more after the object")
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return errors.New("not the object of a login")
+	}
+	return nil
 }
 
 func (g *Guard) cookie(r *http.Request, value string, maxAge int) *http.Cookie {

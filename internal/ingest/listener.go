@@ -243,6 +243,10 @@ func (l *Listener) handle(b []byte, from netip.Addr, ms *macState) {
 		return
 	}
 	d.from = from
+	if err := checkIdentity(d); err != nil {
+		l.reject(err)
+		return
+	}
 	if why := l.opt.Auth.Refuse; why != "" {
 		if len(d.Credential) == 0 {
 			l.reject(reject(ReasonUnauthenticated, "job %s rank %d: no credential, and %s", d.JobId, d.Rank, why))

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Authenticated datagrams (docs/security.md, "Agent data"). An agent with MUNGE puts a
@@ -280,6 +282,39 @@ func (v *verifier) check(ms *macState, d *Datagram, raw []byte, now time.Time) (
 		return rejected, Item{}, err
 	}
 	return accepted, it, nil
+}
+
+// checkIdentity refuses a datagram whose process names itself with a
+// control character (NUL, escape, newline, DEL, C1) or bytes that are not
+// UTF-8, in its user, node, host, program or MPI library: under
+// agent_auth none the user becomes the job's owner as claimed, and every
+// one of them is stored and shown as a name. Checked in every mode,
+// before the datagram is verified or believed; counted as bad_string.
+func checkIdentity(d *Datagram) *RejectError {
+	p := d.Process
+	if p == nil {
+		return nil
+	}
+	for _, f := range [...]struct{ name, v string }{{"user", p.User}, {"node", p.Node}, {"host", p.Host},
+		{"program", p.Program}, {"mpi_library", p.MpiLibrary}} {
+		if bad := badNameRune(f.v); bad != "" {
+			return reject(ReasonString, "job %s rank %d: process %s %s holds %s", d.JobId, d.Rank, f.name, strconv.QuoteToASCII(f.v), bad)
+		}
+	}
+	return nil
+}
+
+// badNameRune says what in s may not be in a name ("" when nothing).
+func badNameRune(s string) string {
+	if !utf8.ValidString(s) {
+		return "bytes that are not UTF-8"
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Sprintf("the control character %U", r)
+		}
+	}
+	return ""
 }
 
 // macPlaced checks that the datagram ends with its mac field.

@@ -53,7 +53,15 @@ type FS struct {
 	uid   uint32
 	lim   Limits
 	read  atomic.Int64
+	// refused, when set, hears of every path refused (OnRefuse).
+	refused func(path string, why error)
 }
+
+// OnRefuse has fn told of every path this FS refuses from now on, with
+// the reason, which the error returned does not give (ErrNotYours): a
+// link, a FIFO, a device, another owner's file, a file too large. The
+// daemon logs them. Set it before the FS is used.
+func (f *FS) OnRefuse(fn func(path string, why error)) { f.refused = fn }
 
 // Open checks that dir lies under root and is owned, in every component
 // below root, by uid, and returns it for reading. Reads fail once ctx is
@@ -124,7 +132,9 @@ func (f *FS) walk(name []string, dir bool) (int, error) {
 			err = fmt.Errorf("not a regular file (mode %o)", st.Mode)
 		case f.lim.MaxFileBytes > 0 && st.Size > f.lim.MaxFileBytes:
 			unix.Close(fd)
-			return -1, fmt.Errorf("%s: %d bytes, more than the daemon reads of one file (%d)", filepath.Join(f.Dir(), filepath.Join(name...)), st.Size, f.lim.MaxFileBytes)
+			err := fmt.Errorf("%s: %d bytes, more than the daemon reads of one file (%d)", filepath.Join(f.Dir(), filepath.Join(name...)), st.Size, f.lim.MaxFileBytes)
+			f.tell(parts[:i+1], err)
+			return -1, err
 		}
 		if err != nil {
 			unix.Close(fd)
@@ -137,7 +147,15 @@ func (f *FS) walk(name []string, dir bool) (int, error) {
 // refuse is the one error for every path the walk does not take (the
 // reason stays in the daemon's own wrapped error, not shown to users).
 func (f *FS) refuse(parts []string, why error) error {
+	f.tell(parts, why)
 	return &refusal{path: filepath.Join(append([]string{f.root}, parts...)...), why: why}
+}
+
+// tell passes a refusal to OnRefuse's function.
+func (f *FS) tell(parts []string, why error) {
+	if f.refused != nil {
+		f.refused(filepath.Join(append([]string{f.root}, parts...)...), why)
+	}
 }
 
 type refusal struct {

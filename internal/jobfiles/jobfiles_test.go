@@ -73,7 +73,10 @@ func TestJobFiles(t *testing.T) {
 		t.Errorf("glob rank-*.pb: %v", got)
 	}
 	// Each hostile entry is refused with the one answer, quickly (the FIFO
-	// has no writer: opening it for reading must not wait for one).
+	// has no writer: opening it for reading must not wait for one); the
+	// reason goes to OnRefuse's function alone.
+	told := map[string]string{}
+	f.OnRefuse(func(path string, why error) { told[path] = why.Error() })
 	for _, name := range []string{"link", "zero", "fifo", "others", "missing", "sub/../link"} {
 		start := time.Now()
 		_, err := fs.ReadFile(f, name)
@@ -93,6 +96,12 @@ func TestJobFiles(t *testing.T) {
 	}
 	if _, err := fs.ReadFile(f, "big"); err == nil || !strings.Contains(err.Error(), "more than the daemon reads of one file") {
 		t.Errorf("a file over MaxFileBytes: %v", err)
+	}
+	for name, why := range map[string]string{"link": "too many levels of symbolic links", "zero": "too many levels of symbolic links",
+		"fifo": "not a regular file", "others": "owned by uid", "missing": "no such file", "big": "more than the daemon reads"} {
+		if got := told[filepath.Join(job, name)]; !strings.Contains(got, why) {
+			t.Errorf("%s refused for %q; want it told, saying %q (told: %q)", name, got, why, told)
+		}
 	}
 	// Folders: outside the root, through a link, or another's.
 	for _, dir := range []string{"/etc", filepath.Join(root, "user", "linked"), filepath.Join(root, "user", "job", "..", "..", ".."), root + "/../x", "relative"} {

@@ -3,7 +3,6 @@ package model
 import (
 	"context"
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,8 +30,8 @@ func ParseNetwork(s string) (Network, error) {
 		return Network{Name: "perfect network", Perfect: true}, nil
 	case strings.HasPrefix(s, "x"):
 		f, err := strconv.ParseFloat(s[1:], 64)
-		if err != nil || f <= 0 || math.IsInf(f, 0) {
-			return Network{}, fmt.Errorf("network %q: want xN with N > 0, as x2", s)
+		if err != nil || !(f >= MinFactor && f <= MaxFactor) { // NaN fails both
+			return Network{}, fmt.Errorf("network %q: want xN with N from %g to %g, as x2", s, MinFactor, MaxFactor)
 		}
 		return Network{Name: s + " bandwidth", Factor: f, Latency: -1}, nil
 	}
@@ -51,8 +50,8 @@ func ParseNetwork(s string) (Network, error) {
 			n.Bandwidth = b
 		case "latency":
 			d, err := time.ParseDuration(strings.TrimSpace(v))
-			if err != nil || d < 0 {
-				return Network{}, fmt.Errorf("network %q: latency %q: want a duration such as 1us", s, v)
+			if err != nil || d < 0 || d > MaxLatency {
+				return Network{}, fmt.Errorf("network %q: latency %q: want a duration such as 1us, at most %s", s, v, MaxLatency)
 			}
 			n.Latency = d.Seconds()
 		default:
@@ -61,6 +60,15 @@ func ParseNetwork(s string) (Network, error) {
 	}
 	return n, nil
 }
+
+// The bounds of a what-if network: beyond them a replay's figures
+// overflow what the simulator computes with (x1e300 once made SimGrid
+// abort) or a replay never ends.
+const (
+	MinFactor, MaxFactor = 1e-3, 1e3
+	MinRate, MaxRate     = 1.0, 1e13 // bytes per second: 8 b/s to 80 Tb/s
+	MaxLatency           = 10 * time.Second
+)
 
 // ParseRate reads a data rate: a number with B/s, KB/s, MB/s, GB/s (bytes,
 // powers of 1000) or b/s, Kb/s, Mb/s, Gb/s (bits).
@@ -73,13 +81,13 @@ func ParseRate(s string) (float64, error) {
 	for _, u := range units {
 		if strings.HasSuffix(s, u.suffix) {
 			v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), 64)
-			if err != nil || v <= 0 || math.IsInf(v, 0) {
-				break
+			if r := v * u.mult; err == nil && r >= MinRate && r <= MaxRate { // NaN fails both
+				return r, nil
 			}
-			return v * u.mult, nil
+			break
 		}
 	}
-	return 0, fmt.Errorf("rate %q: want a positive number with B/s, KB/s, MB/s, GB/s or b/s, Kb/s, Mb/s, Gb/s", s)
+	return 0, fmt.Errorf("rate %q: want a number with B/s, KB/s, MB/s, GB/s or b/s, Kb/s, Mb/s, Gb/s, from %g to %g B/s", s, MinRate, MaxRate)
 }
 
 // Apply is the platform under the what-if.

@@ -30,7 +30,9 @@ func TestParseNetwork(t *testing.T) {
 			t.Errorf("ParseNetwork(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"x0", "x-1", "xfast", "fast", "bandwidth=12", "bandwidth=-1GB/s", "latency=soon", "speed=1GB/s", ""} {
+	for _, bad := range []string{"x0", "x-1", "xfast", "fast", "bandwidth=12", "bandwidth=-1GB/s", "latency=soon", "speed=1GB/s", "",
+		"xNaN", "xnan", "xInf", "x+Inf", "x1e300", "x1e-300", "x1001", "bandwidth=NaNGB/s", "bandwidth=InfGB/s", "bandwidth=1e300GB/s",
+		"bandwidth=0.1b/s", "latency=1000h", "latency=11s"} {
 		if _, err := ParseNetwork(bad); err == nil {
 			t.Errorf("ParseNetwork(%q) accepted", bad)
 		}

@@ -431,3 +431,116 @@ func TestJobProbeTiming(t *testing.T) {
 	}, "the node map")
 	t.Run("stored", check)
 }
+
+// TestNonNumbersAndNames: parameters that are not numbers (NaN, Inf) or
+// lie beyond what a replay computes with are a 400 naming the parameter,
+// never a 200 without a body or the replay's own words; a login is one
+// JSON object; an agent's user name with a control character is refused
+// and counted; a trace file the daemon will not read is logged with why.
+func TestNonNumbersAndNames(t *testing.T) {
+	p := startProbeBench(t)
+	p.run(probeA, "probe-a", "n1,n2", 3)
+	for _, c := range []struct {
+		who   *apiClient
+		path  string
+		param string
+	}{
+		{p.admin, "/api/v1/hotspots?min_utilization=NaN", "min_utilization"},
+		{p.admin, "/api/v1/hotspots?min_utilization=Inf", "min_utilization"},
+		{p.admin, "/api/v1/hotspots?min_xmit_wait=NaN", "min_xmit_wait"},
+		{p.admin, "/api/v1/hotspots?min_xmit_wait=-Inf", "min_xmit_wait"},
+		{p.admin, "/api/v1/hotspots?min_xmit_wait=1e400", "min_xmit_wait"},
+		{p.admin, "/api/v1/health?ber_limit=NaN", "ber_limit"},
+		{p.admin, "/api/v1/health?ber_limit=%2BInf", "ber_limit"},
+		{p.admin, "/api/v1/fabric/errors?from=NaN", "from"},
+		{p.admin, "/api/v1/links/top?at=Inf", "at"},
+		{p.a, "/api/v1/jobs/probe-a/links?from=NaN", "from"},
+		{p.a, "/api/v1/jobs/probe-a/model?network=xNaN", "network"},
+		{p.a, "/api/v1/jobs/probe-a/model?network=xInf", "network"},
+		{p.a, "/api/v1/jobs/probe-a/model?network=x1e300", "network"},
+		{p.a, "/api/v1/jobs/probe-a/model?network=x1e-300", "network"},
+		{p.a, "/api/v1/jobs/probe-a/model?network=bandwidth=NaNGB/s", "network"},
+		{p.a, "/api/v1/jobs/probe-a/model?network=bandwidth=1e300GB/s", "network"},
+		{p.a, "/api/v1/jobs/probe-a/model?network=latency=1000h", "network"},
+	} {
+		code, body := c.who.do("GET", c.path, nil)
+		if code != 400 || !strings.Contains(string(body), "parameter "+c.param+":") {
+			t.Errorf("%s GET %s: %d %.300s; want a 400 naming %s", c.who.name, c.path, code, body, c.param)
+		}
+		for _, word := range []string{"smpi", "simgrid", "xbt", "/tmp", p.share} {
+			if strings.Contains(strings.ToLower(string(body)), strings.ToLower(word)) {
+				t.Errorf("%s GET %s: the answer holds %q: %.300s", c.who.name, c.path, word, body)
+			}
+		}
+	}
+	// The bounds leave the scenarios people ask for: answered.
+	if code, body := p.a.do("GET", "/api/v1/jobs/probe-a/model?network=x1000&network=x0.001&network=bandwidth=1GB/s,latency=10s", nil); code != 200 {
+		t.Errorf("A's model at the bounds: %d %.300s", code, body)
+	}
+
+	// A login is exactly one JSON object.
+	for _, body := range []string{`{"user":"nlprobe-a","password":"a-pass-123"} trailing`, `{"user":"nlprobe-a","password":"a-pass-123"}{}`,
+		`[{"user":"nlprobe-a","password":"a-pass-123"}]`, `null`} {
+		c := newClient(t, p.d.base, "login")
+		code, got := c.do("POST", "/api/v1/auth/login", []byte(body))
+		if code != 400 || !strings.Contains(string(got), "bad_body") {
+			t.Errorf("login %s: %d %s; want a 400 bad_body", body, code, got)
+		}
+	}
+	if n := metricValue(t, p.admin, `netloom_auth_failures_total{reason="bad_body"}`); n != 4 {
+		t.Errorf("bad_body refusals counted: %v; want 4", n)
+	}
+	newClient(t, p.d.base, probeA).login(probeA, "a-pass-123") // one object signs in
+
+	// Unverified agents (agent_auth none) claim a user name with a NUL.
+	before := metricValue(t, p.admin, `netloom_ingest_datagrams_dropped_total{reason="bad_string"}`)
+	conn := sender(t, "127.0.0.1", p.agent)
+	start := time.Now()
+	for seq := range uint64(3) {
+		conn.Write(snap(t, "probe-nul", 0, 1, seq, start, probeA+"\x00root"))
+	}
+	p.d.waitFor(func() bool {
+		return metricValue(t, p.admin, `netloom_ingest_datagrams_dropped_total{reason="bad_string"}`) >= before+3
+	}, "the datagrams refused as bad_string")
+	if code, body := p.admin.do("GET", "/api/v1/jobs/probe-nul", nil); code != 404 {
+		t.Errorf("the job of a user with a NUL: %d %.300s", code, body)
+	}
+	if !strings.Contains(p.d.log.String(), `bad_string`) {
+		t.Errorf("the refusal is not in the daemon's log:\n%s", tailString(p.d.log.String(), 20))
+	}
+
+	// A trace file that is a FIFO, another that is a link: refused, and
+	// logged with why.
+	job := filepath.Join(p.root, probeA, "probe-a")
+	asA := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("runuser", append([]string{"-u", probeA, "--"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("as %s: %v: %v\n%s", probeA, args, err, out)
+		}
+	}
+	for _, c := range []struct{ file, why string }{{"rank-0.ti.json", "not a regular file"}, {"rank-1.ti.gz", "too many levels of symbolic links"}} {
+		path := filepath.Join(job, c.file)
+		asA("mv", path, path+".orig")
+		if c.why == "not a regular file" {
+			asA("mkfifo", path)
+		} else {
+			asA("ln", "-s", "/etc/shadow", path)
+		}
+		code, body := p.a.do("GET", "/api/v1/jobs/probe-a/model?network=x3", nil)
+		os.Remove(path)
+		asA("mv", path+".orig", path)
+		if code != 404 || !strings.Contains(string(body), "no_trace") {
+			t.Errorf("%s swapped: %d %.300s; want 404 no_trace", c.file, code, body)
+		}
+		var logged string
+		for _, line := range strings.Split(p.d.log.String(), "\n") {
+			if strings.Contains(line, "trace file refused") && strings.Contains(line, c.file) {
+				logged = line
+			}
+		}
+		if !strings.Contains(logged, c.why) {
+			t.Errorf("%s swapped: no log line of its refusal saying %q:\n%s", c.file, c.why, tailString(p.d.log.String(), 20))
+		}
+		t.Logf("logged: %s", logged)
+	}
+}
