@@ -39,7 +39,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <pwd.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -877,11 +876,7 @@ static void start_reporter(void)
 	pthread_mutex_lock(&g.tlock);
 	g.quit = 0;
 	pthread_mutex_unlock(&g.tlock);
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old); /* no signal meant for the application */
-	g.running = pthread_create(&g.thread, NULL, reporter, NULL) == 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	g.running = nl_thread(&g.thread, 0, reporter) == 0; /* no signal meant for the application */
 	if (!g.running && !g.warned_thread) {
 		g.warned_thread = 1;
 		fprintf(stderr, "netloom: no reporting thread: live NCCL reports off\n");
@@ -997,11 +992,7 @@ static nl_nccl_result init_common(void **context, int *mask, uint64_t hash, int 
 	if (!g.started) {
 		identity(nranks, rank);
 		g.iface = iface;
-		pthread_condattr_t ca;
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&g.wake, &ca);
-		pthread_condattr_destroy(&ca);
+		nl_cond_monotonic(&g.wake);
 		nl_wire_init();
 		g.started = 1;
 	}

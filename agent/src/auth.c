@@ -23,7 +23,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,23 +230,9 @@ void nl_auth_start(const char *job_id, int rank)
 		au.refresh_s = atof(v);
 	if (load() != 0)
 		return;
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&au.wake, &ca);
-	pthread_condattr_destroy(&ca);
-	/* the signer takes no signal meant for the application */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
+	nl_cond_monotonic(&au.wake);
 	pthread_t t;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	int rc = pthread_create(&t, &attr, signer, NULL);
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0) {
+	if (nl_thread(&t, 1, signer) != 0) { /* detached, no signal meant for the application */
 		say("no signer thread");
 		return;
 	}

@@ -1,10 +1,12 @@
 /* Netloom agents (the MPI agent and the NCCL plugin): settings read from the
- * environment, the job's id, deadlines. MPI-free; start-up and reporting
+ * environment, the job's id, clocks, deadlines and the agents' own threads. MPI-free; start-up and reporting
  * threads only. */
 #ifndef NL_ENV_H
 #define NL_ENV_H
 
+#include <pthread.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +102,34 @@ static inline int64_t nl_unix_ns(void)
 	struct timespec t;
 	clock_gettime(CLOCK_REALTIME, &t);
 	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* nl_cond_monotonic initializes c for deadlines on CLOCK_MONOTONIC. */
+static inline void nl_cond_monotonic(pthread_cond_t *c)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+/* nl_thread starts fn on a thread of the agent's, which takes no signal
+ * meant for the application (all blocked), detached or not; 0 on success,
+ * as pthread_create. */
+static inline int nl_thread(pthread_t *t, int detached, void *(*fn)(void *))
+{
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	if (detached)
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(t, &attr, fn, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return rc;
 }
 
 /* nl_timespec_add adds ns to t. */

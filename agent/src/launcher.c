@@ -33,7 +33,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,29 +211,14 @@ void nl_nodemap_load(void)
 		}
 		dlclose(lib);
 		if (!lk.cond_ready) {
-			pthread_condattr_t ca;
-			pthread_condattr_init(&ca);
-			pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-			pthread_cond_init(&lk.done, &ca);
-			pthread_condattr_destroy(&ca);
+			nl_cond_monotonic(&lk.done);
 			lk.cond_ready = 1;
 		}
 		memcpy(lk.nspace, nspace, strlen(nspace) + 1);
 		/* detached, no signal meant for the application: a PMIx that
 		 * never answers keeps it, not the report */
-		pthread_attr_t attr;
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
 		pthread_t t;
-		if (pthread_create(&t, &attr, lookup, NULL) == 0)
-			lk.state = MAP_RUNNING;
-		else
-			lk.state = MAP_SETTLED;
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		pthread_attr_destroy(&attr);
+		lk.state = nl_thread(&t, 1, lookup) == 0 ? MAP_RUNNING : MAP_SETTLED;
 	}
 	/* wait for a lookup under way, within what is left of the budget */
 	while (lk.state == MAP_RUNNING && lk.waited_ns < NL_MAP_WAIT_NS) {

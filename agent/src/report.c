@@ -5,7 +5,6 @@
  * calls MPI. */
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -447,18 +446,9 @@ static void *helper(void *arg)
 void nl_report_start(void)
 {
 	nl_wire_init();
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&nl_agent.wake, &ca);
-	pthread_condattr_destroy(&ca);
-
+	nl_cond_monotonic(&nl_agent.wake);
 	/* the helper takes no signal meant for the application */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	nl_agent.helper_running = pthread_create(&nl_agent.helper, NULL, helper, NULL) == 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	nl_agent.helper_running = nl_thread(&nl_agent.helper, 0, helper) == 0;
 	if (!nl_agent.helper_running)
 		fprintf(stderr, "netloom: no helper thread: live reports disabled\n");
 }
