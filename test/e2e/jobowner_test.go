@@ -143,9 +143,16 @@ func TestAgentJobIDNeverChangesOwner(t *testing.T) {
 	// tracker's linger); its history stays in the store.
 	time.Sleep(2*time.Minute + 5*time.Second)
 	run(userB)
-	d.waitFor(func() bool { return mismatches() > before }, "B's datagrams under A's job id dropped as job_mismatch")
-	time.Sleep(time.Second) // B's last datagrams
+	// B's datagrams were all sent when its run ended; the daemon has
+	// taken them a moment later.
+	for deadline := time.Now().Add(10 * time.Second); mismatches() <= before && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
 	whose("after B's run under the id", first.Start)
+	if mismatches() <= before {
+		t.Errorf("B's datagrams under A's job id were not dropped as %s", ingest.ReasonJobMismatch)
+	}
 	if code, s := jobOf(admin); code == 200 && s.Start.After(first.Start) {
 		t.Errorf("B's run became job %s: %+v", job, s)
 	}
