@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ func RunFabrics(t *testing.T, open FabricOpener) {
 	}()
 	testFabrics(t, ss[0], ss[1])
 	testJoinedJobs(t, ss[0], ss[1])
+	testConcurrentParts(t, ss[0], ss[1])
 }
 
 // Shifted is t with every GUID moved by off and every host renamed with
@@ -290,5 +292,41 @@ func testJoinedJobs(t *testing.T, east, west store.Store) {
 	}
 	if _, err := east.JobPart(ctx, "span"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("east's part after the job expired: %v", err)
+	}
+}
+
+// testConcurrentParts has two collectors save their parts of one job at
+// the same time, over and over, as their daemons do: whichever saves last,
+// the job reads as the join of both last parts (the attribution bytes of
+// each save are its round, so the join's are the sum of both last rounds).
+func testConcurrentParts(t *testing.T, east, west store.Store) {
+	ctx := context.Background()
+	const rounds = 40
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for k, s := range []store.Store{east, west} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 1; i <= rounds; i++ {
+				j := part("race", 3*k, 3-k, 5, T0, store.JobRunning)
+				j.Attribution.Bytes = uint64(i * (k + 1))
+				if errs[k] = s.SaveJob(ctx, j); errs[k] != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for k, err := range errs {
+		if err != nil {
+			t.Fatalf("collector %d: %v", k, err)
+		}
+	}
+	for _, s := range []store.Store{east, west} {
+		js, err := s.JobSummary(ctx, "race")
+		if err != nil || js.Attribution == nil || js.Attribution.Bytes != rounds*3 || js.Ranks != 5 || js.Reporting != 5 {
+			t.Fatalf("job saved by two collectors at once: %+v (%v), want the join of both last parts (%d attributed bytes, 5 ranks)", js, err, rounds*3)
+		}
 	}
 }
