@@ -68,10 +68,12 @@ func TestAgentAuthMungeNeedsMunged(t *testing.T) {
 // is another user's is job_mismatch; the owner's, by name or uid, is not.
 func TestSchedulerOwnsJob(t *testing.T) {
 	d := &Daemon{}
-	d.sched.Store(&schedView{Name: "slurm", Jobs: map[string]store.SchedInfo{
-		"42": {ID: "42", User: "alice", UID: 1001},
-		"43": {ID: "43"},
-	}})
+	d.publish(func(p *published) {
+		p.sched = &schedView{Name: "slurm", Jobs: map[string]store.SchedInfo{
+			"42": {ID: "42", User: "alice", UID: 1001},
+			"43": {ID: "43"},
+		}}
+	})
 	item := func(job, user string, uid uint32, verified bool) ingest.Item {
 		return ingest.Item{D: ingest.FromProto(&agentpb.Datagram{JobId: job}), Verified: verified, User: user, UID: uid}
 	}

@@ -60,10 +60,7 @@ func (d *Daemon) tickAlerts(events []fabric.Event) {
 // Alerts returns the alerts as last evaluated: active, then recently
 // resolved.
 func (d *Daemon) Alerts() []alert.Alert {
-	if p := d.alerts.Load(); p != nil {
-		return *p
-	}
-	return nil
+	return d.snap().alerts
 }
 
 // alertLoop evaluates the rules after every sweep and discovery (and at
@@ -72,7 +69,7 @@ func (d *Daemon) Alerts() []alert.Alert {
 func (d *Daemon) alertLoop(ctx context.Context) error {
 	eng := alert.NewEngine(d.cfg.Alerting, &jobFinder{d: d})
 	empty := []alert.Alert{}
-	d.alerts.Store(&empty)
+	d.publish(func(p *published) { p.alerts = empty })
 	t := time.NewTicker(max(d.cfg.SweepInterval, time.Second))
 	defer t.Stop()
 	for {
@@ -100,10 +97,11 @@ func (d *Daemon) alertLoop(ctx context.Context) error {
 // evaluateAlerts runs one evaluation and publishes its outcome.
 func (d *Daemon) evaluateAlerts(eng *alert.Engine, events []fabric.Event, now time.Time) {
 	in := alert.Input{Time: now, Events: events}
-	if st := d.state.Load(); st != nil {
+	s := d.snap()
+	if st := s.state; st != nil {
 		in.Topology, in.Readings, in.Samples, in.Unreachable, in.SweepTime = st.Topology, st.Readings, st.Samples, st.Unreachable, st.Sweep.Time
 	}
-	if b := d.behind.Load(); b != nil {
+	if b := s.behind; b != nil {
 		in.Behind, in.BehindSince = b.Reasons, b.Since
 	}
 	start := time.Now()
@@ -111,7 +109,7 @@ func (d *Daemon) evaluateAlerts(eng *alert.Engine, events []fabric.Event, now ti
 	d.m.alert.evaluations.Inc()
 	d.m.alert.seconds.Observe(time.Since(start).Seconds())
 	all := eng.Alerts()
-	d.alerts.Store(&all)
+	d.publish(func(p *published) { p.alerts = all })
 	for _, a := range changed {
 		if a.State == alert.Firing {
 			d.m.alert.fired.WithLabelValues(a.Rule).Inc()
@@ -215,7 +213,8 @@ func (f *jobFinder) JobsCrossing(ports []fabric.PortRef, since time.Time) []aler
 	}
 	running := map[string]bool{}
 	var live map[string]*store.Job
-	if l := d.liveJobs(); l != nil {
+	s := d.snap()
+	if l := d.liveJobsOf(s); l != nil {
 		live = l.Jobs
 	}
 	for id, j := range live {
@@ -244,7 +243,7 @@ func (f *jobFinder) JobsCrossing(ports []fabric.PortRef, since time.Time) []aler
 			found[x.Job] += x.Bytes
 		}
 	}
-	st, av := d.state.Load(), d.attrib.Load()
+	st, av := s.state, s.attrib
 	if st != nil && st.Routes != nil && av != nil && av.Nodes != nil {
 		// The LIDs of the nodes of each job named by its routes: running
 		// ones, and finished ones whose traffic is not known.

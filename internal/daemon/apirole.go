@@ -50,10 +50,11 @@ func (d *Daemon) pollLoop(ctx context.Context) error {
 				d.log.Error("reading the database failed; retrying every poll interval", "err", err)
 			}
 			failing = true
-			d.behind.Store(&api.Behind{Since: time.Now(), Reasons: []string{"reading the database failed: " + err.Error()}})
+			b := &api.Behind{Since: time.Now(), Reasons: []string{"reading the database failed: " + err.Error()}}
+			d.publish(func(p *published) { p.behind = b })
 		case err == nil && failing:
 			failing = false
-			d.behind.Store(nil)
+			d.publish(func(p *published) { p.behind = nil })
 			d.log.Info("reading the database again")
 		}
 		select {
@@ -67,7 +68,7 @@ func (d *Daemon) pollLoop(ctx context.Context) error {
 // poll reads the database once; no topology stored yet is not an error.
 func (d *Daemon) poll(ctx context.Context, p *storePoller) error {
 	now := time.Now()
-	old := d.state.Load()
+	old := d.snap().state
 	vs, err := d.st.Versions(ctx, now, now)
 	if err != nil {
 		return err
@@ -85,6 +86,7 @@ func (d *Daemon) poll(ctx context.Context, p *storePoller) error {
 	}
 	next := &api.FabricState{Version: cur.ID, Since: cur.From, Readings: map[fabric.PortRef]*fabric.PortReading{},
 		Unreachable: map[fabric.PortRef]time.Time{}}
+	var nodes *analysis.NodeMap // a new topology's, published with it
 	if old != nil && old.Version == cur.ID {
 		next.Topology, next.Routes, next.Sweep = old.Topology, old.Routes, old.Sweep
 	} else {
@@ -99,7 +101,7 @@ func (d *Daemon) poll(ctx context.Context, p *storePoller) error {
 			d.log.Error("node map does not fit the fabric; mapping by adapter description only", "err", err)
 			nm, _ = analysis.NewNodeMap(topo, nil)
 		}
-		d.polledNodes.Store(nm)
+		nodes = nm
 		if old != nil {
 			next.Sweep = old.Sweep
 		}
@@ -131,6 +133,11 @@ func (d *Daemon) poll(ctx context.Context, p *storePoller) error {
 		// A sweep this daemon has not shown yet: the stream sends it.
 		next.Sweep = api.SweepInfo{Time: newest, Ports: len(list), Count: next.Sweep.Count + 1}
 	}
-	d.state.Store(next)
+	d.publish(func(p *published) {
+		p.state = next
+		if nodes != nil {
+			p.polledNodes = nodes
+		}
+	})
 	return nil
 }

@@ -64,7 +64,7 @@ func newAttributionMetrics(reg prometheus.Registerer) attributionMetrics {
 
 // Attribution returns the last published attribution (nil before the
 // first interval with routes).
-func (d *Daemon) Attribution() *AttributionView { return d.attrib.Load() }
+func (d *Daemon) Attribution() *AttributionView { return d.snap().attrib }
 
 // loadNodeOverrides reads the --node-map file, if any.
 func loadNodeOverrides(path string) (map[string]string, error) {
@@ -122,7 +122,8 @@ func (d *Daemon) attributionLoop(ctx context.Context) error {
 
 // attributeOnce runs one interval ending at now.
 func (d *Daemon) attributeOnce(a *attributor, now time.Time) {
-	st := d.state.Load()
+	s := d.snap()
+	st := s.state
 	if st == nil || st.Routes == nil {
 		a.last = now
 		return
@@ -143,7 +144,7 @@ func (d *Daemon) attributeOnce(a *attributor, now time.Time) {
 	}
 	span := now.Sub(a.last)
 	a.last = now
-	live := d.agents.live.Load()
+	live := s.live
 	var jobs map[string]*store.Job
 	if live != nil {
 		jobs = live.Jobs
@@ -207,7 +208,7 @@ func (d *Daemon) attributeOnce(a *attributor, now time.Time) {
 			changed[id] = true
 		}
 	}
-	d.countHostLinks(a, st, now)
+	d.countHostLinks(a, s, now)
 
 	view := &AttributionView{Time: now, Routes: a.routes, Nodes: a.nodes, Jobs: make(map[string]*store.Attribution, len(a.jobs)),
 		HostLinks: make(map[string]*store.HostLinkTraffic, len(a.hosts)), Seconds: time.Since(start).Seconds()}
@@ -221,7 +222,7 @@ func (d *Daemon) attributeOnce(a *attributor, now time.Time) {
 		c := *h
 		view.HostLinks[id] = &c
 	}
-	d.attrib.Store(view)
+	d.publish(func(p *published) { p.attrib = view })
 	d.m.attr.intervals.Inc()
 	d.m.attr.seconds.Observe(view.Seconds)
 	d.m.attr.unmappedNodes.Set(float64(len(unmapped)))
@@ -274,8 +275,8 @@ func mergeNames(list, names []string) []string {
 // countHostLinks adds the newest sweep's host-link counters to every
 // active scheduler job that no agent reports: the only traffic source such
 // a job has. Each sweep is counted once.
-func (d *Daemon) countHostLinks(a *attributor, st *api.FabricState, now time.Time) {
-	sv := d.sched.Load()
+func (d *Daemon) countHostLinks(a *attributor, s *published, now time.Time) {
+	st, sv := s.state, s.sched
 	if sv == nil {
 		return
 	}
@@ -283,7 +284,7 @@ func (d *Daemon) countHostLinks(a *attributor, st *api.FabricState, now time.Tim
 	if fresh {
 		a.sweep = st.Sweep.Time
 	}
-	live := d.agents.live.Load()
+	live := s.live
 	for id := range a.hosts {
 		if _, ok := sv.Jobs[id]; !ok {
 			delete(a.hosts, id)
@@ -354,8 +355,11 @@ func hostLinkBytes(st *api.FabricState, l fabric.LID) (sent, recv uint64) {
 // the attribution: what the jobs API serves as "live". Finished jobs that
 // other collectors reported parts of are left to the database, whose
 // summary joins the parts (fabrics.go).
-func (d *Daemon) liveJobs() *ingest.Live {
-	l, sh := d.mergedJobs(), d.shared.Load()
+func (d *Daemon) liveJobs() *ingest.Live { return d.liveJobsOf(d.snap()) }
+
+// liveJobsOf is liveJobs of one snapshot.
+func (d *Daemon) liveJobsOf(s *published) *ingest.Live {
+	l, sh := d.mergedJobs(s), s.shared
 	if l == nil || sh == nil {
 		return l
 	}
@@ -380,10 +384,10 @@ type sharedLive struct {
 	out    *ingest.Live
 }
 
-// mergedJobs is liveJobs before jobs shared with other collectors are
-// left out.
-func (d *Daemon) mergedJobs() *ingest.Live {
-	agent, sv, av := d.agents.live.Load(), d.sched.Load(), d.attrib.Load()
+// mergedJobs is liveJobsOf(s) before jobs shared with other collectors
+// are left out.
+func (d *Daemon) mergedJobs(s *published) *ingest.Live {
+	agent, sv, av := s.live, s.sched, s.attrib
 	if sv == nil && av == nil {
 		return agent
 	}
@@ -423,7 +427,8 @@ type mergedJobs struct {
 // mergeSummary attaches what the scheduler and the attribution know to a
 // job summary.
 func (d *Daemon) mergeSummary(js store.JobSummary) store.JobSummary {
-	return d.mergeWith(js, d.sched.Load(), d.attrib.Load())
+	s := d.snap()
+	return d.mergeWith(js, s.sched, s.attrib)
 }
 
 func (d *Daemon) mergeWith(js store.JobSummary, sv *schedView, av *AttributionView) store.JobSummary {

@@ -1,7 +1,7 @@
 // Package daemon wires Netloom's activities together: fabric discovery and
 // counter sweeps, the store writer, pruning and the HTTP API. Each activity
-// is one goroutine; they meet through bounded channels and an atomically
-// published snapshot, never a lock on the hot path.
+// is one goroutine; they meet through bounded channels and one atomically
+// published snapshot (published.go), never a lock on the hot path.
 package daemon
 
 import (
@@ -19,8 +19,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/netloom/netloom/internal/alert"
-	"github.com/netloom/netloom/internal/analysis"
-	"github.com/netloom/netloom/internal/api"
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/ingest"
 	"github.com/netloom/netloom/internal/sched"
@@ -29,18 +27,20 @@ import (
 
 // Daemon is one running `netloom serve`.
 type Daemon struct {
-	cfg   Config
-	src   fabric.Source
-	st    store.Store
-	log   *slog.Logger
-	state atomic.Pointer[api.FabricState]
-	// others and view: the other collectors' fabrics on the database, and
-	// the API's view joining them with state (fabrics.go).
-	others atomic.Pointer[otherFabrics]
-	view   atomic.Pointer[fabricView]
-	// shared: the recently finished jobs other collectors reported parts
-	// of; sharedView the live jobs without them (attribution.go).
-	shared     atomic.Pointer[sharedJobs]
+	cfg Config
+	src fabric.Source
+	st  store.Store
+	log *slog.Logger
+	// pub is every fact the activities publish, one snapshot
+	// (published.go).
+	pub atomic.Pointer[published]
+	// Caches derived from pub's facts: view, the API's fabric joining the
+	// collector's own with the others' on the database (fabrics.go);
+	// merged, the live jobs with the scheduler's and the attribution's;
+	// sharedView, those without the jobs other collectors reported parts
+	// of (attribution.go).
+	view       atomic.Pointer[fabricView]
+	merged     atomic.Pointer[mergedJobs]
 	sharedView atomic.Pointer[sharedLive]
 
 	writes chan writeOp
@@ -49,27 +49,16 @@ type Daemon struct {
 	// unreachable tells errors of reaching the database (writes held
 	// and retried) from others; nil: postgres.Unreachable.
 	unreachable func(error) bool
-	backlogInfo atomic.Pointer[backlogInfo]
-	// polledNodes maps node names to the fabric an API daemon read.
-	polledNodes atomic.Pointer[analysis.NodeMap]
 
 	agents       agentSide
 	agentDefault bool // AgentListen was not set: a busy default port is not fatal
 
-	// Jobs from the scheduler and link attribution, published atomically
-	// by their goroutines; merged is the jobs API's cached merge of both
-	// with the agents' live jobs.
 	scheduler     sched.Scheduler // nil: none
-	sched         atomic.Pointer[schedView]
-	attrib        atomic.Pointer[AttributionView]
-	merged        atomic.Pointer[mergedJobs]
-	behind        atomic.Pointer[api.Behind]
 	nodeOverrides map[string]string
 
 	// Alerts: the fabric activity ticks alertLoop, which publishes the
 	// evaluated alerts and hands changes to the notifier.
 	alertIn  chan alertTick
-	alerts   atomic.Pointer[[]alert.Alert]
 	notifier *alert.Notifier
 
 	// Owned by the fabric goroutine only.
@@ -93,6 +82,8 @@ func New(cfg Config, src fabric.Source, st store.Store, log *slog.Logger) *Daemo
 	d := &Daemon{cfg: cfg.WithDefaults(), src: src, st: st, log: log, agentDefault: cfg.AgentListen == "",
 		writes: make(chan writeOp, writeQueueLen), reg: prometheus.NewRegistry(), alertIn: make(chan alertTick, alertQueueLen),
 		prev: map[fabric.PortRef]*fabric.PortReading{}}
+	d.pub.Store(&published{})
+	d.agents.show = func(l *ingest.Live) { d.publish(func(p *published) { p.live = l }) }
 	counter := func(name, help string) prometheus.Counter {
 		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 		d.reg.MustRegister(c)

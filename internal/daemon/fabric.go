@@ -25,7 +25,7 @@ func (d *Daemon) fabricLoop(ctx context.Context) error {
 	defer sweep.Stop()
 	retry := time.NewTicker(10 * time.Second)
 	defer retry.Stop()
-	if d.state.Load() != nil {
+	if d.snap().state != nil {
 		d.sweep(ctx)
 	}
 	for {
@@ -33,7 +33,7 @@ func (d *Daemon) fabricLoop(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-retry.C:
-			if d.state.Load() != nil {
+			if d.snap().state != nil {
 				retry.Stop()
 				continue
 			}
@@ -45,7 +45,7 @@ func (d *Daemon) fabricLoop(ctx context.Context) error {
 				d.log.Error("fabric discovery failed", "err", err)
 			}
 		case <-sweep.C:
-			if d.state.Load() != nil {
+			if d.snap().state != nil {
 				d.sweep(ctx)
 			}
 		}
@@ -63,7 +63,7 @@ func (d *Daemon) discover(ctx context.Context) error {
 	}
 	d.m.discoveries.Inc()
 	now := time.Now()
-	old := d.state.Load()
+	old := d.snap().state
 	var oldTopo *fabric.Topology
 	if old != nil {
 		oldTopo = old.Topology
@@ -121,7 +121,7 @@ func (d *Daemon) discover(ctx context.Context) error {
 	if old != nil {
 		next.Readings, next.Samples, next.Unreachable, next.Sweep = old.Readings, old.Samples, old.Unreachable, old.Sweep
 	}
-	d.state.Store(next)
+	d.publish(func(p *published) { p.state = next })
 	d.tickAlerts(events)
 	c := topo.Counts()
 	d.log.Info("fabric discovered", "fabric", d.cfg.FabricName, "switches", c.Switches, "cas", c.CAs, "links", c.Links,
@@ -152,7 +152,7 @@ func (d *Daemon) recordEvents(ev []fabric.Event) {
 // sweep reads every port's counters once, turns them into per-interval
 // samples, hands those to the writer and publishes the new readings.
 func (d *Daemon) sweep(ctx context.Context) {
-	cur := d.state.Load()
+	cur := d.snap().state
 	ports := cur.Topology.SwitchPorts(d.cfg.SweepCAPorts)
 	opt := fabric.SweepOptions{Timeout: d.cfg.SweepTimeout, Retries: d.cfg.SweepRetries, Parallel: d.cfg.SweepParallel}.WithDefaults()
 	start := time.Now()
@@ -236,7 +236,7 @@ func (d *Daemon) sweep(ctx context.Context) {
 	next := *cur
 	next.Readings, next.Samples, next.Unreachable = read, latest, unreach
 	next.Sweep = api.SweepInfo{Time: now, Seconds: secs, Ports: len(ports), Errors: failed, Count: cur.Sweep.Count + 1}
-	d.state.Store(&next)
+	d.publish(func(p *published) { p.state = &next })
 	d.tickAlerts(events)
 	d.m.sweepStale.Add(float64(stale))
 	d.log.Debug("sweep", "ports", len(ports), "errors", failed, "stale", stale, "seconds", secs)

@@ -40,7 +40,8 @@ type fabricView struct {
 // other fabrics write the same database, with their topologies and port
 // samples as last read from it (every poll interval). Routes are its own.
 func (d *Daemon) State() *api.FabricState {
-	own, o := d.state.Load(), d.others.Load()
+	s := d.snap()
+	own, o := s.state, s.others
 	if own == nil || o == nil {
 		return own
 	}
@@ -125,8 +126,7 @@ func (d *Daemon) pollOthers(ctx context.Context) error {
 		next.parts[v.Fabric] = nil
 	}
 	if len(next.ids) == 0 {
-		d.others.Store(nil)
-		d.shared.Store(nil)
+		d.publish(func(p *published) { p.others, p.shared = nil, nil })
 		return nil
 	}
 	// Jobs shared with other collectors, finished within the time the
@@ -139,11 +139,11 @@ func (d *Daemon) pollOthers(ctx context.Context) error {
 	for _, id := range ids {
 		sh.ids[id] = true
 	}
-	if old := d.shared.Load(); old == nil || !maps.Equal(old.ids, sh.ids) {
-		d.shared.Store(sh)
+	if old := d.snap().shared; old == nil || !maps.Equal(old.ids, sh.ids) {
+		d.publish(func(p *published) { p.shared = sh })
 	}
 	slices.Sort(next.ids)
-	if old := d.others.Load(); old != nil && slices.Equal(old.ids, next.ids) {
+	if old := d.snap().others; old != nil && slices.Equal(old.ids, next.ids) {
 		next.parts = old.parts
 	} else {
 		for name := range next.parts {
@@ -167,6 +167,6 @@ func (d *Daemon) pollOthers(ctx context.Context) error {
 			}
 		}
 	}
-	d.others.Store(next)
+	d.publish(func(p *published) { p.others = next })
 	return nil
 }

@@ -21,14 +21,15 @@ import (
 // guard, which identifies every request and bounds its cost.
 func (d *Daemon) Handler() (http.Handler, error) {
 	srv := api.New(api.Options{Store: d.st, State: d.State, Registry: d.reg, SweepInterval: d.cfg.SweepInterval, Log: d.log,
-		Behind: d.behind.Load, Role: d.cfg.Role, AgentAuth: d.agents.auth.Load, NodeOverrides: d.nodeOverrides})
+		Behind: func() *api.Behind { return d.snap().behind }, Role: d.cfg.Role,
+		AgentAuth: func() *api.AgentAuth { return d.snap().auth }, NodeOverrides: d.nodeOverrides})
 	srv.Mux().Handle("/", api.UI(web.Dist()))
 	srv.Mux().HandleFunc("GET /api/v1/alerts", d.serveAlerts)
 	if d.cfg.Role == RoleAPI {
 		// Jobs, running or not, as the collectors last saved them.
 		srv.ServeJobs(nil)
 		srv.ServeAttribution(api.AttributionOptions{Model: d.cfg.Model.apiOptions(), Nodes: func() api.NodeMapper {
-			if nm := d.polledNodes.Load(); nm != nil {
+			if nm := d.snap().polledNodes; nm != nil {
 				return nm
 			}
 			return nil
@@ -37,7 +38,7 @@ func (d *Daemon) Handler() (http.Handler, error) {
 	}
 	srv.ServeJobs(d.liveJobs)
 	srv.ServeAttribution(api.AttributionOptions{Jobs: d.liveJobs, Model: d.cfg.Model.apiOptions(), Nodes: func() api.NodeMapper {
-		if v := d.attrib.Load(); v != nil && v.Nodes != nil {
+		if v := d.snap().attrib; v != nil && v.Nodes != nil {
 			return v.Nodes
 		}
 		return nil
@@ -84,7 +85,7 @@ func (d *Daemon) watchBehind(ctx context.Context) {
 		if n := len(d.writes); n > writeQueueLen*3/4 {
 			reasons = append(reasons, fmt.Sprintf("store write queue %d/%d", n, writeQueueLen))
 		}
-		if b := d.backlogInfo.Load(); b != nil && b.writes > 0 {
+		if b := d.snap().backlog; b != nil && b.writes > 0 {
 			reasons = append(reasons, fmt.Sprintf("database unreachable since %s: %d writes (%.1f of %d MiB) held",
 				b.since.Format(time.RFC3339), b.writes, float64(b.bytes)/(1<<20), d.cfg.StoreBacklogMiB))
 		}
@@ -98,10 +99,10 @@ func (d *Daemon) watchBehind(ctx context.Context) {
 			}
 		}
 		last = now
-		prev := d.behind.Load()
+		prev := d.snap().behind
 		switch {
 		case len(reasons) == 0 && prev != nil:
-			d.behind.Store(nil)
+			d.publish(func(p *published) { p.behind = nil })
 			d.log.Info("caught up", "behind_since", prev.Since)
 		case len(reasons) > 0:
 			b := &api.Behind{Since: time.Now(), Reasons: reasons}
@@ -110,7 +111,7 @@ func (d *Daemon) watchBehind(ctx context.Context) {
 			} else {
 				d.log.Warn("falling behind: data is being dropped or queues are filling", "reasons", strings.Join(reasons, "; "))
 			}
-			d.behind.Store(b)
+			d.publish(func(p *published) { p.behind = b })
 		}
 	}
 }

@@ -13,10 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/netloom/netloom/internal/api"
 	"github.com/netloom/netloom/internal/ingest"
 	"github.com/netloom/netloom/internal/store"
 )
@@ -27,13 +25,11 @@ import (
 type agentSide struct {
 	l    *ingest.Listener
 	m    *ingest.Metrics
-	live atomic.Pointer[ingest.Live]
-	addr string // what agents are told to send to
+	show func(*ingest.Live) // publishes the merged live view
+	addr string             // what agents are told to send to
 	// published is the agent address file this daemon wrote (nil: none),
 	// withdrawn when it exits.
 	published *addressFile
-	// auth is the agent authentication in force, once the socket is open.
-	auth atomic.Pointer[api.AgentAuth]
 	// admit bounds new jobs per source and live jobs per user, for all
 	// aggregators together.
 	admit *ingest.Admission
@@ -42,13 +38,14 @@ type agentSide struct {
 	shards []*ingest.Live // each aggregator's last view
 }
 
-// publish makes one aggregator's view part of the merged live view.
+// publish makes one aggregator's view part of the merged live view, and
+// publishes that (under mu, so views are published in the order made).
 func (a *agentSide) publish(shard int, l *ingest.Live) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.shards) == 1 {
 		a.shards[0] = l
-		a.live.Store(l)
+		a.show(l)
 		return
 	}
 	if a.shards[shard] == l {
@@ -71,11 +68,11 @@ func (a *agentSide) publish(shard int, l *ingest.Live) {
 		}
 		maps.Copy(merged.Jobs, s.Jobs)
 	}
-	a.live.Store(merged)
+	a.show(merged)
 }
 
 // Jobs returns the live jobs (nil before the first datagram).
-func (d *Daemon) Jobs() *ingest.Live { return d.agents.live.Load() }
+func (d *Daemon) Jobs() *ingest.Live { return d.snap().live }
 
 // AgentAddr is the UDP address agents send to ("" when ingest is off).
 func (d *Daemon) AgentAddr() string { return d.agents.addr }
@@ -104,7 +101,7 @@ func (d *Daemon) openIngest() error {
 	}
 	d.agents.l = l
 	d.agents.addr = reachable(l.Addr())
-	d.agents.auth.Store(&authState)
+	d.publish(func(p *published) { p.auth = &authState })
 	lim := d.cfg.AgentLimits
 	d.agents.admit = ingest.NewAdmission(ingest.AdmitOptions{SourceRate: max(lim.NewJobsPerSource, 0),
 		SourceBurst: lim.NewJobsBurst, MaxJobsPerUser: max(lim.MaxJobsPerUser, 0)})
@@ -334,7 +331,7 @@ func (d *Daemon) schedMismatch(it ingest.Item) error {
 	if !it.Verified {
 		return nil
 	}
-	sv := d.sched.Load()
+	sv := d.snap().sched
 	if sv == nil {
 		return nil
 	}

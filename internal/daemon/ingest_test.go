@@ -241,27 +241,29 @@ func checkJobAPI(t *testing.T, s *simDaemon, from string) {
 // TestAgentSidePublish: the live view is every aggregator's jobs, each
 // aggregator's as it last published them.
 func TestAgentSidePublish(t *testing.T) {
-	a := &agentSide{shards: make([]*ingest.Live, 3)}
+	var shown *ingest.Live
+	show := func(l *ingest.Live) { shown = l }
+	a := &agentSide{shards: make([]*ingest.Live, 3), show: show}
 	job := func(id string) *store.Job { return &store.Job{JobSummary: store.JobSummary{ID: id}} }
 	t0 := time.Unix(1000, 0)
 	a.publish(1, &ingest.Live{Time: t0, Jobs: map[string]*store.Job{"a": job("a"), "b": job("b")}})
 	a.publish(2, &ingest.Live{Time: t0.Add(time.Second), Jobs: map[string]*store.Job{"c": job("c")}})
-	l := a.live.Load()
+	l := shown
 	if len(l.Jobs) != 3 || l.Jobs["a"].ID != "a" || l.Jobs["c"].ID != "c" || !l.Time.Equal(t0.Add(time.Second)) {
 		t.Fatalf("merged view %+v", l)
 	}
 	a.publish(1, &ingest.Live{Time: t0, Jobs: map[string]*store.Job{"b": job("b")}}) // a ended
-	if l := a.live.Load(); len(l.Jobs) != 2 || l.Jobs["a"] != nil || l.Jobs["c"] == nil {
+	if l := shown; len(l.Jobs) != 2 || l.Jobs["a"] != nil || l.Jobs["c"] == nil {
 		t.Fatalf("view after a job left %+v", l.Jobs)
 	}
-	same := a.live.Load()
+	same := shown
 	a.publish(2, a.shards[2])
-	if a.live.Load() != same {
+	if shown != same {
 		t.Error("an unchanged view was merged again")
 	}
-	one := &agentSide{shards: make([]*ingest.Live, 1)}
+	one := &agentSide{shards: make([]*ingest.Live, 1), show: show}
 	l = &ingest.Live{Jobs: map[string]*store.Job{"x": job("x")}}
-	if one.publish(0, l); one.live.Load() != l {
+	if one.publish(0, l); shown != l {
 		t.Error("a single aggregator's view is not published as it is")
 	}
 }

@@ -64,7 +64,7 @@ func (d *Daemon) schedLoop(ctx context.Context) error {
 			for _, j := range u.Jobs {
 				v.Jobs[j.ID] = schedInfo(d.scheduler.Name(), j)
 			}
-			d.sched.Store(v)
+			d.publish(func(p *published) { p.sched = v })
 			for _, j := range u.Changed {
 				if j.State == sched.StatePending || len(j.Nodes) == 0 {
 					continue // no nodes, no traffic: not a job Netloom shows yet
@@ -92,7 +92,7 @@ func (d *Daemon) schedLoop(ctx context.Context) error {
 func (d *Daemon) saveSchedJob(v *schedView, id string) {
 	si := v.Jobs[id]
 	var live *store.Job
-	if l := d.agents.live.Load(); l != nil {
+	if l := d.snap().live; l != nil {
 		live = l.Jobs[id]
 	}
 	d.enqueue(writeOp{kind: "jobs", bytes: sizeJob + 512, apply: func(ctx context.Context, st store.Store) error {
@@ -110,7 +110,7 @@ func (d *Daemon) saveSchedJob(v *schedView, id string) {
 		default:
 			return err
 		}
-		js = d.mergeWith(js, v, d.attrib.Load())
+		js = d.mergeWith(js, v, d.snap().attrib)
 		if !js.Agent && js.HostLinks == nil {
 			js.HostLinks = &store.HostLinkTraffic{UnmappedNodes: []string{}}
 		}

@@ -264,7 +264,8 @@ func (d *Daemon) dropHeld(b *backlog, op writeOp) {
 func (d *Daemon) publishBacklog(b *backlog) {
 	d.m.w.backlogBytes.Set(float64(b.bytes))
 	d.m.w.backlogWrites.Set(float64(len(b.ops)))
-	d.backlogInfo.Store(&backlogInfo{writes: len(b.ops), bytes: b.bytes, since: b.since})
+	info := &backlogInfo{writes: len(b.ops), bytes: b.bytes, since: b.since}
+	d.publish(func(p *published) { p.backlog = info })
 }
 
 // backlogInfo is what watchBehind reports of an outage.

@@ -109,7 +109,7 @@ func startFlaky(t *testing.T, setup func(*Config)) (*simDaemon, *flakyStore) {
 }
 
 func (s *simDaemon) backlog() backlogInfo {
-	if b := s.d.backlogInfo.Load(); b != nil {
+	if b := s.d.snap().backlog; b != nil {
 		return *b
 	}
 	return backlogInfo{}
