@@ -283,8 +283,8 @@ func writePrediction(w io.Writer, r *model.Result) error {
 	// What-ifs are gains against the replay as it ran: the replay's own
 	// distance from the measured run is the model's calibration, given
 	// apart (issue 28: a gain against the measured run mixes the two).
-	fmt.Fprintf(tw, "\telapsed (s)\tMPI (s, all ranks)\tvs as ran\tinter-node p2p bytes\t\n")
-	fmt.Fprintf(tw, "measured\t%.4f\t%.4f\t\t\t\n", r.Measured.Elapsed, r.Measured.MPISeconds)
+	fmt.Fprintf(tw, "\telapsed (s)\tMPI (s, all ranks)\tvs as ran\tinter-node p2p bytes\tintra-node p2p bytes\t\n")
+	fmt.Fprintf(tw, "measured\t%.4f\t%.4f\t\t\t\t\n", r.Measured.Elapsed, r.Measured.MPISeconds)
 	preds := append([]*model.Prediction{r.AsRan}, r.WhatIfs...)
 	for _, p := range preds {
 		mpi := "–"
@@ -295,7 +295,7 @@ func writePrediction(w io.Writer, r *model.Result) error {
 		if p != r.AsRan {
 			vs = fmt.Sprintf("%+.1f%%", r.Gain(p))
 		}
-		fmt.Fprintf(tw, "%s\t%.4f\t%s\t%s\t%d\t\n", p.Scenario, p.Elapsed, mpi, vs, p.InterNodeBytes)
+		fmt.Fprintf(tw, "%s\t%.4f\t%s\t%s\t%d\t%d\t\n", p.Scenario, p.Elapsed, mpi, vs, p.InterNodeBytes, p.IntraNodeBytes)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -24,8 +24,10 @@ const HostFlops = 1e9
 // --loopback-*; the daemon's /model and netloom place use them as they
 // are). The default loopback is never slower than the network: a platform
 // raises its bandwidth to the fastest link's and lowers its latency to the
-// quickest route's (NoSlowerThanNetwork), so that ranks on one node are
-// never predicted slower to reach than ranks on another.
+// quickest route's (NoSlowerThanNetwork), so that one message between ranks
+// on one node is never predicted slower than between ranks on two. A
+// node's ranks share its loopback, as they share the node's memory: its
+// messages in flight at once divide its bandwidth (SimGrid's SHARED).
 var (
 	DefaultHopLatency = 100e-9
 	DefaultLoopback   = Link{ID: "loopback", Bandwidth: 10e9, Latency: 300e-9, NoSlowerThanNetwork: true}
@@ -345,11 +347,13 @@ func (p *Platform) WriteXML(w io.Writer) error {
 	for i, l := range p.Links {
 		z.Links = append(z.Links, xmlLink{ID: "l" + strconv.Itoa(i), Bandwidth: bps(l.Bandwidth), Latency: sec(l.Latency), Sharing: "SPLITDUPLEX"})
 	}
-	// loopback: one per host, every pair of its ranks at its speed
-	// (FATPIPE: each rank copies with its own core, as SimGrid's own
-	// cluster loopback)
+	// loopback: one per host, shared by every transfer between its ranks
+	// (SHARED: they copy through the node's one memory). A FATPIPE, as
+	// SimGrid's own cluster loopback, gave each message in flight the
+	// whole bandwidth: 64 messages of a window crossed a node 64 times as
+	// fast as one (issue 42).
 	for _, h := range p.Hosts {
-		z.Links = append(z.Links, xmlLink{ID: "lo-" + h, Bandwidth: bps(p.Loopback.Bandwidth), Latency: sec(p.Loopback.Latency), Sharing: "FATPIPE"})
+		z.Links = append(z.Links, xmlLink{ID: "lo-" + h, Bandwidth: bps(p.Loopback.Bandwidth), Latency: sec(p.Loopback.Latency), Sharing: "SHARED"})
 		z.Routes = append(z.Routes, xmlRoute{Src: h, Dst: h, Sym: "NO", Links: []xmlLinkCtn{{ID: "lo-" + h}}})
 	}
 	keys := make([][2]string, 0, len(p.Routes))

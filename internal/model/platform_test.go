@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -89,17 +90,48 @@ func TestAliasedNodeMapReplays(t *testing.T) {
 	}
 }
 
+// pingPong8 is two ranks' messages one at a time: 4 MiB from rank 0 to 1
+// and back, 3 times.
+func pingPong8() [][]string {
+	acts := make([][]string, 2)
+	for i := range 3 {
+		acts[0] = append(acts[0], fmt.Sprintf("send 1 %d 4194304", i), fmt.Sprintf("recv 1 %d 4194304", i))
+		acts[1] = append(acts[1], fmt.Sprintf("recv 0 %d 4194304", i), fmt.Sprintf("send 0 %d 4194304", i))
+	}
+	return acts
+}
+
+// window is osu_bw's pattern: rank 0 posts 64 sends of 1 MiB at once,
+// rank 1 as many receives, both wait for all.
+func window() [][]string {
+	acts := make([][]string, 2)
+	for k := range 64 {
+		acts[0] = append(acts[0], fmt.Sprintf("isend 1 %d 1048576", k))
+		acts[1] = append(acts[1], fmt.Sprintf("irecv 0 %d 1048576", k))
+	}
+	for k := range 64 {
+		acts[0] = append(acts[0], fmt.Sprintf("wait 0 1 %d", k))
+		acts[1] = append(acts[1], fmt.Sprintf("wait 0 1 %d", k))
+	}
+	return acts
+}
+
 // By default the loopback is never slower than the network (its bandwidth
 // at least the fastest link's, its latency at most the quickest route's),
-// each pair of a node's ranks at its speed, so a placement of the job on
-// one node is never predicted slower than one that splits it over two,
-// on a flat platform and on a fabric's routes. A loopback given as it is
-// stays so, and is said to be slower.
-func TestOneNodeNeverSlower(t *testing.T) {
+// so one message at a time between ranks of one node is not predicted
+// slower than between two nodes (but for SimGrid's 5% on a SHARED link), on a flat platform and on a fabric's
+// routes. The node's messages in flight at once share it (SHARED, as the
+// node's memory): osu_bw's window of 64 MiB crosses a node in 64 MiB at
+// its bandwidth, not in one message's time (FATPIPE gave each the whole
+// loopback: replayed at 1.8% of its measured time, and the same job on
+// two nodes predicted +3593%), and on two nodes at the same bandwidth it
+// takes about as long. A loopback given as it is stays so, and is said to
+// be slower.
+func TestNodeSharesItsLoopback(t *testing.T) {
 	needSmpirun(t)
 	routes, nm := simFabric(t, nil)
-	one := []string{"n1", "n1", "n1", "n1"}
-	splits := [][]string{{"n1", "n1", "n2", "n2"}, {"n1", "n2", "n1", "n2"}, {"n1", "n2", "n3", "n4"}}
+	one := []string{"n1", "n1"}
+	splits := [][]string{{"n1", "n2"}, {"n1", "n4"}}
 	all := append([][]string{one}, splits...)
 	hosts, cores := Hosts(all...), Cores(all...)
 	flat := Flat("flat", hosts, cores, 1e-6, 12.5e9, DefaultLoopback)
@@ -119,23 +151,44 @@ func TestOneNodeNeverSlower(t *testing.T) {
 	}
 	var xml strings.Builder
 	fab.WriteXML(&xml)
-	if !strings.Contains(xml.String(), `id="lo-n1" bandwidth="`) || !strings.Contains(xml.String(), `sharing_policy="FATPIPE"`) {
-		t.Errorf("loopback not FATPIPE:\n%s", xml.String())
+	if !strings.Contains(xml.String(), `id="lo-n1" bandwidth="`) || !regexp.MustCompile(`id="lo-n1" [^>]*sharing_policy="SHARED"`).MatchString(xml.String()) {
+		t.Errorf("loopback not SHARED:\n%s", xml.String())
 	}
-	j := traceJob(t, one, exchange())
+	pp, win := traceJob(t, one, pingPong8()), traceJob(t, one, window())
 	for _, p := range []*Platform{flat, fab} {
-		base, err := replayWhole(context.Background(), t, j, p, one, "one node", true)
+		base, err := replayWhole(context.Background(), t, pp, p, one, "one node", true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range splits {
-			pr, err := replayWhole(context.Background(), t, j, p, s, "split", true)
+			pr, err := replayWhole(context.Background(), t, pp, p, s, "split", true)
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: one node %.6f s, %v %.6f s", p.Name, base.Elapsed, s, pr.Elapsed)
-			if base.Elapsed > pr.Elapsed {
-				t.Errorf("%s: one node %.6f s, slower than %v %.6f s", p.Name, base.Elapsed, s, pr.Elapsed)
+			t.Logf("%s, ping-pong: one node %.6f s, %v %.6f s", p.Name, base.Elapsed, s, pr.Elapsed)
+			// SimGrid's SHARED link carries one message 5% slower than
+			// split-duplex links of the same bandwidth (measured: 2.116
+			// against 2.019 ms here; FATPIPE 2.015): at most 6%.
+			if base.Elapsed > 1.06*pr.Elapsed {
+				t.Errorf("%s, ping-pong: one node %.6f s, more than 6%% slower than %v %.6f s", p.Name, base.Elapsed, s, pr.Elapsed)
+			}
+		}
+		w, err := replayWhole(context.Background(), t, win, p, one, "one node", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared := 64 * 1048576 / p.Loopback.Bandwidth
+		if w.Elapsed < 0.95*shared || w.Elapsed > 1.1*shared {
+			t.Errorf("%s: a window of 64 MiB on one node in %.6f s; want about %.6f s, 64 MiB at the loopback's %s shared", p.Name, w.Elapsed, shared, Rate(p.Loopback.Bandwidth))
+		}
+		if p == flat {
+			w2, err := replayWhole(context.Background(), t, win, p, splits[0], "two nodes", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s, window: one node %.6f s, two nodes %.6f s", p.Name, w.Elapsed, w2.Elapsed)
+			if r := w2.Elapsed / w.Elapsed; r < 0.8 || r > 1.25 {
+				t.Errorf("the window on two nodes at the loopback's bandwidth predicted %.2f times its time on one node; want about the same", r)
 			}
 		}
 	}

@@ -266,6 +266,9 @@ type Prediction struct {
 	// InterNodeBytes is the point-to-point bytes between ranks on
 	// different hosts (Job.InterNodeBytes).
 	InterNodeBytes uint64 `json:"inter_node_p2p_bytes"`
+	// IntraNodeBytes is the rest of the point-to-point bytes: between
+	// ranks of one host, through its loopback, which they share.
+	IntraNodeBytes uint64 `json:"intra_node_p2p_bytes"`
 	// MPISeconds is the replay's time in MPI, summed over ranks;
 	// Functions splits it by the trace's actions (named as MPI calls:
 	// MPI_Wait stands for every wait and test that completed requests,
@@ -433,7 +436,7 @@ func (t *Traces) Replay(ctx context.Context, j *Job, p *Platform, hostOf []strin
 	}
 	pred.Scenario = scenario
 	if j.sent != nil {
-		pred.InterNodeBytes = j.InterNodeBytes(hostOf)
+		pred.InterNodeBytes, pred.IntraNodeBytes = j.nodeBytes(hostOf)
 	}
 	return pred, nil
 }
@@ -641,15 +644,23 @@ func eachRank(n int, do func(r int)) {
 // ranks on different hosts under a placement (collectives are left out:
 // how SMPI decomposes them is its algorithms' choice). CheckTraces first.
 func (j *Job) InterNodeBytes(hostOf []string) uint64 {
-	var b uint64
+	inter, _ := j.nodeBytes(hostOf)
+	return inter
+}
+
+// nodeBytes is the point-to-point bytes the trace sends between ranks on
+// different hosts and between ranks of one host.
+func (j *Job) nodeBytes(hostOf []string) (inter, intra uint64) {
 	for r, peers := range j.sent {
 		for q, n := range peers {
 			if hostOf[r] != hostOf[q] {
-				b += n
+				inter += n
+			} else {
+				intra += n
 			}
 		}
 	}
-	return b
+	return inter, intra
 }
 
 func (j *Job) checkTrace(r int, sent map[int]uint64, sh *shaper, lim *actionLimit) (int64, error) {
