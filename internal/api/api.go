@@ -153,15 +153,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, adminOnly bool, h
 		s.fail(w, err)
 		return
 	}
-	// Encoded whole before anything is written: a value JSON cannot hold
-	// (NaN) is a 500 said in the log, never a 200 with an empty body.
-	b, err := json.Marshal(v)
-	if err != nil {
-		s.fail(w, fmt.Errorf("encoding the answer to %s: %w", r.URL.Path, err))
-		return
-	}
 	w.Header().Set("Content-Type", "application/json")
-	if _, err := w.Write(append(b, '\n')); err != nil {
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		// The encoder writes nothing until the whole answer is encoded: a
+		// value JSON cannot hold (NaN) is a 500 said in the log, never a
+		// 200 with an empty body.
+		var unsupported *json.UnsupportedValueError
+		var badType *json.UnsupportedTypeError
+		var marshaler *json.MarshalerError
+		if errors.As(err, &unsupported) || errors.As(err, &badType) || errors.As(err, &marshaler) {
+			s.fail(w, fmt.Errorf("encoding the answer to %s: %w", r.URL.Path, err))
+			return
+		}
 		s.opt.Log.Debug("api: writing response", "path", r.URL.Path, "err", err)
 	}
 }
