@@ -179,7 +179,8 @@ func (r *reader) opaque(field string, n uint32) (reader, *Error) {
 	return sub, nil
 }
 
-// Decode reads one sFlow v5 datagram into d, reusing its slices.
+// Decode reads one sFlow v5 datagram into d, reusing its slices. When it
+// refuses the datagram, what d holds is not to be used.
 func Decode(b []byte, d *Datagram) error {
 	d.Flows, d.Counters, d.Skipped = d.Flows[:0], d.Counters[:0], 0
 	r := &reader{b: b}
@@ -290,7 +291,9 @@ func source(s *reader, expanded bool) (uint8, uint32, *Error) {
 }
 
 func (d *Datagram) flowSample(s *reader, expanded bool) *Error {
-	var f FlowSample
+	// Read in place (a refused datagram's samples are not to be used).
+	d.Flows = append(d.Flows, FlowSample{})
+	f := &d.Flows[len(d.Flows)-1]
 	var err *Error
 	if f.Sequence, err = s.u32("sequence number"); err != nil {
 		return err
@@ -342,41 +345,14 @@ func (d *Datagram) flowSample(s *reader, expanded bool) *Error {
 		}
 		f.OutputFormat, f.Output = uint8(out>>30), out&0x3fffffff
 	}
-	n, err := s.u32("number of records")
-	if err != nil {
-		return err
-	}
-	if n > MaxRecords {
-		s.off -= 4
-		return s.fail("number of records", "%d, more than %d", n, MaxRecords)
-	}
-	for range n {
-		format, err := s.u32("record format")
-		if err != nil {
-			return err
-		}
-		length, err := s.u32("record length")
-		if err != nil {
-			return err
-		}
-		rec, err := s.opaque("record data", length)
-		if err != nil {
-			return err
-		}
+	err = d.records(s, func(format uint32, rec reader) (bool, *Error) {
 		if format != recordRawHeader || f.HasHeader {
-			d.Skipped++
-			continue
-		}
-		if err := rawHeader(&rec, &f.Header); err != nil {
-			return err
+			return false, nil
 		}
 		f.HasHeader = true
-	}
-	if s.off != len(s.b) {
-		return s.fail("data", "%d bytes after its last record", len(s.b)-s.off)
-	}
-	d.Flows = append(d.Flows, f)
-	return nil
+		return true, rawHeader(&rec, &f.Header)
+	})
+	return err
 }
 
 // rawHeader reads a sampled header record; a header of another protocol
@@ -454,15 +430,10 @@ func parseEthernet(b []byte, h *Header) {
 	}
 }
 
-func (d *Datagram) counterSample(s *reader, expanded bool) *Error {
-	var c CounterSample
-	var err *Error
-	if c.Sequence, err = s.u32("sequence number"); err != nil {
-		return err
-	}
-	if c.SourceType, c.SourceIndex, err = source(s, expanded); err != nil {
-		return err
-	}
+// records reads a sample's records, each read by read (true) or counted
+// as skipped, and checks the sample holds nothing after them. A record
+// goes by value: a pointer through a function value would escape.
+func (d *Datagram) records(s *reader, read func(format uint32, rec reader) (bool, *Error)) *Error {
 	n, err := s.u32("number of records")
 	if err != nil {
 		return err
@@ -484,20 +455,38 @@ func (d *Datagram) counterSample(s *reader, expanded bool) *Error {
 		if err != nil {
 			return err
 		}
-		if format != recordGenericInterface || c.HasIf {
-			d.Skipped++
-			continue
-		}
-		if err := ifCounters(&rec, &c.If); err != nil {
+		used, err := read(format, rec)
+		if err != nil {
 			return err
 		}
-		c.HasIf = true
+		if !used {
+			d.Skipped++
+		}
 	}
 	if s.off != len(s.b) {
 		return s.fail("data", "%d bytes after its last record", len(s.b)-s.off)
 	}
-	d.Counters = append(d.Counters, c)
 	return nil
+}
+
+func (d *Datagram) counterSample(s *reader, expanded bool) *Error {
+	d.Counters = append(d.Counters, CounterSample{})
+	c := &d.Counters[len(d.Counters)-1]
+	var err *Error
+	if c.Sequence, err = s.u32("sequence number"); err != nil {
+		return err
+	}
+	if c.SourceType, c.SourceIndex, err = source(s, expanded); err != nil {
+		return err
+	}
+	err = d.records(s, func(format uint32, rec reader) (bool, *Error) {
+		if format != recordGenericInterface || c.HasIf {
+			return false, nil
+		}
+		c.HasIf = true
+		return true, ifCounters(&rec, &c.If)
+	})
+	return err
 }
 
 // ifCounters reads the generic interface counters record (88 bytes).
