@@ -20,8 +20,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	slurmtest "github.com/netloom/netloom/test/slurm"
 )
 
 const probeA, probeB = "nlprobe-a", "nlprobe-b"
@@ -46,41 +44,13 @@ type probeBench struct {
 
 func startProbeBench(t *testing.T) *probeBench {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: jobs run as two other local users")
-	}
-	m := jobMPIs(t)[0] // Open MPI
-	for _, tool := range []string{m.cc, m.launcher, "runuser"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
-		}
-	}
-	buildAgent(t)
+	m, uids := localUsers(t, context.Background(), probeA, probeB)
 	p := &probeBench{t: t, launcher: m.launcher, dir: t.TempDir(), tokens: map[string]string{}}
-	uids := map[string]int{}
-	for _, u := range []string{probeA, probeB} {
-		uid, err := slurmtest.EnsureUser(context.Background(), u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		uids[u] = int(uid)
-	}
 	// The program, the agent and the node-naming wrapper where both users
 	// can read them.
-	share, err := os.MkdirTemp("", "netloom-probe-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(share) })
-	os.Chmod(share, 0o755)
-	p.share = share
-	src := filepath.Join(share, "ring.c")
-	p.prog, p.wrap, p.lib = filepath.Join(share, "ring"), filepath.Join(share, "wrap.sh"), filepath.Join(share, "libnetloom.so")
-	os.WriteFile(src, []byte(authRing), 0o644)
+	share, prog := ringForAll(t, m)
+	p.share, p.prog, p.wrap, p.lib = share, prog, filepath.Join(share, "wrap.sh"), filepath.Join(share, "libnetloom.so")
 	os.WriteFile(p.wrap, []byte(modelWrap), 0o755)
-	if out, err := exec.Command(m.cc, "-o", p.prog, src).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", m.cc, err, out)
-	}
 	if out, err := exec.Command("cp", m.lib, p.lib).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, out)
 	}
