@@ -21,6 +21,7 @@
 struct nl_agent nl_agent;
 struct nl_tcache nl_tcache[NL_TCACHE];
 int nl_world_size = 2, nl_world_rank_self = 0, nl_mt = 0;
+int nl_tracing; /* hot.c's */
 uint64_t nl_type_size_slow(MPI_Datatype t)
 {
 	(void)t;
@@ -31,7 +32,7 @@ int nl_world_of(MPI_Comm comm, int rank)
 	(void)comm;
 	return rank;
 }
-double nl_ns_per_tick(void)
+double nl_snap_ns_per_tick(void)
 {
 	return 1;
 }
