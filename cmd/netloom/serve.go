@@ -17,12 +17,12 @@ import (
 
 func serveCmd() *cobra.Command {
 	var (
-		cfgPath, listen, db, fabricS, logLevel, agent, agentF string
-		schedS, anon, users, tlsCert, tlsKey, agentAu, mungeS string
-		agentNet, nodeMap, role, fabricName, traceRoot        string
-		discover, sweep, jobTO, schedIv, poll                 time.Duration
-		caPorts                                               bool
-		agentBuf, backlog                                     int
+		cfgPath, listen, db, fabricS, logLevel, agent, agentF, sflowL string
+		schedS, anon, users, tlsCert, tlsKey, agentAu, mungeS         string
+		agentNet, nodeMap, role, fabricName, traceRoot                string
+		discover, sweep, jobTO, schedIv, poll                         time.Duration
+		caPorts                                                       bool
+		agentBuf, backlog                                             int
 	)
 	c := &cobra.Command{
 		Use:   "serve",
@@ -72,6 +72,7 @@ Fabric sources (--fabric):
 			override(&cfg.FabricName, fabricName)
 			override(&cfg.AgentListen, agent)
 			override(&cfg.AgentAddressFile, agentF)
+			override(&cfg.SFlowListen, sflowL)
 			override(&cfg.Scheduler, schedS)
 			override(&cfg.NodeMap, nodeMap)
 			override(&cfg.Model.TraceRoot, traceRoot)
@@ -140,6 +141,9 @@ Fabric sources (--fabric):
 				if a := d.AgentAddr(); a != "" {
 					fmt.Fprintf(stdout, "netloom: MPI agents send to udp://%s\n", a)
 				}
+				if a := d.SFlowAddr(); a != "" {
+					fmt.Fprintf(stdout, "netloom: sFlow collector on udp://%s\n", a)
+				}
 			})
 		},
 	}
@@ -157,6 +161,7 @@ Fabric sources (--fabric):
 	enumFlag(c, &logLevel, "log-level", "info", "log `level`: debug, info, warn, error", "debug", "info", "warn", "error")
 	f.StringVar(&agent, "agent-listen", "", "UDP `address` MPI agents send to, or off (default "+daemon.DefaultAgentListen+")")
 	f.StringVar(&agentF, "agent-address-file", "", "`file` the agent address is written to for agents, - for none (default "+daemon.DefaultAgentAddressFile+")")
+	f.StringVar(&sflowL, "sflow-listen", "", "UDP `address` the sFlow collector listens at, for the eth: fabric's switches (default off; docs/sflow.md)")
 	f.IntVar(&backlog, "store-backlog", 0, "`MiB` of writes held while the database is unreachable, the oldest dropped beyond (default 1024)")
 	f.IntVar(&agentBuf, "agent-read-buffer", 0, "agent socket receive buffer in `MiB` (default 256)")
 	f.DurationVar(&jobTO, "job-timeout", 0, "end a job silent for this `long` (and 6 of its intervals; default 30s)")

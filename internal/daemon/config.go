@@ -52,7 +52,13 @@ type Config struct {
 	// AgentListen is the UDP address MPI agents send to ("off": none; empty:
 	// DefaultAgentListen, where a port in use only disables ingest);
 	// AgentAddressFile where the daemon publishes it for agents ("-": nowhere).
-	AgentListen      string `yaml:"agent_listen"`
+	AgentListen string `yaml:"agent_listen"`
+	// SFlowListen is the UDP address the sFlow collector listens at (empty:
+	// off; docs/sflow.md). It needs an eth: fabric: only its switches'
+	// datagrams are kept. SFlowMaxFlows bounds the flows it tracks
+	// (default 100,000).
+	SFlowListen      string `yaml:"sflow_listen"`
+	SFlowMaxFlows    int    `yaml:"sflow_max_flows"`
 	AgentAddressFile string `yaml:"agent_address_file"`
 	// AgentReadBuffer is the agents' socket receive buffer in MiB (default
 	// 256): how long a burst, or a slowdown of the daemon (a garbage
@@ -238,6 +244,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("agent_read_buffer_mib %d: must be 1..4096", c.AgentReadBuffer)
 	case c.StoreBacklogMiB < 1 || c.StoreBacklogMiB > 1<<20:
 		return fmt.Errorf("store_backlog_mib %d: must be 1..1048576", c.StoreBacklogMiB)
+	case c.SFlowListen != "" && checkUDPAddr(c.SFlowListen) != nil:
+		return fmt.Errorf("sflow_listen %q: %w", c.SFlowListen, checkUDPAddr(c.SFlowListen))
+	case c.SFlowMaxFlows < 0 || c.SFlowMaxFlows > 100_000_000:
+		return fmt.Errorf("sflow_max_flows %d: must be 0 (default 100000)..100000000", c.SFlowMaxFlows)
 	case parseAgentListen(c.AgentListen) != nil:
 		return parseAgentListen(c.AgentListen)
 	case c.Retention.validate() != nil:

@@ -51,7 +51,8 @@ type Daemon struct {
 	unreachable func(error) bool
 
 	agents       agentSide
-	agentDefault bool // AgentListen was not set: a busy default port is not fatal
+	agentDefault bool       // AgentListen was not set: a busy default port is not fatal
+	sflow        *sflowSide // nil: sflow_listen is off
 
 	scheduler     sched.Scheduler // nil: none
 	nodeOverrides map[string]string
@@ -109,6 +110,9 @@ func New(cfg Config, src fabric.Source, st store.Store, log *slog.Logger) *Daemo
 	d.m.writeQueue = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "netloom_store_write_queue_length",
 		Help: "Store writes waiting for the writer."}, func() float64 { return float64(len(d.writes)) })
 	d.agents.m = ingest.NewMetrics(d.reg)
+	if d.cfg.SFlowListen != "" {
+		d.sflow = newSFlowSide(d.reg, d.cfg.SFlowMaxFlows)
+	}
 	d.m.attr = newAttributionMetrics(d.reg)
 	d.m.sched = newSchedMetrics(d.reg)
 	d.m.alert = newAlertMetrics(d.reg)
@@ -149,6 +153,10 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error)
 		ln.Close()
 		return err
 	}
+	if err := d.openSFlow(); err != nil {
+		ln.Close()
+		return err
+	}
 	if ready != nil {
 		ready(ln.Addr())
 	}
@@ -162,6 +170,7 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error)
 	g.Go(func() error { return d.othersLoop(gctx) })
 	g.Go(func() error { d.pruner(gctx); return nil })
 	g.Go(func() error { return d.ingestLoop(gctx) })
+	g.Go(func() error { return d.sflowLoop(gctx) })
 	g.Go(func() error { return d.attributionLoop(gctx) })
 	g.Go(func() error { return d.schedLoop(gctx) })
 	g.Go(func() error { d.watchBehind(gctx); return nil })

@@ -37,6 +37,9 @@ func (d *Daemon) Handler() (http.Handler, error) {
 		return auth.NewGuard(d.cfg.Auth, srv, d.reg, d.log)
 	}
 	srv.ServeJobs(d.liveJobs)
+	if d.sflow != nil {
+		srv.ServeFlows(d.Flows)
+	}
 	srv.ServeAttribution(api.AttributionOptions{Jobs: d.liveJobs, Model: d.cfg.Model.apiOptions(), Nodes: func() api.NodeMapper {
 		if v := d.snap().attrib; v != nil && v.Nodes != nil {
 			return v.Nodes

@@ -1,0 +1,210 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/fabric/eth"
+	"github.com/netloom/netloom/internal/sflow"
+)
+
+// sflowAgents is a source that knows its switches as sFlow agents (the
+// Ethernet source).
+type sflowAgents interface {
+	Agents(ctx context.Context) []eth.Agent
+}
+
+// sflowSide is the sFlow collector (docs/sflow.md): one UDP socket, read by
+// one goroutine into one reused Datagram; samples of the eth source's
+// switches kept per link direction in store.
+type sflowSide struct {
+	pc       net.PacketConn
+	store    *sflow.Store
+	switches atomic.Pointer[map[netip.Addr]*sflow.Switch]
+
+	datagrams, samples prometheus.Counter
+	refused            *prometheus.CounterVec
+
+	mu     sync.Mutex // lastLogged, skipped
+	logged map[sflow.Refusal]time.Time
+	skip   map[sflow.Refusal]int
+}
+
+// sflowLogEvery spaces the log lines of one refusal reason.
+const sflowLogEvery = time.Minute
+
+func newSFlowSide(reg *prometheus.Registry, maxFlows int) *sflowSide {
+	s := &sflowSide{store: sflow.NewStore(sflow.StoreOptions{MaxFlows: maxFlows}),
+		logged: map[sflow.Refusal]time.Time{}, skip: map[sflow.Refusal]int{}}
+	s.datagrams = prometheus.NewCounter(prometheus.CounterOpts{Name: "netloom_sflow_datagrams_total",
+		Help: "sFlow datagrams received on sflow_listen (refused ones included)."})
+	s.samples = prometheus.NewCounter(prometheus.CounterOpts{Name: "netloom_sflow_samples_total",
+		Help: "sFlow flow samples kept: mapped onto a switch port of the fabric."})
+	s.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "netloom_sflow_refused_total",
+		Help: "sFlow datagrams (malformed, rate_zero, unknown_agent) and flow samples (unknown_ifindex, not_forwarded, no_header) refused, by reason."},
+		[]string{"reason"})
+	for _, r := range []sflow.Refusal{sflow.Malformed, sflow.RateZero, sflow.UnknownAgent, sflow.UnknownIfIndex, sflow.NotForwarded, sflow.NoHeader} {
+		s.refused.WithLabelValues(string(r))
+	}
+	reg.MustRegister(s.datagrams, s.samples, s.refused,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "netloom_sflow_flows_tracked",
+			Help: "Flows (per link direction) the sFlow collector holds samples of."}, func() float64 { return float64(s.store.Tracked()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "netloom_sflow_flows_evicted_total",
+			Help: "Flows the sFlow collector let go to stay within sflow_max_flows (the least recently sampled)."},
+			func() float64 { return float64(s.store.Evicted()) }))
+	return s
+}
+
+// openSFlow binds sflow_listen; the fabric must be an eth: one.
+func (d *Daemon) openSFlow() error {
+	if d.cfg.SFlowListen == "" {
+		return nil
+	}
+	if _, ok := d.src.(sflowAgents); !ok {
+		return fmt.Errorf("sflow_listen %s: the fabric %q has no switches that export sFlow; want an eth: fabric", d.cfg.SFlowListen, d.cfg.Fabric)
+	}
+	pc, err := net.ListenPacket("udp", d.cfg.SFlowListen)
+	if err != nil {
+		return fmt.Errorf("sflow_listen: %w", err)
+	}
+	d.sflow.pc = pc
+	d.log.Info("sflow collector listening", "addr", pc.LocalAddr().String())
+	return nil
+}
+
+// SFlowAddr is the address the sFlow collector listens at ("" when off).
+func (d *Daemon) SFlowAddr() string {
+	if d.sflow == nil || d.sflow.pc == nil {
+		return ""
+	}
+	return d.sflow.pc.LocalAddr().String()
+}
+
+// sflowLoop reads datagrams until ctx ends, the allow-list refreshed from
+// the source's last discovery every few seconds.
+func (d *Daemon) sflowLoop(ctx context.Context) error {
+	s := d.sflow
+	if s == nil || s.pc == nil {
+		return nil
+	}
+	src := d.src.(sflowAgents)
+	refresh := func() {
+		m := map[netip.Addr]*sflow.Switch{}
+		for _, a := range src.Agents(ctx) {
+			sw := &sflow.Switch{GUID: a.GUID, Ports: a.Ports}
+			for _, ip := range a.Addrs {
+				m[ip] = sw
+			}
+		}
+		s.switches.Store(&m)
+	}
+	refresh()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				refresh()
+			}
+		}
+	}()
+	stop := context.AfterFunc(ctx, func() { s.pc.Close() })
+	defer stop()
+	err := s.read(d.log.Warn)
+	<-done
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// read is the collector's loop: one buffer, one Datagram, until the socket
+// closes.
+func (s *sflowSide) read(warn func(string, ...any)) error {
+	buf := make([]byte, 65536)
+	var dg sflow.Datagram
+	lookup := func(a netip.Addr) (*sflow.Switch, bool) {
+		sw, ok := (*s.switches.Load())[a]
+		return sw, ok
+	}
+	for {
+		n, from, err := s.pc.ReadFrom(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("sflow_listen: %w", err)
+		}
+		s.datagrams.Inc()
+		kept := 0
+		why, derr := s.store.Ingest(buf[:n], &dg, lookup, time.Now(), func(r sflow.Refusal) {
+			s.refuse(warn, r, from, dg.Agent, nil)
+			kept--
+		})
+		if why != "" {
+			s.refuse(warn, why, from, dg.Agent, derr)
+			continue
+		}
+		s.samples.Add(float64(len(dg.Flows) + kept))
+	}
+}
+
+// refuse counts a refusal and logs it, each reason at most once a minute
+// (with how many were not logged since).
+func (s *sflowSide) refuse(warn func(string, ...any), r sflow.Refusal, from net.Addr, agent netip.Addr, err error) {
+	s.refused.WithLabelValues(string(r)).Inc()
+	s.mu.Lock()
+	now := time.Now()
+	if now.Sub(s.logged[r]) < sflowLogEvery {
+		s.skip[r]++
+		s.mu.Unlock()
+		return
+	}
+	skipped := s.skip[r]
+	s.logged[r], s.skip[r] = now, 0
+	s.mu.Unlock()
+	args := []any{"reason", string(r), "from", from.String(), "not_logged_since", skipped}
+	if r != sflow.Malformed && r != sflow.RateZero {
+		args = append(args, "agent", agent.String())
+	}
+	if err != nil {
+		args = append(args, "err", err)
+	}
+	warn("sflow data refused", args...)
+}
+
+// Flows are the flows sampled leaving a switch port (one link direction)
+// in [from, to]; nil when the collector is off.
+func (d *Daemon) Flows(dir fabric.PortRef, from, to time.Time) []sflow.Flow {
+	if d.sflow == nil {
+		return nil
+	}
+	return d.sflow.store.Flows(dir, from, to)
+}
+
+// checkUDPAddr checks a HOST:PORT early, for a clear error.
+func checkUDPAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if strings.ContainsAny(host, " /") || port == "" {
+		return errors.New("want HOST:PORT")
+	}
+	return nil
+}
