@@ -62,6 +62,7 @@ func (d *Daemon) discover(ctx context.Context) error {
 		return fmt.Errorf("discover: %w", err)
 	}
 	d.m.discoveries.Inc()
+	d.refreshSFlow(ctx)
 	now := time.Now()
 	old := d.snap().state
 	var oldTopo *fabric.Topology

@@ -40,6 +40,9 @@ type sflowSide struct {
 	skip   map[sflow.Refusal]int
 }
 
+// sflowReadBuffer is the socket's receive buffer asked for.
+const sflowReadBuffer = 16 << 20
+
 // sflowLogEvery spaces the log lines of one refusal reason.
 const sflowLogEvery = time.Minute
 
@@ -53,6 +56,8 @@ func newSFlowSide(reg *prometheus.Registry, maxFlows int) *sflowSide {
 	s.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "netloom_sflow_refused_total",
 		Help: "sFlow datagrams (malformed, rate_zero, unknown_agent) and flow samples (unknown_ifindex, not_forwarded, no_header) refused, by reason."},
 		[]string{"reason"})
+	none := map[netip.Addr]*sflow.Switch{} // until the first discovery
+	s.switches.Store(&none)
 	for _, r := range []sflow.Refusal{sflow.Malformed, sflow.RateZero, sflow.UnknownAgent, sflow.UnknownIfIndex, sflow.NotForwarded, sflow.NoHeader} {
 		s.refused.WithLabelValues(string(r))
 	}
@@ -77,6 +82,9 @@ func (d *Daemon) openSFlow() error {
 	if err != nil {
 		return fmt.Errorf("sflow_listen: %w", err)
 	}
+	// A switch's samples come in bursts with its traffic: room for them
+	// (capped by net.core.rmem_max).
+	_ = pc.(*net.UDPConn).SetReadBuffer(sflowReadBuffer)
 	d.sflow.pc = pc
 	d.log.Info("sflow collector listening", "addr", pc.LocalAddr().String())
 	return nil
@@ -90,43 +98,15 @@ func (d *Daemon) SFlowAddr() string {
 	return d.sflow.pc.LocalAddr().String()
 }
 
-// sflowLoop reads datagrams until ctx ends, the allow-list refreshed from
-// the source's last discovery every few seconds.
+// sflowLoop reads datagrams until ctx ends.
 func (d *Daemon) sflowLoop(ctx context.Context) error {
 	s := d.sflow
 	if s == nil || s.pc == nil {
 		return nil
 	}
-	src := d.src.(sflowAgents)
-	refresh := func() {
-		m := map[netip.Addr]*sflow.Switch{}
-		for _, a := range src.Agents(ctx) {
-			sw := &sflow.Switch{GUID: a.GUID, Ports: a.Ports}
-			for _, ip := range a.Addrs {
-				m[ip] = sw
-			}
-		}
-		s.switches.Store(&m)
-	}
-	refresh()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				refresh()
-			}
-		}
-	}()
 	stop := context.AfterFunc(ctx, func() { s.pc.Close() })
 	defer stop()
 	err := s.read(d.log.Warn)
-	<-done
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -195,6 +175,24 @@ func (d *Daemon) Flows(dir fabric.PortRef, from, to time.Time) []sflow.Flow {
 		return nil
 	}
 	return d.sflow.store.Flows(dir, from, to)
+}
+
+// refreshSFlow makes the switches of the discovery just made the
+// collector's allow-list: their addresses in the eth file, their ports by
+// ifIndex.
+func (d *Daemon) refreshSFlow(ctx context.Context) {
+	src, ok := d.src.(sflowAgents)
+	if d.sflow == nil || !ok {
+		return
+	}
+	m := map[netip.Addr]*sflow.Switch{}
+	for _, a := range src.Agents(ctx) {
+		sw := &sflow.Switch{GUID: a.GUID, Ports: a.Ports}
+		for _, ip := range a.Addrs {
+			m[ip] = sw
+		}
+	}
+	d.sflow.switches.Store(&m)
 }
 
 // checkUDPAddr checks a HOST:PORT early, for a clear error.
