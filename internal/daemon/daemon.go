@@ -149,12 +149,15 @@ func (d *Daemon) Run(ctx context.Context, ready func(addr net.Addr)) (err error)
 	if d.cfg.Role == RoleAPI {
 		return d.runAPI(ctx, srv, ln, ready)
 	}
-	if err := d.openIngest(); err != nil {
+	if err := d.openSFlow(); err != nil {
 		ln.Close()
 		return err
 	}
-	if err := d.openSFlow(); err != nil {
+	if err := d.openIngest(); err != nil {
 		ln.Close()
+		if d.sflow != nil && d.sflow.pc != nil {
+			d.sflow.pc.Close()
+		}
 		return err
 	}
 	if ready != nil {
