@@ -312,17 +312,24 @@ func (r *rejectLog) note(err error) {
 	if errors.As(err, &re) {
 		reason = re.Reason
 	}
+	if skipped, ok := r.due(reason); ok {
+		r.log.Warn("agent datagram rejected", "reason", reason, "err", err, "similar_not_logged", skipped)
+	}
+}
+
+// due says whether a reason is to be logged now (not in the last minute),
+// and how many were not logged since; one not due is counted as skipped.
+func (r *rejectLog) due(reason string) (int, bool) {
 	now := time.Now()
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if t, ok := r.last[reason]; ok && now.Sub(t) < time.Minute {
 		r.skipped[reason]++
-		r.mu.Unlock()
-		return
+		return 0, false
 	}
 	skipped := r.skipped[reason]
 	r.last[reason], r.skipped[reason] = now, 0
-	r.mu.Unlock()
-	r.log.Warn("agent datagram rejected", "reason", reason, "err", err, "similar_not_logged", skipped)
+	return skipped, true
 }
 
 // schedMismatch rejects a verified datagram for a job the scheduler says

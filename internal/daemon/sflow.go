@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,20 +34,15 @@ type sflowSide struct {
 	datagrams, samples prometheus.Counter
 	refused            *prometheus.CounterVec
 
-	mu     sync.Mutex // lastLogged, skipped
-	logged map[sflow.Refusal]time.Time
-	skip   map[sflow.Refusal]int
+	logs rejectLog // one log line per reason a minute
 }
 
 // sflowReadBuffer is the socket's receive buffer asked for.
 const sflowReadBuffer = 16 << 20
 
-// sflowLogEvery spaces the log lines of one refusal reason.
-const sflowLogEvery = time.Minute
-
 func newSFlowSide(reg *prometheus.Registry, maxFlows int) *sflowSide {
 	s := &sflowSide{store: sflow.NewStore(sflow.StoreOptions{MaxFlows: maxFlows}),
-		logged: map[sflow.Refusal]time.Time{}, skip: map[sflow.Refusal]int{}}
+		logs: rejectLog{last: map[string]time.Time{}, skipped: map[string]int{}}}
 	s.datagrams = prometheus.NewCounter(prometheus.CounterOpts{Name: "netloom_sflow_datagrams_total",
 		Help: "sFlow datagrams received on sflow_listen (refused ones included)."})
 	s.samples = prometheus.NewCounter(prometheus.CounterOpts{Name: "netloom_sflow_samples_total",
@@ -145,20 +139,14 @@ func (s *sflowSide) read(warn func(string, ...any)) error {
 }
 
 // refuse counts a refusal and logs it, each reason at most once a minute
-// (with how many were not logged since).
+// (with how many were not logged since, as the agents' rejections are).
 func (s *sflowSide) refuse(warn func(string, ...any), r sflow.Refusal, from net.Addr, agent netip.Addr, err error) {
 	s.refused.WithLabelValues(string(r)).Inc()
-	s.mu.Lock()
-	now := time.Now()
-	if now.Sub(s.logged[r]) < sflowLogEvery {
-		s.skip[r]++
-		s.mu.Unlock()
+	skipped, ok := s.logs.due(string(r))
+	if !ok {
 		return
 	}
-	skipped := s.skip[r]
-	s.logged[r], s.skip[r] = now, 0
-	s.mu.Unlock()
-	args := []any{"reason", string(r), "from", from.String(), "not_logged_since", skipped}
+	args := []any{"reason", string(r), "from", from.String(), "similar_not_logged", skipped}
 	if r != sflow.Malformed && r != sflow.RateZero {
 		args = append(args, "agent", agent.String())
 	}
