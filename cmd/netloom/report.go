@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/netloom/netloom/internal/ingest"
+	"github.com/netloom/netloom/internal/model"
 )
 
 func reportCmd() *cobra.Command {
@@ -37,6 +40,9 @@ p2p, coll and rma, each with "bytes" and "msgs" as rank-by-rank arrays
 "gpu" (as GET /api/v1/jobs/{job}/gpu gives it), "reorders" (each
 netloom_reorder call, the ranks' records joined; [] when none), "warnings"
 ([] when none).
+A traced run (netloom run --trace) whose trace was cut says so among the
+warnings, with when and why, as netloom model does.
+
 --csv also writes ranks.csv, functions.csv and matrix-CLASS-METRIC.csv.`,
 		Example: `  netloom report /tmp/prof --json`,
 		Args:    posArgs("DIR"),
@@ -57,6 +63,16 @@ netloom_reorder call, the ranks' records joined; [] when none), "warnings"
 			if err != nil {
 				return err
 			}
+			// A traced run says when and why a rank's trace was cut, as
+			// netloom model does: the replay covers the run only up to there.
+			cuts, err := model.TraceCuts(args[0])
+			if err != nil {
+				cuts = []string{fmt.Sprintf("the replay traces' descriptions: %v", err)}
+			}
+			for _, w := range cuts {
+				c.PrintErrf("netloom report: warning: %s\n", w)
+			}
+			rep.Warnings = append(rep.Warnings, cuts...)
 			if csvDir != "" {
 				files, err := ingest.WriteCSV(csvDir, rep)
 				if err != nil {

@@ -25,7 +25,8 @@ const HostFlops = 1e9
 // are). The default loopback is never slower than the network: a platform
 // raises its bandwidth to the fastest link's and lowers its latency to the
 // quickest route's (NoSlowerThanNetwork), so that one message between ranks
-// on one node is never predicted slower than between ranks on two. A
+// on one node is not predicted slower than between ranks on two (but for
+// the 5% SimGrid's SHARED link costs against split-duplex ones). A
 // node's ranks share its loopback, as they share the node's memory: its
 // messages in flight at once divide its bandwidth (SimGrid's SHARED).
 var (

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,9 +68,10 @@ func (r *modelJSON) warning(prefix string) string {
 //     with its reason;
 //   - on a fabric, a job run on one node "vm" that a node map aliases to
 //     n1 replays with a placement on n1 and n2 (SimGrid aborted on the
-//     empty route before), and a placement on one node is never predicted
-//     slower than the job split over nodes, nor netloom place's advice to
-//     split a one-node job faster than the job as it ran.
+//     empty route before), and a placement on one node is predicted at
+//     most 10% slower than the job split over nodes (its ranks share the
+//     node's loopback), nor netloom place's advice to split a one-node job
+//     faster than the job as it ran.
 func TestModelOnRealRuns(t *testing.T) {
 	if _, err := exec.LookPath("smpirun"); err != nil {
 		t.Fatalf("SimGrid's smpirun not installed (scripts/install-deps.sh installs simgrid): %v", err)
@@ -232,6 +234,22 @@ func TestModelOnRealRuns(t *testing.T) {
 				if n == 0 {
 					t.Errorf("warnings %q; want ranks' traces cut, %q", r.Warnings, want)
 				}
+				// netloom report says the same of the traces: in its text,
+				// on standard error and in --json's warnings.
+				text, stderr := must(t, nil, "report", cutDir)
+				js, _ := must(t, nil, "report", "--json", cutDir)
+				var rep struct{ Warnings []string }
+				if err := json.Unmarshal([]byte(js), &rep); err != nil {
+					t.Fatalf("netloom report --json: %v", err)
+				}
+				for _, w := range r.Warnings {
+					if !strings.Contains(w, "'s trace was cut after ") {
+						continue
+					}
+					if !strings.Contains(text, "warning: "+w+"\n") || !strings.Contains(stderr, "netloom report: warning: "+w+"\n") || !slices.Contains(rep.Warnings, w) {
+						t.Errorf("netloom report does not say %q:\n%s\n%s\n%q", w, text, stderr, rep.Warnings)
+					}
+				}
 			})
 		})
 	}
@@ -249,8 +267,13 @@ func TestModelOnRealRuns(t *testing.T) {
 		os.WriteFile(split, []byte("rank 0=n1 slot=0\nrank 1=n2 slot=0\nrank 2=n1 slot=1\nrank 3=n2 slot=1\n"), 0o644)
 		r := predict(t, vm, "--fabric", fab, "--node-map", nodeMap, "--placement", split, "--network", "perfect")
 		p := r.whatIf(t, "placement")
-		if r.AsRan.InterNodeBytes != 0 || p.InterNodeBytes == 0 || p.Elapsed < r.AsRan.Elapsed {
-			t.Errorf("vm (n1) as ran %.6f s, %d inter-node bytes; split over n1 and n2 %.6f s, %d bytes: want the split no faster, with bytes between nodes",
+		// A node's ranks share its loopback (SimGrid SHARED, issue 42):
+		// the pairs' exchanges on one node overlap a little and one
+		// message crosses a SHARED link 5% slower than split-duplex ones
+		// (TestNodeSharesItsLoopback), so the split may come out up to
+		// that much faster (measured here: 5.3%), no more.
+		if r.AsRan.InterNodeBytes != 0 || p.InterNodeBytes == 0 || p.Elapsed < r.AsRan.Elapsed/1.1 {
+			t.Errorf("vm (n1) as ran %.6f s, %d inter-node bytes; split over n1 and n2 %.6f s, %d bytes: want the split at most 10%% faster, with bytes between nodes",
 				r.AsRan.Elapsed, r.AsRan.InterNodeBytes, p.Elapsed, p.InterNodeBytes)
 		}
 		// netloom place on it: nothing to gain, and its advice predicted no faster
@@ -269,7 +292,8 @@ func TestModelOnRealRuns(t *testing.T) {
 			t.Errorf("place: nothing to gain %v, yet advice %.6f s faster than as ran %.6f s", adv.NothingToGain, adv.Predicted.Advice, adv.Predicted.AsRan)
 		}
 
-		// split over four nodes as it ran; one node is never slower
+		// split over four nodes as it ran; one node at most 10% slower
+		// (the loopback shared, as above: measured 4.8%)
 		four := traced(t, m, "four", 4, "n1,n2,n3,n4", nil, pairs, "1000000", "10", "1000")
 		one := filepath.Join(work, "one-rankfile")
 		os.WriteFile(one, []byte("rank 0=n1 slot=0\nrank 1=n1 slot=1\nrank 2=n1 slot=2\nrank 3=n1 slot=3\n"), 0o644)
@@ -277,8 +301,8 @@ func TestModelOnRealRuns(t *testing.T) {
 			r := predict(t, append([]string{four, "--placement", one, "--network", "perfect"}, args...)...)
 			p := r.whatIf(t, "placement")
 			t.Logf("%s: split %.6f s, one node %.6f s", r.Platform, r.AsRan.Elapsed, p.Elapsed)
-			if p.Elapsed > r.AsRan.Elapsed || p.InterNodeBytes != 0 {
-				t.Errorf("%s: one node %.6f s (%d inter-node bytes), slower than the job split over 4 nodes %.6f s", r.Platform, p.Elapsed, p.InterNodeBytes, r.AsRan.Elapsed)
+			if p.Elapsed > 1.1*r.AsRan.Elapsed || p.InterNodeBytes != 0 {
+				t.Errorf("%s: one node %.6f s (%d inter-node bytes), more than 10%% slower than the job split over 4 nodes %.6f s", r.Platform, p.Elapsed, p.InterNodeBytes, r.AsRan.Elapsed)
 			}
 		}
 	})
