@@ -24,8 +24,8 @@ import (
 // and leaf2's port to h3 (1 in 5): per link direction, the bytes the
 // daemon estimates from the samples agree with the kernel's counters of
 // that port within sFlow's sampling error. An agent address that is no
-// switch of the eth file, and an ifIndex that maps to no port, are
-// refused and counted.
+// switch of the eth file, an ifIndex that maps to no port, and datagrams
+// that are not sFlow or are cut short are refused, counted and logged.
 func TestEthSFlow(t *testing.T) {
 	if _, err := exec.LookPath("pmacctd"); err != nil {
 		t.Fatalf("pmacctd not installed (scripts/install-deps.sh installs pmacct): %v", err)
@@ -192,7 +192,20 @@ func TestEthSFlow(t *testing.T) {
 	if n := d.metric("netloom_sflow_refused_total", `reason="malformed"`); n != 0 {
 		t.Errorf("%g datagrams of pmacctd refused as malformed", n)
 	}
-	for _, what := range []string{"unknown_agent", "unknown_ifindex"} {
+	// Garbage on the collector's socket: counted as malformed, and the
+	// daemon keeps serving.
+	c, err := net.Dial("udp", collector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range [][]byte{[]byte("not sflow"), {0, 0, 0, 5, 0, 0, 0, 1, 10, 200}, {0, 0, 0, 5, 0, 0, 0, 1, 10, 200, 0, 3, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0x7f, 0xff, 0xff, 0xff}} {
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	d.waitFor(func() bool { return d.metric("netloom_sflow_refused_total", `reason="malformed"`) == 3 }, "three malformed datagrams counted")
+	for _, what := range []string{"unknown_agent", "unknown_ifindex", "malformed"} {
 		if !strings.Contains(d.log.String(), "reason="+what) {
 			t.Errorf("no log line for %s", what)
 		}
