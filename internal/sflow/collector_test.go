@@ -2,6 +2,7 @@ package sflow
 
 import (
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -68,4 +69,50 @@ func TestStoreBound(t *testing.T) {
 	if len(f) != 3 || f[0].SrcPort != 1002 || f[2].SrcPort != 1004 {
 		t.Errorf("kept %+v, want ports 1002..1004", f)
 	}
+}
+
+// TestStoreMemory measures the heap a tracked flow costs (one sample, one
+// bucket; each further 10-second bucket adds 24 bytes) and holds it under
+// 512 bytes: sflow_max_flows' default of 100,000 stays under 50 MiB.
+func TestStoreMemory(t *testing.T) {
+	const n = 100_000
+	s := NewStore(StoreOptions{MaxFlows: n})
+	at := time.Unix(1_700_000_000, 0)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		s.Add(fabric.PortRef{GUID: 1, Port: 1 + i%8}, 2, FlowKey{Src: h1, Dst: h3, Proto: 6, SrcPort: uint16(i), DstPort: uint16(i >> 16)}, 1500, at)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("%.0f bytes of heap per tracked flow (%d flows)", per, s.Tracked())
+	if s.Tracked() != n || per > 512 {
+		t.Errorf("%d flows tracked, %.0f bytes each: want %d under 512", s.Tracked(), per, n)
+	}
+	runtime.KeepAlive(s)
+}
+
+// BenchmarkIngest decodes a datagram of 8 flow samples of known ports and
+// keeps them (one store of 1,000 flows): per sample, reported as
+// samples/s.
+func BenchmarkIngest(b *testing.B) {
+	sw := &Switch{GUID: 0xabc, Ports: map[uint32]int{3: 1, 5: 2}}
+	known := func(a netip.Addr) (*Switch, bool) { return sw, a == agent }
+	var samples []xdr
+	for i := range 8 {
+		samples = append(samples, flowSample(uint32(i), 5, 1000, 7000, 0, 3, 5, frame(0, h1, h3, 6, 40000+uint16(i), 5201), 1518))
+	}
+	dg := datagram(agent, samples...)
+	s := NewStore(StoreOptions{MaxFlows: 1000})
+	var d Datagram
+	at := time.Unix(1_700_000_000, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		if why, err := s.Ingest(dg, &d, known, at, func(Refusal) {}); why != "" {
+			b.Fatal(why, err)
+		}
+	}
+	b.ReportMetric(float64(8*b.N)/b.Elapsed().Seconds(), "samples/s")
 }
