@@ -308,18 +308,28 @@ func writeC(w io.Writer, fns []function, fortran bool, f08 string) error {
 			}
 			fmt.Fprintf(w, "\t\treturn P%s(%s);\n\t}\n", f.name, f.args())
 		}
-		// Tracing times every call, so a traced call always comes here.
-		if f.trace != "" {
-			fmt.Fprintf(w, "\tif (__builtin_expect(nl_tracing, 0)) {\n\t\tnl_trace_enter();\n")
+		// Tracing times every call, so a traced call always comes here. Its
+		// entry is the call's timing start (one clock read fewer), except
+		// where the wait before a collective is timed first: that wait is
+		// the collective's in the trace.
+		wb := waitsBefore[f.name]
+		traceEnter := func(enter string) {
+			fmt.Fprintf(w, "\tif (__builtin_expect(nl_tracing, 0)) {\n\t\t%s;\n", enter)
 			if f.tracePre != "" {
 				fmt.Fprintf(w, "\t\t%s;\n", f.tracePre)
 			}
 			fmt.Fprintf(w, "\t}\n")
 		}
-		if wb := waitsBefore[f.name]; wb != "" {
+		if f.trace != "" && wb != "" {
+			traceEnter("nl_trace_enter()")
+		}
+		if wb != "" {
 			fmt.Fprintf(w, "\tif (__builtin_expect(nl_waits, 0)) {\n\t\tconst int F = NL_FN_%s;\n\t\t%s;\n\t}\n", f.name, wb)
 		}
 		fmt.Fprintf(w, "\tconst uint64_t nl_t0 = nl_begin(NL_FN_%s);\n", f.name)
+		if f.trace != "" && wb == "" {
+			traceEnter("nl_trace_enter_at(nl_t0)")
+		}
 		if f.pre != "" {
 			fmt.Fprintf(w, "\t%s;\n", f.pre)
 		}
@@ -555,14 +565,21 @@ func writeFortran(w io.Writer, f function, b binding) error {
 	// size_t count; MPICH: two count words, source, tag, error), so
 	// PMPI_Status_f2c reads it; MPI_STATUS_IGNORE is the same common block.
 	traced := f.trace != ""
-	if traced {
-		fmt.Fprintf(w, "\tif (__builtin_expect(nl_tracing, 0)) {\n\t\tnl_trace_enter();\n")
+	wb := waitsBefore[f.name]
+	traceEnter := func(enter string) error {
+		fmt.Fprintf(w, "\tif (__builtin_expect(nl_tracing, 0)) {\n\t\t%s;\n", enter)
 		if err := writeClause(w, f, f.tracePre, f.ftracePre, "\t\t"); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "\t}\n")
+		return nil
 	}
-	if wb := waitsBefore[f.name]; wb != "" {
+	if traced && wb != "" {
+		if err := traceEnter("nl_trace_enter()"); err != nil {
+			return err
+		}
+	}
+	if wb != "" {
 		ls, err := locals(f, wb)
 		if err != nil {
 			return err
@@ -574,6 +591,11 @@ func writeFortran(w io.Writer, f function, b binding) error {
 		fmt.Fprintf(w, "\t\t%s;\n\t}\n", wb)
 	}
 	fmt.Fprintf(w, "\tconst uint64_t nl_t0 = nl_begin(NL_FN_%s);\n", f.name)
+	if traced && wb == "" { // entered at the call's timing start, as the C wrappers
+		if err := traceEnter("nl_trace_enter_at(nl_t0)"); err != nil {
+			return err
+		}
+	}
 	if f.pre != "" || f.post != "" || f.hasFpost {
 		fmt.Fprintf(w, "\tconst int F = NL_FN_%s;\n\t(void)F;\n", f.name)
 	}

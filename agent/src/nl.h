@@ -22,6 +22,7 @@ void nl_fsendrecv_waits(const void *sendbuf, const MPI_Fint *sendcount, const MP
  * with an @trace clause call nl_trace_enter before the call and their
  * nl_tr_* and nl_trace_exit after it, on their timed path only. */
 void nl_trace_enter(void);
+void nl_trace_enter_at(uint64_t t0); /* entered at t0, the call's timing start (0: now) */
 void nl_trace_exit(void);
 void nl_tr_send(int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm);
 void nl_tr_isend(int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm, MPI_Request *req);
