@@ -106,9 +106,10 @@ t = lambda s: datetime.datetime.fromisoformat(s[:19]).replace(tzinfo=datetime.ti
 # attributed at the sweep after its end.
 frm, to = t(job["start"]), t(job["end"]) + datetime.timedelta(seconds=10)
 fmt = lambda d: d.strftime("%Y-%m-%dT%H:%M:%SZ")
-w = get(f"/jobs/ring-1/why?from={fmt(frm)}&to={fmt(to)}")
+w = get(f"/jobs/ring-1/why?from={fmt(frm)}&to={fmt(to)}&limit=100")
 json.dump(w, open(path, "w"))
-print(f"  {fmt(frm)} .. {fmt(to)}, route model: {w.get('route_model', 'forwarding tables')}")
+cut = f", cut at {w['limit']}" if w["truncated"] else ""
+print(f"  {fmt(frm)} .. {fmt(to)}, route model: {w.get('route_model', 'forwarding tables')}; {len(w['links'])} of its {w['total']} directions{cut}")
 for l in w["links"]:
     e = l.get("explained_pct")
     print(f"  {l['from_description']:>7} -> {l['to_description']:<7} measured {l['measured']['bytes']:>13,} B"

@@ -178,16 +178,6 @@ func (a *attribAPI) routesAndNodes(ctx context.Context, v *view) (*fabric.Routes
 	return routes, nodes, nil
 }
 
-func (a *attribAPI) liveJobs() map[string]*store.Job {
-	if a.opt.Jobs == nil {
-		return nil
-	}
-	if l := a.opt.Jobs(); l != nil {
-		return l.Jobs
-	}
-	return nil
-}
-
 // summary finds a job's summary: live first, else stored.
 func (a *attribAPI) summary(ctx context.Context, id string) (*store.JobSummary, error) {
 	return a.s.jobSummary(ctx, id)
@@ -558,9 +548,19 @@ type jobLinksQuery struct {
 	view     *view
 	from, to time.Time
 	links    []store.LinkJobBytes
+	// total is how many directions the job crossed over the range, of
+	// which links are the limit heaviest (cut: fewer than total).
+	total, limit int
 	// life: the range is the job's life (none was asked for), and links
 	// its running totals.
 	life bool
+}
+
+// listed says how a job's list of link directions was cut: every answer
+// that holds one says its total and whether it is cut.
+func (q *jobLinksQuery) listed(m map[string]any) map[string]any {
+	m["total"], m["limit"], m["truncated"] = q.total, q.limit, len(q.links) < q.total
+	return m
 }
 
 func (a *attribAPI) jobLinksQuery(r *http.Request, def, hi int) (*jobLinksQuery, error) {
@@ -600,11 +600,21 @@ func (a *attribAPI) jobLinksQuery(r *http.Request, def, hi int) (*jobLinksQuery,
 			to = t.Add(time.Second)
 		}
 	}
-	got, err := a.s.opt.Store.JobLinks(r.Context(), js.ID, lf, lt, limit)
+	// One more than asked for tells whether the list is cut; only then
+	// are they all counted.
+	got, err := a.s.opt.Store.JobLinks(r.Context(), js.ID, lf, lt, limit+1)
 	if err != nil {
 		return nil, err
 	}
-	return &jobLinksQuery{job: js, view: v, from: from, to: to, links: got, life: life}, nil
+	total := len(got)
+	if len(got) > limit {
+		all, err := a.s.opt.Store.JobLinks(r.Context(), js.ID, lf, lt, math.MaxInt32)
+		if err != nil {
+			return nil, err
+		}
+		got, total = got[:limit], len(all)
+	}
+	return &jobLinksQuery{job: js, view: v, from: from, to: to, links: got, total: total, limit: limit, life: life}, nil
 }
 
 func (a *attribAPI) jobLinks(r *http.Request) (any, error) {
@@ -620,8 +630,8 @@ func (a *attribAPI) jobLinks(r *http.Request) (any, error) {
 			links = append(links, dj)
 		}
 	}
-	return withRouteModel(v.topo, map[string]any{"job": js.ID, "from": from, "to": to, "seconds": to.Sub(from).Seconds(),
-		"attribution": js.Attribution, "traffic_source": js.TrafficSource, "traffic_model": js.TrafficModel, "links": links}), nil
+	return withRouteModel(v.topo, q.listed(map[string]any{"job": js.ID, "from": from, "to": to, "seconds": to.Sub(from).Seconds(),
+		"attribution": js.Attribution, "traffic_source": js.TrafficSource, "traffic_model": js.TrafficModel, "links": links})), nil
 }
 
 // pairJSON is one rank (or node) pair whose traffic crosses a direction.
@@ -1014,8 +1024,8 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 		}
 		return cmp.Compare(x.Job, y.Job)
 	})
-	res := withRouteModel(v.topo, map[string]any{"job": js.ID, "from": from, "to": to, "traffic_source": js.TrafficSource, "traffic_model": js.TrafficModel,
-		"attribution": js.Attribution, "links": out, "sharing_jobs": sharing})
+	res := withRouteModel(v.topo, q.listed(map[string]any{"job": js.ID, "from": from, "to": to, "traffic_source": js.TrafficSource, "traffic_model": js.TrafficModel,
+		"attribution": js.Attribution, "links": out, "sharing_jobs": sharing}))
 	if !js.Agent {
 		res["host_links"], err = a.hostLinks(r.Context(), v, js, from, to)
 		if err != nil {

@@ -71,8 +71,6 @@ func canSeeJob(ctx context.Context, j *store.JobSummary) bool {
 // the answers to two ids are the same bytes.
 var errJobHidden = &httpError{http.StatusNotFound, "not_found", "no job you may see has that id"}
 
-func jobHidden(string) error { return errJobHidden }
-
 // errLinkHidden is a user's one answer for every link they may not see:
 // a link their jobs did not cross in the range, a port without a link, a
 // port or node that does not exist, an id that is not one. It names

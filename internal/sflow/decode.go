@@ -159,15 +159,6 @@ func (r *reader) u32(field string) (uint32, *Error) {
 	return v, nil
 }
 
-func (r *reader) u64(field string) (uint64, *Error) {
-	if len(r.b)-r.off < 8 {
-		return 0, r.fail(field, "cut short: %d bytes left, want 8", len(r.b)-r.off)
-	}
-	v := binary.BigEndian.Uint64(r.b[r.off:])
-	r.off += 8
-	return v, nil
-}
-
 // opaque takes n bytes (padded to 4) as a reader of their own.
 func (r *reader) opaque(field string, n uint32) (reader, *Error) {
 	padded := (uint64(n) + 3) &^ 3

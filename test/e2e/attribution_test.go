@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -483,6 +484,22 @@ func TestShortJobLinks(t *testing.T) {
 		}
 		if len(got.Links) == 0 || fromHosts != total {
 			t.Errorf("%s with the default range: %d directions, %d bytes leaving host adapters; want %d", path, len(got.Links), fromHosts, total)
+		}
+		// A list cut says so, and its total is every direction listed
+		// when nothing is cut.
+		var all, cut struct {
+			Links     []json.RawMessage
+			Total     int
+			Limit     int
+			Truncated bool
+		}
+		short := strings.Replace(path, "limit=1000", "limit=1", 1)
+		if d.get("/api/v1/jobs/"+id+path, &all) != 200 || d.get("/api/v1/jobs/"+id+short, &cut) != 200 {
+			t.Fatalf("%s, %s: not 200", path, short)
+		}
+		if all.Total != len(all.Links) || all.Truncated || all.Limit != 1000 || len(cut.Links) != 1 || cut.Total != len(all.Links) || !cut.Truncated || cut.Limit != 1 {
+			t.Errorf("%s: %d of %d directions, truncated %v; %s: %d of %d, truncated %v; want all %d, then 1 of them, cut",
+				path, len(all.Links), all.Total, all.Truncated, short, len(cut.Links), cut.Total, cut.Truncated, len(all.Links))
 		}
 	}
 }

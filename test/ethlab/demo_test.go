@@ -78,12 +78,19 @@ func TestDemoEth(t *testing.T) {
 			}
 			Explained *float64 `json:"explained_pct"`
 		}
+		Total     int
+		Truncated bool
 	}
 	if err := json.Unmarshal(b, &why); err != nil {
 		t.Fatalf("ring-1's why: %v\n%s", err, b)
 	}
-	if why.RouteModel != "lldp-shortest-path" || len(why.Links) != 10 { // why's default limit; the ring crosses 12
-		t.Fatalf("ring-1's why: route_model %q, %d links", why.RouteModel, len(why.Links))
+	// The ring crosses 12 directions: all of them listed (the summary
+	// asks for up to 100), and said so.
+	if why.RouteModel != "lldp-shortest-path" || len(why.Links) != 12 || why.Total != 12 || why.Truncated {
+		t.Fatalf("ring-1's why: route_model %q, %d links of %d, truncated %v; want 12 of 12", why.RouteModel, len(why.Links), why.Total, why.Truncated)
+	}
+	if !bytes.Contains(out, []byte("; 12 of its 12 directions\n")) {
+		t.Errorf("the demo's summary does not say how many of the job's directions it lists")
 	}
 	for _, l := range why.Links {
 		// The wire carried the payload and its framing: never less.
