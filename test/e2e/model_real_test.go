@@ -288,8 +288,10 @@ func TestModelOnRealRuns(t *testing.T) {
 		}
 		if err != nil || json.Unmarshal([]byte(o), &adv) != nil || adv.Predicted == nil {
 			t.Errorf("netloom place with vm aliased to n1: %v\n%s%s", err, o, e)
-		} else if adv.Predicted.Advice < adv.Predicted.AsRan {
-			t.Errorf("place: nothing to gain %v, yet advice %.6f s faster than as ran %.6f s", adv.NothingToGain, adv.Predicted.Advice, adv.Predicted.AsRan)
+		} else if adv.Predicted.Advice < adv.Predicted.AsRan/1.1 {
+			// The advice (two ranks a node: the nodes have 2 cores) no
+			// longer shares one loopback: up to the 10% above faster.
+			t.Errorf("place: nothing to gain %v, yet advice %.6f s more than 10%% faster than as ran %.6f s", adv.NothingToGain, adv.Predicted.Advice, adv.Predicted.AsRan)
 		}
 
 		// split over four nodes as it ran; one node at most 10% slower
