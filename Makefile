@@ -35,7 +35,7 @@ vet: deps
 # The lab's own jobs set their transports on mpiexec's command line.
 test: export UCX_TLS ?= self,sm
 test: build vet
-	$(GO) test $(GOFLAGS) -count=1 -timeout 20m ./...
+	$(GO) test $(GOFLAGS) -count=1 -timeout 45m ./...
 	@if [ -f agent/Makefile ]; then $(MAKE) -C agent test; fi
 	@if [ -f web/package.json ]; then cd web && npm test; fi
 
