@@ -25,7 +25,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { agentLibDir, have, jobFinished, mpiSkip, netloomBin, newPage, shot, startBrowser, startDaemon, until, webDir } from "./harness.mjs";
+import { agentLibDir, fmtBytes, have, jobFinished, mpiSkip, netloomBin, newPage, shot, startBrowser, startDaemon, until, webDir } from "./harness.mjs";
 
 const repo = resolve(webDir, "..");
 const ethlab = join(repo, "scripts", "ethlab");
@@ -43,16 +43,7 @@ function skipReason() {
 const skip = skipReason();
 
 // The pages' formats (web/src/format.ts).
-const bytes = (n) => {
-  const units = ["B", "KB", "MB", "GB", "TB", "PB"];
-  let i = 0;
-  let v = Math.abs(n);
-  while (v >= 1000 && i < units.length - 1) {
-    v /= 1000;
-    i++;
-  }
-  return `${n < 0 ? "-" : ""}${v >= 100 || i === 0 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)} ${units[i]}`;
-};
+const bytes = fmtBytes;
 const pct = (v) => (Number.isFinite(v) ? (v >= 10 ? `${v.toFixed(0)}%` : `${v.toFixed(1)}%`) : "–");
 const dirKey = (x) => `${x.from_description}:${x.from.port} → ${x.to_description}:${x.to.port}`;
 

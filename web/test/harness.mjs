@@ -383,3 +383,15 @@ export async function startPostgres() {
     },
   };
 }
+
+/** Bytes as the pages write them (web/src/format.ts): powers of 1000, three significant digits. */
+export function fmtBytes(n) {
+  const units = ["B", "KB", "MB", "GB", "TB", "PB"];
+  let i = 0;
+  let v = Math.abs(n);
+  while (v >= 1000 && i < units.length - 1) {
+    v /= 1000;
+    i++;
+  }
+  return `${n < 0 ? "-" : ""}${v >= 100 || i === 0 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)} ${units[i]}`;
+}

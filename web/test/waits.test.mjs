@@ -15,7 +15,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { freeUdpPort, jobFinished, mpiSkip, netloomBin, newPage, resultsDir, shot, startBrowser, startDaemon, startJob, webDir } from "./harness.mjs";
+import { fmtBytes, freeUdpPort, jobFinished, mpiSkip, netloomBin, newPage, resultsDir, shot, startBrowser, startDaemon, startJob, webDir } from "./harness.mjs";
 
 const D_MS = 50; // rank k sleeps k x D_MS before each allreduce
 const ITERS = 5;
@@ -198,6 +198,17 @@ describe("wait states on the job page", { skip }, () => {
     // against the replay as it ran, where the advice is not "nothing to gain".
     const advice = await daemon.api(`/jobs/${T}/placement`);
     const placed = page.locator(".placement-predicted");
+    // The advice's sentence says each figure's change as the API's gain
+    // has it: cut when the advice costs less, raised when more.
+    const g = advice.gain?.as_ran;
+    if (!advice.nothing_to_gain && g) {
+      const change = (what, v) => (v > 0 ? `cut ${what} by ${pct(v)}` : v < 0 ? `raise ${what} by ${pct(-v)}` : `leave ${what} as it is`);
+      const note = await page.locator(".placement > p.panel-note").first().innerText();
+      assert.ok(note.includes(`would ${change("the job's bytes × hops", g.byte_hops_pct)}, ${change("its inter-node bytes", g.inter_node_bytes_pct)} and ${change("its heaviest link's load", g.heaviest_link_pct)}`), note);
+    }
+    // The model's table shows each scenario's intra-node bytes beside the inter-node ones.
+    const rowsByName = Object.fromEntries((await cells(box.locator('table[aria-label="Predicted time"] tbody tr'))).map((r) => [r[0], r]));
+    assert.equal(rowsByName["as ran"]?.[5], fmtBytes(m.as_ran.intra_node_p2p_bytes), `as ran: ${rowsByName["as ran"]}`);
     if (!advice.nothing_to_gain) {
       const pm = await daemon.api(`/jobs/${T}/model?placement=advice`);
       const pp = pm.what_ifs.find((p) => p.scenario === "placement");

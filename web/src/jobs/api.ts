@@ -394,6 +394,8 @@ export interface ModelPrediction {
   platform: string;
   elapsed_seconds: number;
   inter_node_p2p_bytes: number;
+  /** Point-to-point bytes between ranks of one node: through its loopback, which they share. */
+  intra_node_p2p_bytes: number;
   mpi_seconds: number;
   functions: Record<string, number>;
   /** functions under the names the measurement shares ("point-to-point" for every point-to-point call) */

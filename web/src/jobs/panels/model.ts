@@ -53,12 +53,12 @@ function modelView(r: ModelResult): HTMLElement {
     ".",
   );
   const preds = [r.as_ran, ...r.what_ifs];
-  const scenarios = table<{ name: string; elapsed: number; mpi: number; bytes: number | null; vs?: number }>({
+  const scenarios = table<{ name: string; elapsed: number; mpi: number; bytes: number | null; intra?: number; vs?: number }>({
     label: "Predicted time",
     param: "ms",
     rows: [
       { name: "measured", elapsed: r.measured.elapsed_seconds, mpi: r.measured.mpi_seconds, bytes: null },
-      ...preds.map((p) => ({ name: p.scenario, elapsed: p.elapsed_seconds, mpi: p.mpi_seconds, bytes: p.inter_node_p2p_bytes, vs: p.vs_as_ran_pct })),
+      ...preds.map((p) => ({ name: p.scenario, elapsed: p.elapsed_seconds, mpi: p.mpi_seconds, bytes: p.inter_node_p2p_bytes, intra: p.intra_node_p2p_bytes, vs: p.vs_as_ran_pct })),
     ],
     defaultSort: "elapsed",
     pageSize: 10,
@@ -69,6 +69,7 @@ function modelView(r: ModelResult): HTMLElement {
       { key: "vs", label: "vs as ran", value: (x) => x.vs ?? 0, cell: (x) => (x.vs == null ? "–" : `${x.vs <= 0 ? "−" : "+"}${fmt.pct(Math.abs(x.vs))}`), numeric: true, title: "The change of the elapsed time against the replay of the job as it ran" },
       { key: "mpi", label: "MPI time (all ranks)", value: (x) => x.mpi, cell: (x) => secs(x.mpi), numeric: true },
       { key: "bytes", label: "Inter-node p2p", value: (x) => x.bytes ?? -1, cell: (x) => (x.bytes == null ? "–" : fmt.bytes(x.bytes)), numeric: true },
+      { key: "intra", label: "Intra-node p2p", value: (x) => x.intra ?? -1, cell: (x) => (x.intra == null ? "–" : fmt.bytes(x.intra)), numeric: true, title: "Point-to-point bytes between ranks of one node: they share its loopback" },
     ],
   });
   // Under names both sides share: the replay keeps messages, not the

@@ -72,6 +72,13 @@ function placementPrediction(r: ModelResult): HTMLElement {
   );
 }
 
+/** A figure's change in words, from a gain (positive: the advice costs less). */
+function change(what: string, gainPct: number): string {
+  if (gainPct > 0) return `cut ${what} by ${fmt.pct(gainPct)}`;
+  if (gainPct < 0) return `raise ${what} by ${fmt.pct(-gainPct)}`;
+  return `leave ${what} as it is`;
+}
+
 /** The advice: the predicted gain, the costs compared and the file. */
 function placementView(r: Placement): HTMLElement {
   const g = r.gain["as_ran"];
@@ -81,7 +88,7 @@ function placementView(r: Placement): HTMLElement {
         "p",
         { class: "panel-note" },
         g
-          ? `Placing the ranks as advised would cut the job's bytes × hops by ${fmt.pct(g.byte_hops_pct)}, its inter-node bytes by ${fmt.pct(g.inter_node_bytes_pct)} and its heaviest link's load by ${fmt.pct(g.heaviest_link_pct)}.`
+          ? `Placing the ranks as advised would ${change("the job's bytes × hops", g.byte_hops_pct)}, ${change("its inter-node bytes", g.inter_node_bytes_pct)} and ${change("its heaviest link's load", g.heaviest_link_pct)} (bytes × hops: every inter-node byte counted once for each link its route crosses).`
           : `The job as it ran cannot be judged${r.as_ran_unknown ? ` (${r.as_ran_unknown})` : ""}; the advice is compared with the usual placements below.`,
       );
   const rows: { name: string; c: PlacementCost | null }[] = [
