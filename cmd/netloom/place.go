@@ -346,7 +346,7 @@ func writeAdvice(w io.Writer, a *place.Advice) error {
 			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t\n", name)
 			return
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", name, c.InterNodeBytes, c.ByteHops, heaviestBytes(c), c.NodesUsed)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", name, c.InterNodeBytes, c.ByteHops, c.HeaviestBytes(), c.NodesUsed)
 	}
 	row("as ran", a.AsRan)
 	row("advice", a.Advice)
@@ -382,7 +382,7 @@ func writeAdvice(w io.Writer, a *place.Advice) error {
 			fmt.Fprintf(w, "advice against %s: inter-node bytes %s, bytes x hops %s, heaviest link %s\n", than.name,
 				change(than.c.InterNodeBytes, a.Advice.InterNodeBytes, analysis.FormatBytes),
 				change(than.c.ByteHops, a.Advice.ByteHops, func(v uint64) string { return strconv.FormatUint(v, 10) }),
-				change(heaviestBytes(than.c), heaviestBytes(a.Advice), analysis.FormatBytes))
+				change(than.c.HeaviestBytes(), a.Advice.HeaviestBytes(), analysis.FormatBytes))
 		}
 	}
 	return nil
@@ -401,15 +401,6 @@ func change(before, after uint64, text func(uint64) string) string {
 		return s + fmt.Sprintf(" (%.1f%% more)", 100*float64(after-before)/float64(before))
 	}
 	return s + fmt.Sprintf(" (%.1f%% less)", 100*float64(before-after)/float64(before))
-}
-
-// heaviestBytes is the bytes of a cost's heaviest link direction (0 when
-// none carried any).
-func heaviestBytes(c *place.Cost) uint64 {
-	if c.HeaviestLink == nil {
-		return 0
-	}
-	return c.HeaviestLink.Bytes
 }
 
 // plural writes n and the noun, in the plural unless n is 1.

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -38,13 +37,9 @@ func TraceCuts(dir string) ([]string, error) {
 		if err != nil || r < 0 {
 			continue // not a rank's
 		}
-		b, err := readSmall(fsys, name, 1<<16)
+		m, err := readTraceMeta(fsys, name)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path.Join(dir, name), err)
-		}
-		var m traceMeta
-		if err := json.Unmarshal(b, &m); err != nil {
-			return nil, fmt.Errorf("%s: not the JSON the agent writes: %w", path.Join(dir, name), err)
 		}
 		if m.Truncated {
 			cuts = append(cuts, cut{r, m})

@@ -159,14 +159,8 @@ func LoadFrom(src Source) (*Job, []string, error) {
 			return nil, warnings, fmt.Errorf("%s: rank %d has no replay trace (run the job with netloom run --trace --output DIR, or NETLOOM_TRACE=1): %w", jobDir, r, err)
 		}
 		j.names = append(j.names, name)
-		var m traceMeta
 		meta := strings.TrimSuffix(name, ".gz") + ".json"
-		b, err := readSmall(jobFS, meta, 1<<16)
-		if err == nil {
-			if err = json.Unmarshal(b, &m); err != nil {
-				err = fmt.Errorf("not the JSON the agent writes: %w", err)
-			}
-		}
+		m, err := readTraceMeta(jobFS, meta)
 		if err != nil {
 			return nil, warnings, fmt.Errorf("%s: rank %d's trace description %s: %w", jobDir, r, meta, err)
 		}
@@ -224,6 +218,19 @@ func truncatedWarning(r int, m *traceMeta) string {
 		why = "truncated_reason " + echo.Quote(m.TruncatedReason, 80)
 	}
 	return fmt.Sprintf("rank %d's trace was cut after %d events (%s): the replay covers the run only up to there, and its prediction is of that part", r, m.Events, why)
+}
+
+// readTraceMeta reads a rank's trace description (rank-N.ti.json).
+func readTraceMeta(fsys fs.FS, name string) (traceMeta, error) {
+	var m traceMeta
+	b, err := readSmall(fsys, name, 1<<16)
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("not the JSON the agent writes: %w", err)
+	}
+	return m, nil
 }
 
 // readSmall reads a file of at most limit bytes.

@@ -36,7 +36,7 @@ func gain(advice, than *Cost) *Gain {
 		return 100 * (float64(b) - float64(a)) / float64(b)
 	}
 	return &Gain{InterNodeBytes: pct(advice.InterNodeBytes, than.InterNodeBytes), ByteHops: pct(advice.ByteHops, than.ByteHops),
-		HeaviestLink: pct(advice.heaviest(), than.heaviest())}
+		HeaviestLink: pct(advice.HeaviestBytes(), than.HeaviestBytes())}
 }
 
 // methodText names a winning candidate in words.

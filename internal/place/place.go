@@ -134,8 +134,9 @@ type Cost struct {
 	Links []LinkLoad `json:"links,omitempty"`
 }
 
-// heaviest is the heaviest link's bytes, 0 when none.
-func (c *Cost) heaviest() uint64 {
+// HeaviestBytes is the bytes of the cost's heaviest link direction (0
+// when none carried any).
+func (c *Cost) HeaviestBytes() uint64 {
 	if c == nil || c.HeaviestLink == nil {
 		return 0
 	}
@@ -148,8 +149,8 @@ func (c *Cost) better(d *Cost) bool {
 	if c.ByteHops != d.ByteHops {
 		return c.ByteHops < d.ByteHops
 	}
-	if c.heaviest() != d.heaviest() {
-		return c.heaviest() < d.heaviest()
+	if c.HeaviestBytes() != d.HeaviestBytes() {
+		return c.HeaviestBytes() < d.HeaviestBytes()
 	}
 	return c.InterNodeBytes < d.InterNodeBytes
 }
