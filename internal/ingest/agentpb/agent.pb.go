@@ -73,9 +73,17 @@ type Datagram struct {
 	// Absent when it never did and from
 	// agents older than it. Cumulative like the rest: every snapshot after a
 	// reordering carries it.
-	Reorders      []*Reorder `protobuf:"bytes,23,rep,name=reorders,proto3" json:"reorders,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reorders []*Reorder `protobuf:"bytes,23,rep,name=reorders,proto3" json:"reorders,omitempty"`
+	// Only in chunk 0: the network connections of this rank's process, read
+	// at the snapshot off the MPI hot path (docs/sflow.md): for TCP from
+	// /proc/self/fd and /proc/net/tcp{,6}; for RoCE the queue pairs. The
+	// daemon maps switches' sampled packet headers onto (job, rank pair) by
+	// them. Absent from agents older than it; the first 64 of them, with
+	// connections_truncated set when there were more.
+	Connections          []*Connection `protobuf:"bytes,24,rep,name=connections,proto3" json:"connections,omitempty"`
+	ConnectionsTruncated bool          `protobuf:"varint,25,opt,name=connections_truncated,json=connectionsTruncated,proto3" json:"connections_truncated,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Datagram) Reset() {
@@ -255,6 +263,121 @@ func (x *Datagram) GetReorders() []*Reorder {
 	return nil
 }
 
+func (x *Datagram) GetConnections() []*Connection {
+	if x != nil {
+		return x.Connections
+	}
+	return nil
+}
+
+func (x *Datagram) GetConnectionsTruncated() bool {
+	if x != nil {
+		return x.ConnectionsTruncated
+	}
+	return false
+}
+
+// Connection is one of the process's network connections.
+type Connection struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`                             // "tcp" or "roce"
+	LocalAddr     []byte                 `protobuf:"bytes,2,opt,name=local_addr,json=localAddr,proto3" json:"local_addr,omitempty"`  // 4 bytes (IPv4) or 16 (IPv6), network order
+	LocalPort     uint32                 `protobuf:"varint,3,opt,name=local_port,json=localPort,proto3" json:"local_port,omitempty"` // TCP: port; RoCE: 4791 (the UDP port of RoCEv2)
+	RemoteAddr    []byte                 `protobuf:"bytes,4,opt,name=remote_addr,json=remoteAddr,proto3" json:"remote_addr,omitempty"`
+	RemotePort    uint32                 `protobuf:"varint,5,opt,name=remote_port,json=remotePort,proto3" json:"remote_port,omitempty"`
+	LocalQpn      uint32                 `protobuf:"varint,6,opt,name=local_qpn,json=localQpn,proto3" json:"local_qpn,omitempty"`    // RoCE: this side's queue pair number (BTH dest QP of packets toward it)
+	RemoteQpn     uint32                 `protobuf:"varint,7,opt,name=remote_qpn,json=remoteQpn,proto3" json:"remote_qpn,omitempty"` // RoCE: the peer's queue pair number
+	Peer          uint32                 `protobuf:"varint,8,opt,name=peer,proto3" json:"peer,omitempty"`                            // the world rank at the far end where the agent knows it, else 0xFFFFFFFF
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Connection) Reset() {
+	*x = Connection{}
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Connection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Connection) ProtoMessage() {}
+
+func (x *Connection) ProtoReflect() protoreflect.Message {
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Connection.ProtoReflect.Descriptor instead.
+func (*Connection) Descriptor() ([]byte, []int) {
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Connection) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Connection) GetLocalAddr() []byte {
+	if x != nil {
+		return x.LocalAddr
+	}
+	return nil
+}
+
+func (x *Connection) GetLocalPort() uint32 {
+	if x != nil {
+		return x.LocalPort
+	}
+	return 0
+}
+
+func (x *Connection) GetRemoteAddr() []byte {
+	if x != nil {
+		return x.RemoteAddr
+	}
+	return nil
+}
+
+func (x *Connection) GetRemotePort() uint32 {
+	if x != nil {
+		return x.RemotePort
+	}
+	return 0
+}
+
+func (x *Connection) GetLocalQpn() uint32 {
+	if x != nil {
+		return x.LocalQpn
+	}
+	return 0
+}
+
+func (x *Connection) GetRemoteQpn() uint32 {
+	if x != nil {
+		return x.RemoteQpn
+	}
+	return 0
+}
+
+func (x *Connection) GetPeer() uint32 {
+	if x != nil {
+		return x.Peer
+	}
+	return 0
+}
+
 // Reorder is one netloom_reorder call this rank took part in (and that
 // returned a new communicator).
 type Reorder struct {
@@ -280,7 +403,7 @@ type Reorder struct {
 
 func (x *Reorder) Reset() {
 	*x = Reorder{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[1]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -292,7 +415,7 @@ func (x *Reorder) String() string {
 func (*Reorder) ProtoMessage() {}
 
 func (x *Reorder) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[1]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -305,7 +428,7 @@ func (x *Reorder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reorder.ProtoReflect.Descriptor instead.
 func (*Reorder) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Reorder) GetIndex() uint32 {
@@ -450,7 +573,7 @@ type Gpu struct {
 
 func (x *Gpu) Reset() {
 	*x = Gpu{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +585,7 @@ func (x *Gpu) String() string {
 func (*Gpu) ProtoMessage() {}
 
 func (x *Gpu) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[2]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +598,7 @@ func (x *Gpu) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gpu.ProtoReflect.Descriptor instead.
 func (*Gpu) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Gpu) GetProbed() bool {
@@ -554,7 +677,7 @@ type BufferKinds struct {
 
 func (x *BufferKinds) Reset() {
 	*x = BufferKinds{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +689,7 @@ func (x *BufferKinds) String() string {
 func (*BufferKinds) ProtoMessage() {}
 
 func (x *BufferKinds) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[3]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +702,7 @@ func (x *BufferKinds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BufferKinds.ProtoReflect.Descriptor instead.
 func (*BufferKinds) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *BufferKinds) GetPageable() *Traffic {
@@ -621,7 +744,7 @@ type GpuFunction struct {
 
 func (x *GpuFunction) Reset() {
 	*x = GpuFunction{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +756,7 @@ func (x *GpuFunction) String() string {
 func (*GpuFunction) ProtoMessage() {}
 
 func (x *GpuFunction) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[4]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +769,7 @@ func (x *GpuFunction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuFunction.ProtoReflect.Descriptor instead.
 func (*GpuFunction) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GpuFunction) GetName() string {
@@ -681,7 +804,7 @@ type GpuPeer struct {
 
 func (x *GpuPeer) Reset() {
 	*x = GpuPeer{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +816,7 @@ func (x *GpuPeer) String() string {
 func (*GpuPeer) ProtoMessage() {}
 
 func (x *GpuPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[5]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +829,7 @@ func (x *GpuPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuPeer.ProtoReflect.Descriptor instead.
 func (*GpuPeer) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GpuPeer) GetPeer() uint32 {
@@ -747,7 +870,7 @@ type NcclOp struct {
 
 func (x *NcclOp) Reset() {
 	*x = NcclOp{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +882,7 @@ func (x *NcclOp) String() string {
 func (*NcclOp) ProtoMessage() {}
 
 func (x *NcclOp) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[6]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +895,7 @@ func (x *NcclOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NcclOp.ProtoReflect.Descriptor instead.
 func (*NcclOp) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *NcclOp) GetComm() uint64 {
@@ -850,7 +973,7 @@ type NcclPeer struct {
 
 func (x *NcclPeer) Reset() {
 	*x = NcclPeer{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +985,7 @@ func (x *NcclPeer) String() string {
 func (*NcclPeer) ProtoMessage() {}
 
 func (x *NcclPeer) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[7]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +998,7 @@ func (x *NcclPeer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NcclPeer.ProtoReflect.Descriptor instead.
 func (*NcclPeer) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *NcclPeer) GetComm() uint64 {
@@ -917,7 +1040,7 @@ type Traffic struct {
 
 func (x *Traffic) Reset() {
 	*x = Traffic{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1052,7 @@ func (x *Traffic) String() string {
 func (*Traffic) ProtoMessage() {}
 
 func (x *Traffic) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[8]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1065,7 @@ func (x *Traffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Traffic.ProtoReflect.Descriptor instead.
 func (*Traffic) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Traffic) GetBytes() uint64 {
@@ -995,7 +1118,7 @@ type Process struct {
 
 func (x *Process) Reset() {
 	*x = Process{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1130,7 @@ func (x *Process) String() string {
 func (*Process) ProtoMessage() {}
 
 func (x *Process) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[9]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1143,7 @@ func (x *Process) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Process.ProtoReflect.Descriptor instead.
 func (*Process) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Process) GetNode() string {
@@ -1197,7 +1320,7 @@ type NodeTraffic struct {
 
 func (x *NodeTraffic) Reset() {
 	*x = NodeTraffic{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1332,7 @@ func (x *NodeTraffic) String() string {
 func (*NodeTraffic) ProtoMessage() {}
 
 func (x *NodeTraffic) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[10]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1345,7 @@ func (x *NodeTraffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTraffic.ProtoReflect.Descriptor instead.
 func (*NodeTraffic) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NodeTraffic) GetNode() string {
@@ -1279,7 +1402,7 @@ type PeerTraffic struct {
 
 func (x *PeerTraffic) Reset() {
 	*x = PeerTraffic{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1414,7 @@ func (x *PeerTraffic) String() string {
 func (*PeerTraffic) ProtoMessage() {}
 
 func (x *PeerTraffic) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[11]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1427,7 @@ func (x *PeerTraffic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerTraffic.ProtoReflect.Descriptor instead.
 func (*PeerTraffic) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PeerTraffic) GetPeer() uint32 {
@@ -1389,7 +1512,7 @@ type FunctionStat struct {
 
 func (x *FunctionStat) Reset() {
 	*x = FunctionStat{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1524,7 @@ func (x *FunctionStat) String() string {
 func (*FunctionStat) ProtoMessage() {}
 
 func (x *FunctionStat) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[12]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1537,7 @@ func (x *FunctionStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionStat.ProtoReflect.Descriptor instead.
 func (*FunctionStat) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{12}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FunctionStat) GetName() string {
@@ -1477,7 +1600,7 @@ type Region struct {
 
 func (x *Region) Reset() {
 	*x = Region{}
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1612,7 @@ func (x *Region) String() string {
 func (*Region) ProtoMessage() {}
 
 func (x *Region) ProtoReflect() protoreflect.Message {
-	mi := &file_netloom_agent_v1_agent_proto_msgTypes[13]
+	mi := &file_netloom_agent_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1625,7 @@ func (x *Region) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Region.ProtoReflect.Descriptor instead.
 func (*Region) Descriptor() ([]byte, []int) {
-	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{13}
+	return file_netloom_agent_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Region) GetName() string {
@@ -1565,7 +1688,7 @@ var File_netloom_agent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1cnetloom/agent/v1/agent.proto\x12\x10netloom.agent.v1\"\xf7\x05\n" +
+	"\x1cnetloom/agent/v1/agent.proto\x12\x10netloom.agent.v1\"\xec\x06\n" +
 	"\bDatagram\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x12\n" +
@@ -1593,7 +1716,24 @@ const file_netloom_agent_v1_agent_proto_rawDesc = "" +
 	"credential\x12\x10\n" +
 	"\x03mac\x18\x15 \x01(\fR\x03mac\x12'\n" +
 	"\x03gpu\x18\x16 \x01(\v2\x15.netloom.agent.v1.GpuR\x03gpu\x125\n" +
-	"\breorders\x18\x17 \x03(\v2\x19.netloom.agent.v1.ReorderR\breorders\"\xb8\x03\n" +
+	"\breorders\x18\x17 \x03(\v2\x19.netloom.agent.v1.ReorderR\breorders\x12>\n" +
+	"\vconnections\x18\x18 \x03(\v2\x1c.netloom.agent.v1.ConnectionR\vconnections\x123\n" +
+	"\x15connections_truncated\x18\x19 \x01(\bR\x14connectionsTruncated\"\xf0\x01\n" +
+	"\n" +
+	"Connection\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1d\n" +
+	"\n" +
+	"local_addr\x18\x02 \x01(\fR\tlocalAddr\x12\x1d\n" +
+	"\n" +
+	"local_port\x18\x03 \x01(\rR\tlocalPort\x12\x1f\n" +
+	"\vremote_addr\x18\x04 \x01(\fR\n" +
+	"remoteAddr\x12\x1f\n" +
+	"\vremote_port\x18\x05 \x01(\rR\n" +
+	"remotePort\x12\x1b\n" +
+	"\tlocal_qpn\x18\x06 \x01(\rR\blocalQpn\x12\x1d\n" +
+	"\n" +
+	"remote_qpn\x18\a \x01(\rR\tremoteQpn\x12\x12\n" +
+	"\x04peer\x18\b \x01(\rR\x04peer\"\xb8\x03\n" +
 	"\aReorder\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12 \n" +
 	"\ftime_unix_ns\x18\x02 \x01(\x03R\n" +
@@ -1732,65 +1872,67 @@ func file_netloom_agent_v1_agent_proto_rawDescGZIP() []byte {
 	return file_netloom_agent_v1_agent_proto_rawDescData
 }
 
-var file_netloom_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_netloom_agent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_netloom_agent_v1_agent_proto_goTypes = []any{
 	(*Datagram)(nil),     // 0: netloom.agent.v1.Datagram
-	(*Reorder)(nil),      // 1: netloom.agent.v1.Reorder
-	(*Gpu)(nil),          // 2: netloom.agent.v1.Gpu
-	(*BufferKinds)(nil),  // 3: netloom.agent.v1.BufferKinds
-	(*GpuFunction)(nil),  // 4: netloom.agent.v1.GpuFunction
-	(*GpuPeer)(nil),      // 5: netloom.agent.v1.GpuPeer
-	(*NcclOp)(nil),       // 6: netloom.agent.v1.NcclOp
-	(*NcclPeer)(nil),     // 7: netloom.agent.v1.NcclPeer
-	(*Traffic)(nil),      // 8: netloom.agent.v1.Traffic
-	(*Process)(nil),      // 9: netloom.agent.v1.Process
-	(*NodeTraffic)(nil),  // 10: netloom.agent.v1.NodeTraffic
-	(*PeerTraffic)(nil),  // 11: netloom.agent.v1.PeerTraffic
-	(*FunctionStat)(nil), // 12: netloom.agent.v1.FunctionStat
-	(*Region)(nil),       // 13: netloom.agent.v1.Region
+	(*Connection)(nil),   // 1: netloom.agent.v1.Connection
+	(*Reorder)(nil),      // 2: netloom.agent.v1.Reorder
+	(*Gpu)(nil),          // 3: netloom.agent.v1.Gpu
+	(*BufferKinds)(nil),  // 4: netloom.agent.v1.BufferKinds
+	(*GpuFunction)(nil),  // 5: netloom.agent.v1.GpuFunction
+	(*GpuPeer)(nil),      // 6: netloom.agent.v1.GpuPeer
+	(*NcclOp)(nil),       // 7: netloom.agent.v1.NcclOp
+	(*NcclPeer)(nil),     // 8: netloom.agent.v1.NcclPeer
+	(*Traffic)(nil),      // 9: netloom.agent.v1.Traffic
+	(*Process)(nil),      // 10: netloom.agent.v1.Process
+	(*NodeTraffic)(nil),  // 11: netloom.agent.v1.NodeTraffic
+	(*PeerTraffic)(nil),  // 12: netloom.agent.v1.PeerTraffic
+	(*FunctionStat)(nil), // 13: netloom.agent.v1.FunctionStat
+	(*Region)(nil),       // 14: netloom.agent.v1.Region
 }
 var file_netloom_agent_v1_agent_proto_depIdxs = []int32{
-	9,  // 0: netloom.agent.v1.Datagram.process:type_name -> netloom.agent.v1.Process
-	12, // 1: netloom.agent.v1.Datagram.functions:type_name -> netloom.agent.v1.FunctionStat
-	13, // 2: netloom.agent.v1.Datagram.regions:type_name -> netloom.agent.v1.Region
-	10, // 3: netloom.agent.v1.Datagram.nodes:type_name -> netloom.agent.v1.NodeTraffic
-	11, // 4: netloom.agent.v1.Datagram.peers:type_name -> netloom.agent.v1.PeerTraffic
-	2,  // 5: netloom.agent.v1.Datagram.gpu:type_name -> netloom.agent.v1.Gpu
-	1,  // 6: netloom.agent.v1.Datagram.reorders:type_name -> netloom.agent.v1.Reorder
-	4,  // 7: netloom.agent.v1.Gpu.functions:type_name -> netloom.agent.v1.GpuFunction
-	5,  // 8: netloom.agent.v1.Gpu.peers:type_name -> netloom.agent.v1.GpuPeer
-	6,  // 9: netloom.agent.v1.Gpu.nccl_ops:type_name -> netloom.agent.v1.NcclOp
-	7,  // 10: netloom.agent.v1.Gpu.nccl_peers:type_name -> netloom.agent.v1.NcclPeer
-	8,  // 11: netloom.agent.v1.BufferKinds.pageable:type_name -> netloom.agent.v1.Traffic
-	8,  // 12: netloom.agent.v1.BufferKinds.pinned:type_name -> netloom.agent.v1.Traffic
-	8,  // 13: netloom.agent.v1.BufferKinds.device:type_name -> netloom.agent.v1.Traffic
-	8,  // 14: netloom.agent.v1.BufferKinds.managed:type_name -> netloom.agent.v1.Traffic
-	3,  // 15: netloom.agent.v1.GpuFunction.send:type_name -> netloom.agent.v1.BufferKinds
-	3,  // 16: netloom.agent.v1.GpuFunction.recv:type_name -> netloom.agent.v1.BufferKinds
-	3,  // 17: netloom.agent.v1.GpuPeer.sent_from:type_name -> netloom.agent.v1.BufferKinds
-	3,  // 18: netloom.agent.v1.GpuPeer.received_into:type_name -> netloom.agent.v1.BufferKinds
-	8,  // 19: netloom.agent.v1.NcclPeer.sent:type_name -> netloom.agent.v1.Traffic
-	8,  // 20: netloom.agent.v1.NcclPeer.received:type_name -> netloom.agent.v1.Traffic
-	8,  // 21: netloom.agent.v1.Process.intra_node:type_name -> netloom.agent.v1.Traffic
-	8,  // 22: netloom.agent.v1.Process.inter_node:type_name -> netloom.agent.v1.Traffic
-	8,  // 23: netloom.agent.v1.NodeTraffic.p2p:type_name -> netloom.agent.v1.Traffic
-	8,  // 24: netloom.agent.v1.NodeTraffic.coll:type_name -> netloom.agent.v1.Traffic
-	8,  // 25: netloom.agent.v1.NodeTraffic.rma:type_name -> netloom.agent.v1.Traffic
-	8,  // 26: netloom.agent.v1.PeerTraffic.p2p:type_name -> netloom.agent.v1.Traffic
-	8,  // 27: netloom.agent.v1.PeerTraffic.coll:type_name -> netloom.agent.v1.Traffic
-	8,  // 28: netloom.agent.v1.PeerTraffic.rma:type_name -> netloom.agent.v1.Traffic
-	8,  // 29: netloom.agent.v1.PeerTraffic.monitored_p2p:type_name -> netloom.agent.v1.Traffic
-	8,  // 30: netloom.agent.v1.PeerTraffic.monitored_coll:type_name -> netloom.agent.v1.Traffic
-	8,  // 31: netloom.agent.v1.PeerTraffic.monitored_rma:type_name -> netloom.agent.v1.Traffic
-	8,  // 32: netloom.agent.v1.PeerTraffic.monitored_fetched:type_name -> netloom.agent.v1.Traffic
-	8,  // 33: netloom.agent.v1.Region.p2p:type_name -> netloom.agent.v1.Traffic
-	8,  // 34: netloom.agent.v1.Region.coll:type_name -> netloom.agent.v1.Traffic
-	8,  // 35: netloom.agent.v1.Region.rma:type_name -> netloom.agent.v1.Traffic
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	10, // 0: netloom.agent.v1.Datagram.process:type_name -> netloom.agent.v1.Process
+	13, // 1: netloom.agent.v1.Datagram.functions:type_name -> netloom.agent.v1.FunctionStat
+	14, // 2: netloom.agent.v1.Datagram.regions:type_name -> netloom.agent.v1.Region
+	11, // 3: netloom.agent.v1.Datagram.nodes:type_name -> netloom.agent.v1.NodeTraffic
+	12, // 4: netloom.agent.v1.Datagram.peers:type_name -> netloom.agent.v1.PeerTraffic
+	3,  // 5: netloom.agent.v1.Datagram.gpu:type_name -> netloom.agent.v1.Gpu
+	2,  // 6: netloom.agent.v1.Datagram.reorders:type_name -> netloom.agent.v1.Reorder
+	1,  // 7: netloom.agent.v1.Datagram.connections:type_name -> netloom.agent.v1.Connection
+	5,  // 8: netloom.agent.v1.Gpu.functions:type_name -> netloom.agent.v1.GpuFunction
+	6,  // 9: netloom.agent.v1.Gpu.peers:type_name -> netloom.agent.v1.GpuPeer
+	7,  // 10: netloom.agent.v1.Gpu.nccl_ops:type_name -> netloom.agent.v1.NcclOp
+	8,  // 11: netloom.agent.v1.Gpu.nccl_peers:type_name -> netloom.agent.v1.NcclPeer
+	9,  // 12: netloom.agent.v1.BufferKinds.pageable:type_name -> netloom.agent.v1.Traffic
+	9,  // 13: netloom.agent.v1.BufferKinds.pinned:type_name -> netloom.agent.v1.Traffic
+	9,  // 14: netloom.agent.v1.BufferKinds.device:type_name -> netloom.agent.v1.Traffic
+	9,  // 15: netloom.agent.v1.BufferKinds.managed:type_name -> netloom.agent.v1.Traffic
+	4,  // 16: netloom.agent.v1.GpuFunction.send:type_name -> netloom.agent.v1.BufferKinds
+	4,  // 17: netloom.agent.v1.GpuFunction.recv:type_name -> netloom.agent.v1.BufferKinds
+	4,  // 18: netloom.agent.v1.GpuPeer.sent_from:type_name -> netloom.agent.v1.BufferKinds
+	4,  // 19: netloom.agent.v1.GpuPeer.received_into:type_name -> netloom.agent.v1.BufferKinds
+	9,  // 20: netloom.agent.v1.NcclPeer.sent:type_name -> netloom.agent.v1.Traffic
+	9,  // 21: netloom.agent.v1.NcclPeer.received:type_name -> netloom.agent.v1.Traffic
+	9,  // 22: netloom.agent.v1.Process.intra_node:type_name -> netloom.agent.v1.Traffic
+	9,  // 23: netloom.agent.v1.Process.inter_node:type_name -> netloom.agent.v1.Traffic
+	9,  // 24: netloom.agent.v1.NodeTraffic.p2p:type_name -> netloom.agent.v1.Traffic
+	9,  // 25: netloom.agent.v1.NodeTraffic.coll:type_name -> netloom.agent.v1.Traffic
+	9,  // 26: netloom.agent.v1.NodeTraffic.rma:type_name -> netloom.agent.v1.Traffic
+	9,  // 27: netloom.agent.v1.PeerTraffic.p2p:type_name -> netloom.agent.v1.Traffic
+	9,  // 28: netloom.agent.v1.PeerTraffic.coll:type_name -> netloom.agent.v1.Traffic
+	9,  // 29: netloom.agent.v1.PeerTraffic.rma:type_name -> netloom.agent.v1.Traffic
+	9,  // 30: netloom.agent.v1.PeerTraffic.monitored_p2p:type_name -> netloom.agent.v1.Traffic
+	9,  // 31: netloom.agent.v1.PeerTraffic.monitored_coll:type_name -> netloom.agent.v1.Traffic
+	9,  // 32: netloom.agent.v1.PeerTraffic.monitored_rma:type_name -> netloom.agent.v1.Traffic
+	9,  // 33: netloom.agent.v1.PeerTraffic.monitored_fetched:type_name -> netloom.agent.v1.Traffic
+	9,  // 34: netloom.agent.v1.Region.p2p:type_name -> netloom.agent.v1.Traffic
+	9,  // 35: netloom.agent.v1.Region.coll:type_name -> netloom.agent.v1.Traffic
+	9,  // 36: netloom.agent.v1.Region.rma:type_name -> netloom.agent.v1.Traffic
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_netloom_agent_v1_agent_proto_init() }
@@ -1804,7 +1946,7 @@ func file_netloom_agent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_netloom_agent_v1_agent_proto_rawDesc), len(file_netloom_agent_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
