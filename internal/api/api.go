@@ -483,11 +483,15 @@ func (s *Server) node(r *http.Request) (any, error) {
 		return nil, err
 	}
 	type portJSON struct {
-		Port        int                `json:"port"`
+		Port int `json:"port"`
+		// Name is the port's name where the fabric gives one (an Ethernet
+		// interface's ifName); PeerPort its peer's.
+		Name        string             `json:"name,omitempty"`
 		LID         fabric.LID         `json:"lid,omitempty"`
 		Link        *linkJSON          `json:"link,omitempty"`
 		Peer        *fabric.PortRef    `json:"peer,omitempty"`
 		PeerName    string             `json:"peer_description,omitempty"`
+		PeerPort    string             `json:"peer_name,omitempty"`
 		Rates       map[string]float64 `json:"rates,omitempty"`
 		Unreachable bool               `json:"unreachable,omitempty"`
 		// PeerRates are the latest rates of the link's other end: where this
@@ -506,7 +510,7 @@ func (s *Server) node(r *http.Request) (any, error) {
 	ports := []portJSON{}
 	for p := 1; p <= n.Ports; p++ {
 		ref := fabric.PortRef{GUID: n.GUID, Port: p}
-		pj := portJSON{Port: p}
+		pj := portJSON{Port: p, Name: n.PortName(p)}
 		if n.Type != fabric.Switch {
 			pj.LID = n.PortLID(p)
 		}
@@ -516,7 +520,7 @@ func (s *Server) node(r *http.Request) (any, error) {
 			peer, _ := v.topo.Peer(ref)
 			pj.Peer = &peer
 			if pn, ok := v.topo.Node(peer.GUID); ok {
-				pj.PeerName = pn.Description
+				pj.PeerName, pj.PeerPort = pn.Description, pn.PortName(peer.Port)
 			}
 		}
 		if smp, ok := latest[ref]; ok {
@@ -729,6 +733,8 @@ type direction struct {
 	To          fabric.PortRef `json:"to"`
 	FromName    string         `json:"from_description"`
 	ToName      string         `json:"to_description"`
+	FromPort    string         `json:"from_name,omitempty"` // the ports' names (Node.PortNames)
+	ToPort      string         `json:"to_name,omitempty"`
 	Rate        float64        `json:"bytes_per_second"`
 	Utilization float64        `json:"utilization_pct"`
 	XmitWait    uint64         `json:"xmit_wait"`
@@ -742,7 +748,7 @@ func linkDirections(t *fabric.Topology, l *fabric.Link, latest map[fabric.PortRe
 	var out [2]direction
 	capacity := l.Capacity()
 	for i, ends := range [2][2]fabric.PortRef{{l.A, l.B}, {l.B, l.A}} {
-		d := direction{From: ends[0], To: ends[1]}
+		d := direction{From: ends[0], To: ends[1], FromPort: t.PortName(ends[0]), ToPort: t.PortName(ends[1])}
 		if n, ok := t.Node(ends[0].GUID); ok {
 			d.FromName = n.Description
 		}
@@ -913,12 +919,30 @@ func (s *Server) events(r *http.Request) (any, error) {
 			return nil, badParam("node", "%v", err)
 		}
 	}
+	// One more than asked for tells whether the list is cut; only then
+	// are they all counted.
+	q.Limit = limit + 1
 	ev, err := s.opt.Store.Events(r.Context(), q)
 	if err != nil {
 		return nil, err
 	}
+	total := len(ev)
+	if len(ev) > limit {
+		if total, err = s.opt.Store.EventCount(r.Context(), q); err != nil {
+			return nil, err
+		}
+		ev = ev[:limit]
+	}
 	if ev == nil {
 		ev = []fabric.Event{}
 	}
-	return map[string]any{"from": from, "to": to, "events": ev}, nil
+	return listed(map[string]any{"from": from, "to": to, "events": ev}, total, limit), nil
+}
+
+// listed says how a list in answer m was cut: total is how many it would
+// hold, limit how many it may (every limited list says both, and whether
+// it was cut).
+func listed(m map[string]any, total, limit int) map[string]any {
+	m["total"], m["limit"], m["truncated"] = total, limit, total > limit
+	return m
 }

@@ -55,6 +55,8 @@ type linkEnds struct {
 	ID       string         `json:"id"`
 	A        fabric.PortRef `json:"a"`
 	B        fabric.PortRef `json:"b"`
+	AName    string         `json:"a_name,omitempty"` // the ends' port names (fabric.Link)
+	BName    string         `json:"b_name,omitempty"`
 	Capacity float64        `json:"capacity_bytes_per_second"`
 }
 
@@ -130,7 +132,7 @@ func coarsenAll(ds []dirJob, seconds float64) {
 }
 
 func ends(l *fabric.Link) linkEnds {
-	return linkEnds{ID: l.ID(), A: l.A, B: l.B, Capacity: l.Capacity()}
+	return linkEnds{ID: l.ID(), A: l.A, B: l.B, AName: l.AName, BName: l.BName, Capacity: l.Capacity()}
 }
 
 func describe(t *fabric.Topology, p fabric.PortRef) string {
@@ -559,8 +561,7 @@ type jobLinksQuery struct {
 // listed says how a job's list of link directions was cut: every answer
 // that holds one says its total and whether it is cut.
 func (q *jobLinksQuery) listed(m map[string]any) map[string]any {
-	m["total"], m["limit"], m["truncated"] = q.total, q.limit, len(q.links) < q.total
-	return m
+	return listed(m, q.total, q.limit)
 }
 
 func (a *attribAPI) jobLinksQuery(r *http.Request, def, hi int) (*jobLinksQuery, error) {
@@ -608,11 +609,10 @@ func (a *attribAPI) jobLinksQuery(r *http.Request, def, hi int) (*jobLinksQuery,
 	}
 	total := len(got)
 	if len(got) > limit {
-		all, err := a.s.opt.Store.JobLinks(r.Context(), js.ID, lf, lt, math.MaxInt32)
-		if err != nil {
+		if total, err = a.s.opt.Store.JobLinkCount(r.Context(), js.ID, lf, lt); err != nil {
 			return nil, err
 		}
-		got, total = got[:limit], len(all)
+		got = got[:limit]
 	}
 	return &jobLinksQuery{job: js, view: v, from: from, to: to, links: got, total: total, limit: limit, life: life}, nil
 }
@@ -917,8 +917,8 @@ func (a *attribAPI) hotspots(r *http.Request) (any, error) {
 	if len(out) > limit {
 		out = out[:limit]
 	}
-	return withRouteModel(v.topo, map[string]any{"at": v.at, "from": from, "to": to, "min_utilization": minUtil, "min_xmit_wait": minWait,
-		"total": total, "hotspots": out}), nil
+	return withRouteModel(v.topo, listed(map[string]any{"at": v.at, "from": from, "to": to, "min_utilization": minUtil, "min_xmit_wait": minWait,
+		"hotspots": out}, total, limit)), nil
 }
 
 // why answers "why is my job slow": the links the job crosses (its heaviest

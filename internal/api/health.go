@@ -92,9 +92,9 @@ func (s *Server) health(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"at": rep.At, "from": rep.From, "window_seconds": window.Seconds(), "ber_limit": rep.BERLimit,
-		"horizon_seconds": rep.Horizon, "links": rep.Links, "total": total, "counts": rep.Counts, "directions": rep.Directions,
-		"degraded": deg.Links}, nil
+	return listed(map[string]any{"at": rep.At, "from": rep.From, "window_seconds": window.Seconds(), "ber_limit": rep.BERLimit,
+		"horizon_seconds": rep.Horizon, "links": rep.Links, "counts": rep.Counts, "directions": rep.Directions,
+		"degraded": deg.Links}, total, limit), nil
 }
 
 // healthLink serves GET /api/v1/health/links/{link}: both directions of

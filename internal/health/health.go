@@ -71,6 +71,9 @@ const (
 	StatusClean     = "clean"
 )
 
+// Statuses lists every status in the order of concern.
+var Statuses = []string{StatusRising, StatusOverLimit, StatusRetrained, StatusErrors, StatusNoHistory, StatusClean}
+
 // Options tune an analysis.
 type Options struct {
 	// BERLimit is the threshold a prediction is about (DefaultBERLimit).
@@ -499,6 +502,10 @@ func Fabric(t *fabric.Topology, samples map[fabric.PortRef][]fabric.PortSample, 
 	opt = opt.withDefaults()
 	r := &Report{At: opt.Now, From: from, BERLimit: opt.BERLimit, Horizon: opt.Horizon.Seconds(), Links: len(t.Links),
 		Counts: map[string]int{}, Directions: make([]Direction, 0, 2*len(t.Links))}
+	// Every status is counted, 0 included, so that a page can say each.
+	for _, st := range Statuses {
+		r.Counts[st] = 0
+	}
 	for i := range t.Links {
 		l := &t.Links[i]
 		for _, d := range Directions(t, l) {

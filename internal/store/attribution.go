@@ -22,6 +22,9 @@ type AttributionStore interface {
 	// limit; 0: all): summed over [from, to], or the job's running totals
 	// when both are zero.
 	JobLinks(ctx context.Context, job string, from, to time.Time, limit int) ([]LinkJobBytes, error)
+	// JobLinkCount is how many directions JobLinks would return without a
+	// limit: the total of a list it cut.
+	JobLinkCount(ctx context.Context, job string, from, to time.Time) (int, error)
 	// JobSummary returns one job's summary without its processes.
 	// ErrNotFound when unknown.
 	JobSummary(ctx context.Context, id string) (*JobSummary, error)

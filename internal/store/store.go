@@ -49,6 +49,9 @@ type Store interface {
 	// Events returns events of every fabric in [from, to], newest first,
 	// at most limit, each with its Fabric set.
 	Events(ctx context.Context, q EventQuery) ([]fabric.Event, error)
+	// EventCount is how many events Events would return without a limit
+	// (q.Limit is ignored): the total of a list it cut.
+	EventCount(ctx context.Context, q EventQuery) (int, error)
 
 	// AddPortSamples stores one sweep's samples. All samples of one call
 	// share a Time. Once it returns nil the samples survive a crash.

@@ -109,6 +109,20 @@ func (s *Store) LinkJobs(ctx context.Context, ports []fabric.PortRef, from, to t
 	return out, nil
 }
 
+// JobLinkCount implements store.Store.
+func (s *Store) JobLinkCount(ctx context.Context, job string, from, to time.Time) (int, error) {
+	q, args := `SELECT count(*) FROM job_link_totals WHERE job = ?`, []any{job}
+	if !from.IsZero() || !to.IsZero() {
+		q, args = `SELECT count(*) FROM (SELECT DISTINCT guid, port FROM link_job_samples WHERE job = ? AND time_ns BETWEEN ? AND ?) d`,
+			[]any{job, codec.LowerBound(from), codec.UpperBound(to)}
+	}
+	var n int64
+	if _, err := s.Engine.Reader().QueryRow(ctx, q, args, &n); err != nil {
+		return 0, fmt.Errorf("links of job %q: %w", job, err)
+	}
+	return int(n), nil
+}
+
 // JobLinks implements store.Store.
 func (s *Store) JobLinks(ctx context.Context, job string, from, to time.Time, limit int) ([]store.LinkJobBytes, error) {
 	lim := s.Dialect.NoLimit

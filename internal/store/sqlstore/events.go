@@ -31,9 +31,8 @@ func (s *Store) AddEvents(ctx context.Context, ev []fabric.Event) error {
 	})
 }
 
-// Events implements store.Store. Zero From or To leave that end open; a
-// Limit of 0 or less returns all matches.
-func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]fabric.Event, error) {
+// eventsWhere is the condition selecting q's events, with its arguments.
+func eventsWhere(q store.EventQuery) (string, []any) {
 	args := []any{codec.LowerBound(q.From), codec.UpperBound(q.To)}
 	where := []string{"time_ns >= ? AND time_ns <= ?"}
 	if q.Kind != "" {
@@ -44,8 +43,24 @@ func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]fabric.Event,
 		where = append(where, "node = ?")
 		args = append(args, int64(q.Node))
 	}
-	query := `SELECT time_ns, kind, node, port, detail, fabric FROM events WHERE ` + strings.Join(where, " AND ") +
-		` ORDER BY time_ns DESC, id DESC`
+	return strings.Join(where, " AND "), args
+}
+
+// EventCount implements store.Store.
+func (s *Store) EventCount(ctx context.Context, q store.EventQuery) (int, error) {
+	where, args := eventsWhere(q)
+	var n int64
+	if _, err := s.Engine.Reader().QueryRow(ctx, `SELECT count(*) FROM events WHERE `+where, args, &n); err != nil {
+		return 0, fmt.Errorf("count events (kind %q, node %s): %w", q.Kind, q.Node, err)
+	}
+	return int(n), nil
+}
+
+// Events implements store.Store. Zero From or To leave that end open; a
+// Limit of 0 or less returns all matches.
+func (s *Store) Events(ctx context.Context, q store.EventQuery) ([]fabric.Event, error) {
+	where, args := eventsWhere(q)
+	query := `SELECT time_ns, kind, node, port, detail, fabric FROM events WHERE ` + where + ` ORDER BY time_ns DESC, id DESC`
 	if q.Limit > 0 {
 		query += ` LIMIT ?`
 		args = append(args, q.Limit)

@@ -72,6 +72,18 @@ func testAttribution(t *testing.T, s store.Store) {
 	if want := []store.LinkJobBytes{{Job: "7", Port: a, Bytes: 200}}; !reflect.DeepEqual(links, want) {
 		t.Errorf("JobLinks(7, two intervals, limit 1) = %+v, want %+v", links, want)
 	}
+	// The count of a cut list is every direction the list would hold.
+	for _, c := range []struct {
+		job      string
+		from, to time.Time
+		want     int
+	}{{"8", time.Time{}, time.Time{}, 2}, {"7", T0.Add(iv), T0.Add(2 * iv), 2}, {"7", T0.Add(2 * iv), T0.Add(2 * iv), 2}, {"8", T0.Add(2 * iv), T0.Add(2 * iv), 2}, {"7", T0.Add(4 * iv), T0.Add(5 * iv), 0}, {"none", time.Time{}, time.Time{}, 0}} {
+		all, err := s.JobLinks(ctx, c.job, c.from, c.to, 0)
+		n, err2 := s.JobLinkCount(ctx, c.job, c.from, c.to)
+		if err != nil || err2 != nil || n != c.want || n != len(all) {
+			t.Errorf("JobLinkCount(%s, %s..%s) = %d, %v; want %d, as JobLinks lists %d (%v)", c.job, c.from, c.to, n, err2, c.want, len(all), err)
+		}
+	}
 	if links, err := s.JobLinks(ctx, "none", time.Time{}, time.Time{}, 0); err != nil || len(links) != 0 {
 		t.Errorf("JobLinks(unknown) = %v, %v; want empty", links, err)
 	}

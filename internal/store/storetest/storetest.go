@@ -232,6 +232,9 @@ func testEvents(t *testing.T, s store.Store) {
 				exp = append(exp, e)
 			}
 		}
+		if n, err := s.EventCount(ctx, q); err != nil || n != len(exp) {
+			t.Errorf("EventCount(%+v) = %d, %v; want %d (the limit ignored)", q, n, err, len(exp))
+		}
 		if q.Limit > 0 && len(exp) > q.Limit {
 			exp = exp[:q.Limit]
 		}
