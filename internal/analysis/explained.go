@@ -13,7 +13,16 @@ import (
 // more on a direction than it carried: when they do, beyond what counter
 // granularity and the timing of sweeps and attribution intervals allow,
 // one of the two is wrong, and the check says so and names the likely
-// cause. The figure itself is never more than 100%.
+// cause. The figure itself is shown as measured, above 100% too, and the
+// check says why it is above: the counters' granularity, their lag behind
+// the attribution (timing), or the cause it names.
+//
+// A fabric whose counters do not carry the jobs' traffic at all (ibsim:
+// its counters never see MPI traffic, which runs over shared memory or
+// TCP on the machine; or a real fabric whose jobs' MPI traffic goes over
+// another network) is told from the counters themselves, by the rule of
+// CountersFlat over the heaviest directions of every job in the range:
+// then the check says so (not_carried) instead of naming a job's cause.
 
 // Check statuses.
 const (
@@ -28,6 +37,9 @@ const (
 	// CheckNotMeasured: no counter of either end was read: nothing to
 	// compare with.
 	CheckNotMeasured = "not_measured"
+	// CheckNotCarried: the fabric's counters do not carry the jobs'
+	// traffic (CountersFlat): explained cannot be measured on it.
+	CheckNotCarried = "not_carried"
 )
 
 // Likely causes of a check that is not consistent.
@@ -41,7 +53,33 @@ const (
 	CauseRoutes         = "routes_or_network"   // switch link: other routes, or traffic on another network
 	CauseLogical        = "logical_traffic"     // collectives counted as the root sending to every rank
 	CauseTiming         = "timing"              // CheckTiming
+	CauseGranularity    = "granularity"         // over 100% within the tolerance: 4-byte counter words, rounding
+	CauseCountersFlat   = "counters_flat"       // CheckNotCarried
 )
+
+// FlatFabric is what the counters measured, in all, on the directions
+// where monitored jobs put the most bytes over a range (the heaviest
+// FlatDirections of them, each measured over the widened range).
+type FlatFabric struct {
+	Directions int    `json:"directions"`
+	Monitored  uint64 `json:"monitored_bytes"`
+	Measured   uint64 `json:"measured_bytes"`
+}
+
+// The rule of CountersFlat: over the FlatDirections heaviest directions
+// of the jobs in a range, the jobs put at least FlatMinBytes and the
+// counters measured under 1/FlatRatio of it.
+const (
+	FlatDirections = 32
+	FlatMinBytes   = 64 << 10
+	FlatRatio      = 100
+)
+
+// CountersFlat says whether the counters stay flat while the agents
+// report bytes: the fabric's counters do not carry the jobs' traffic.
+func (f FlatFabric) CountersFlat() bool {
+	return f.Monitored >= FlatMinBytes && f.Measured*FlatRatio < f.Monitored
+}
 
 // CounterWindow is what one direction's counters said over a window: the
 // sending port's transmit counter, else the receiving port's receive
@@ -100,6 +138,9 @@ type ExplainedInput struct {
 	// bytes on the direction attributed outside the range: its start and
 	// end (its nodes' clocks) miss some of its intervals (the daemon's).
 	Outside uint64
+	// Fabric is what the counters measured on the heaviest directions of
+	// every job in the range (nil: not looked at).
+	Fabric *FlatFabric
 }
 
 // ExplainedCheck is the check's answer, served under the figure.
@@ -129,12 +170,14 @@ func WidenBefore(sweep time.Duration) time.Duration { return 2*sweep + 30*time.S
 func WidenAfter(sweep time.Duration) time.Duration { return 2 * sweep }
 
 // Explained is the share of measured bytes that the monitored ones
-// explain, at most 100; ok is false when nothing was measured.
+// explain, as measured (above 100 when the jobs put more on a direction
+// than its counters counted: the check says why); ok is false when
+// nothing was measured.
 func Explained(monitored, measured uint64) (pct float64, ok bool) {
 	if measured == 0 {
 		return 0, false
 	}
-	return min(100, 100*float64(monitored)/float64(measured)), true
+	return 100 * float64(monitored) / float64(measured), true
 }
 
 // CheckExplained runs the check.
@@ -166,14 +209,33 @@ func CheckExplained(in ExplainedInput) ExplainedCheck {
 			"so how much of its traffic they explain cannot be told.", FormatBytes(in.Monitored))
 		return c
 	}
+	if f := in.Fabric; f != nil && f.CountersFlat() {
+		c.Status, c.Cause = CheckNotCarried, CauseCountersFlat
+		c.Message = fmt.Sprintf("This fabric's counters do not carry the jobs' traffic: on the %d directions where jobs put the most "+
+			"in this range (%s), they counted %s, %s of it. A simulated fabric (ibsim) counts no MPI traffic, which runs over shared memory "+
+			"or TCP on the machine; on a real fabric the jobs' MPI traffic went over another network. How much of this direction's "+
+			"traffic the jobs explain cannot be measured here.", f.Directions, FormatBytes(f.Monitored), FormatBytes(f.Measured),
+			sharePct(f.Measured, f.Monitored))
+		return c
+	}
+	// Every sentence names the one measured figure shown beside it: the
+	// counters over the range.
+	measuredHere := fmt.Sprintf("its counters measured %s over this range", FormatBytes(in.Range.Bytes))
+	if in.Monitored <= in.Range.Bytes {
+		return c
+	}
+	over := in.Monitored - in.Range.Bytes
 	if in.Monitored <= in.Range.Bytes+c.Tolerance {
+		c.Cause = CauseGranularity
+		c.Message = fmt.Sprintf("Over 100%%: the jobs put %s on this direction and %s, %s more, within what the counters' granularity allows "+
+			"(they count 4-byte words%s).", FormatBytes(in.Monitored), measuredHere, FormatBytes(over), rounded(in.Rounded))
 		return c
 	}
 	if in.Monitored <= c.WideMeasured+c.Tolerance {
 		c.Status, c.Cause = CheckTiming, CauseTiming
-		c.Message = fmt.Sprintf("The jobs put %s on this direction and its counters measured %s in this range: the rest was counted "+
-			"by the sweeps just outside it (%s with them), since attribution intervals and counter sweeps do not line up. "+
-			"Over a wider range the two agree.", FormatBytes(in.Monitored), FormatBytes(in.Range.Bytes), FormatBytes(c.WideMeasured))
+		c.Message = fmt.Sprintf("The jobs put %s on this direction and %s: the other %s were counted by the sweeps just outside it, "+
+			"since the counters lag behind the attribution (intervals and sweeps do not line up). Over a wider range the two agree.",
+			FormatBytes(in.Monitored), measuredHere, FormatBytes(over))
 		return c
 	}
 	c.Status = CheckInconsistent
@@ -182,8 +244,8 @@ func CheckExplained(in ExplainedInput) ExplainedCheck {
 	if !w.Swept {
 		w = r
 	}
-	head := fmt.Sprintf("The jobs put %s on this direction, but its counters measured only %s (%s of it)",
-		FormatBytes(in.Monitored), FormatBytes(c.WideMeasured), sharePct(c.WideMeasured, in.Monitored))
+	head := fmt.Sprintf("The jobs put %s on this direction, but %s (%s of it), and even the sweeps just around the range leave %s of it uncounted",
+		FormatBytes(in.Monitored), measuredHere, sharePct(in.Range.Bytes, in.Monitored), FormatBytes(in.Monitored-c.WideMeasured))
 	if c.WideMeasured == 0 {
 		head = fmt.Sprintf("The jobs put %s on this direction, but its counters measured nothing", FormatBytes(in.Monitored))
 	}
@@ -229,6 +291,13 @@ func CheckExplained(in ExplainedInput) ExplainedCheck {
 			"(--node-map), or the jobs' MPI traffic went over another network (TCP or another adapter or rail)."
 	}
 	return c
+}
+
+func rounded(r bool) string {
+	if r {
+		return "; other users' jobs are rounded to two digits"
+	}
+	return ""
 }
 
 func sharePct(part, whole uint64) string {

@@ -12,8 +12,10 @@ func swept(bytes uint64, samples int, covered, length time.Duration) CounterWind
 
 // TestCheckExplained: what the jobs put on a direction is checked against
 // what its counters measured, within counter granularity and timing; a
-// disagreement beyond them names its likely cause, and the figure is never
-// over 100%.
+// disagreement beyond them names its likely cause; a figure over 100%
+// within them says why; every sentence names the one measured figure
+// shown beside it (the range's); a fabric whose counters carry none of the
+// jobs' traffic says so instead of blaming a job.
 func TestCheckExplained(t *testing.T) {
 	const s = time.Second
 	full := swept(1_000_000, 10, 10*s, 10*s)
@@ -28,19 +30,20 @@ func TestCheckExplained(t *testing.T) {
 			status: CheckConsistent},
 		{name: "within 4-byte words per sample",
 			in:     ExplainedInput{Monitored: 1_000_040, Range: full, Wide: full},
-			status: CheckConsistent},
+			status: CheckConsistent, cause: CauseGranularity, says: []string{"Over 100%", "1.00 MB over this range, 40 B more", "4-byte words)"}},
 		{name: "other users' jobs rounded to two digits",
 			in:     ExplainedInput{Monitored: 1_040_000, Rounded: true, Range: full, Wide: full},
-			status: CheckConsistent},
+			status: CheckConsistent, cause: CauseGranularity, says: []string{"40.0 KB more", "rounded to two digits"}},
+		{name: "exactly what was measured", in: ExplainedInput{Monitored: 1_000_000, Range: full, Wide: full}, status: CheckConsistent},
 		{name: "nothing attributed", in: ExplainedInput{Range: full, Wide: full}, status: CheckConsistent},
 		{name: "the rest counted by the sweeps just after the range",
 			in:     ExplainedInput{Monitored: 1_500_000, Range: full, Wide: swept(1_600_000, 14, 14*s, 14*s)},
-			status: CheckTiming, cause: CauseTiming, says: []string{"1.50 MB", "1.00 MB in this range", "1.60 MB with them"}},
+			status: CheckTiming, cause: CauseTiming, says: []string{"1.50 MB", "its counters measured 1.00 MB over this range: the other 500 KB were counted by the sweeps just outside it", "lag"}},
 		{name: "the demo: a host link measured 13 KB where the jobs put 310 GB",
 			in: ExplainedInput{Monitored: 310e9, Range: swept(13_000, 10, 10*s, 10*s), Wide: swept(13_000, 14, 14*s, 14*s),
 				Host: "n7 HCA-1", HostNodes: []MappedName{{"n3", ByMappingFile}, {"n7", ByDescription}}},
 			status: CheckInconsistent, cause: CauseNodeMap,
-			says: []string{"310 GB", "only 13.0 KB (under 0.1% of it)", "the link of n7 HCA-1", "nodes n3 (by the node-map file) and n7 (by its adapter's description) are mapped to it", "--node-map", "another network"}},
+			says: []string{"310 GB", "its counters measured 13.0 KB over this range (under 0.1% of it), and even the sweeps just around the range leave 310 GB of it uncounted", "the link of n7 HCA-1", "nodes n3 (by the node-map file) and n7 (by its adapter's description) are mapped to it", "--node-map", "another network"}},
 		{name: "a link that measured nothing",
 			in:     ExplainedInput{Monitored: 5e6, Range: swept(0, 10, 10*s, 10*s), Wide: swept(0, 14, 14*s, 14*s), Host: "n1 HCA-1", HostNodes: []MappedName{{"n1", ByDescription}}},
 			status: CheckInconsistent, cause: CauseNodeMap, says: []string{"5.00 MB on this direction, but its counters measured nothing:", "node n1 (by its adapter's description) is mapped to it"}},
@@ -50,7 +53,7 @@ func TestCheckExplained(t *testing.T) {
 			status: CheckInconsistent, cause: CauseNodeMap, says: []string{"a node of the jobs is mapped to it"}},
 		{name: "a link between switches",
 			in:     ExplainedInput{Monitored: 5e9, Range: swept(1e6, 10, 10*s, 10*s), Wide: swept(1e6, 14, 14*s, 14*s)},
-			status: CheckInconsistent, cause: CauseRoutes, says: []string{"5.00 GB", "only 1.00 MB (under 0.1% of it)", "routes changed"}},
+			status: CheckInconsistent, cause: CauseRoutes, says: []string{"5.00 GB", "its counters measured 1.00 MB over this range (under 0.1% of it)", "routes changed"}},
 		{name: "neither end swept",
 			in:     ExplainedInput{Monitored: 5e9},
 			status: CheckNotMeasured, cause: CauseNotSwept, says: []string{"neither of its ports was swept"}},
@@ -74,6 +77,18 @@ func TestCheckExplained(t *testing.T) {
 		{name: "logical jobs do not explain a link that saw nothing",
 			in:     ExplainedInput{Monitored: 5e9, Range: swept(1e3, 10, 10*s, 10*s), Wide: swept(1e3, 14, 14*s, 14*s), Logical: []string{"job a"}, Host: "n1 HCA-1"},
 			status: CheckInconsistent, cause: CauseNodeMap},
+		{name: "ibsim: no direction of the fabric carried the jobs' bytes, collectives or not",
+			in: ExplainedInput{Monitored: 14.9e9, Range: swept(864, 10, 10*s, 10*s), Wide: swept(864, 14, 14*s, 14*s), Logical: []string{"job a"}, Host: "n1 HCA-1",
+				Fabric: &FlatFabric{Directions: 12, Monitored: 120e9, Measured: 10_000}},
+			status: CheckNotCarried, cause: CauseCountersFlat, says: []string{"do not carry the jobs' traffic", "on the 12 directions where jobs put the most in this range (120 GB), they counted 10.0 KB, under 0.1% of it", "ibsim", "cannot be measured here"}},
+		{name: "a fabric whose other directions carried the jobs' bytes: this one is the node map's",
+			in: ExplainedInput{Monitored: 5e6, Range: swept(0, 10, 10*s, 10*s), Wide: swept(0, 14, 14*s, 14*s), Host: "n1 HCA-1",
+				Fabric: &FlatFabric{Directions: 4, Monitored: 10e6, Measured: 5e6}},
+			status: CheckInconsistent, cause: CauseNodeMap},
+		{name: "too few bytes to call the counters flat",
+			in: ExplainedInput{Monitored: 5e3, Range: swept(0, 10, 10*s, 10*s), Wide: swept(0, 14, 14*s, 14*s),
+				Fabric: &FlatFabric{Directions: 2, Monitored: 10e3}},
+			status: CheckInconsistent, cause: CauseRoutes},
 		{name: "the job's own bytes outside its range: its nodes' clocks",
 			in:     ExplainedInput{Monitored: 1e5, Range: full, Wide: full, Outside: 5e5},
 			status: CheckInconsistent, cause: CauseClock, says: []string{"500 KB of the job's own traffic", "NTP"}},
@@ -82,7 +97,7 @@ func TestCheckExplained(t *testing.T) {
 		if c.Status != tc.status || c.Cause != tc.cause {
 			t.Errorf("%s: %s/%s, want %s/%s (%s)", tc.name, c.Status, c.Cause, tc.status, tc.cause, c.Message)
 		}
-		if (c.Status == CheckConsistent) != (c.Message == "") {
+		if (c.Status == CheckConsistent && c.Cause == "") != (c.Message == "") {
 			t.Errorf("%s: status %s with message %q", tc.name, c.Status, c.Message)
 		}
 		for _, w := range tc.says {
@@ -96,11 +111,13 @@ func TestCheckExplained(t *testing.T) {
 	}
 }
 
-func TestExplainedNeverOver100(t *testing.T) {
-	for _, x := range [][2]uint64{{310e9, 13_000}, {1, 1}, {0, 5}, {5, 10}} {
+// TestExplainedAsMeasured: the figure is the ratio, above 100% too
+// (never clamped).
+func TestExplainedAsMeasured(t *testing.T) {
+	for x, want := range map[[2]uint64]float64{{1046, 1000}: 104.6, {1, 1}: 100, {0, 5}: 0, {5, 10}: 50, {310e9, 13_000}: 100 * 310e9 / 13_000} {
 		pct, ok := Explained(x[0], x[1])
-		if !ok || pct > 100 || pct < 0 {
-			t.Errorf("Explained(%d, %d) = %v, %v", x[0], x[1], pct, ok)
+		if !ok || pct != want {
+			t.Errorf("Explained(%d, %d) = %v, %v; want %v", x[0], x[1], pct, ok, want)
 		}
 	}
 	if _, ok := Explained(5, 0); ok {

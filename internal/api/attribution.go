@@ -388,8 +388,10 @@ func coarsenDirection(d *directionJSON, capacity, seconds float64) {
 
 // splitLink builds both directions of l over [from, to]; got is the
 // jobs' bytes on the link over the range when already read (checkLink),
-// else nil. info holds what is known of jobs (filled in as met).
-func (a *attribAPI) splitLink(ctx context.Context, t *fabric.Topology, l *fabric.Link, from, to time.Time, got []store.LinkJobBytes, info map[string]jobInfo) ([2]directionJSON, []dirJob, error) {
+// else nil. info holds what is known of jobs (filled in as met); fab is
+// what the check's rule for a fabric whose counters carry none of the
+// jobs' traffic weighs (flatFabric).
+func (a *attribAPI) splitLink(ctx context.Context, t *fabric.Topology, l *fabric.Link, from, to time.Time, got []store.LinkJobBytes, info map[string]jobInfo, fab *analysis.FlatFabric) ([2]directionJSON, []dirJob, error) {
 	var out [2]directionJSON
 	seconds := to.Sub(from).Seconds()
 	if got == nil {
@@ -445,7 +447,7 @@ func (a *attribAPI) splitLink(ctx context.Context, t *fabric.Topology, l *fabric
 		d.Measured = measure(samples, e[0], e[1])
 		d.MeasuredUtilization = utilization(d.Measured.Bytes, l.Capacity(), seconds)
 		d.check = analysis.ExplainedInput{Sweep: sweep,
-			Range: counterWindow(wide, e[0], e[1], from, to, now), Wide: counterWindow(wide, e[0], e[1], wideFrom, wideTo, now)}
+			Range: counterWindow(wide, e[0], e[1], from, to, now), Wide: counterWindow(wide, e[0], e[1], wideFrom, wideTo, now), Fabric: fab}
 		d.check.Host, d.check.HostNodes, d.check.HostNodesHidden = a.hostEnd(ctx, t, e)
 		d.total(l.Capacity(), seconds)
 		out[i] = d
@@ -503,7 +505,11 @@ func (a *attribAPI) linkJobs(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	dirs, all, err := a.splitLink(r.Context(), v.topo, l, from, to, got, map[string]jobInfo{})
+	fab, err := a.flatFabric(r.Context(), v.topo, from, to)
+	if err != nil {
+		return nil, err
+	}
+	dirs, all, err := a.splitLink(r.Context(), v.topo, l, from, to, got, map[string]jobInfo{}, fab)
 	if err != nil {
 		return nil, err
 	}
@@ -951,12 +957,16 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 	anon := newAnonymizer(r.Context(), a.s.owners(r.Context()))
 	info := map[string]jobInfo{js.ID: infoOf(js)}
 	now := time.Now()
+	fab, err := a.flatFabric(r.Context(), v.topo, from, to)
+	if err != nil {
+		return nil, err
+	}
 	for _, x := range got {
 		l, ok := v.topo.LinkAt(x.Port)
 		if !ok {
 			continue
 		}
-		dirs, _, err := a.splitLink(r.Context(), v.topo, l, from, to, nil, info)
+		dirs, _, err := a.splitLink(r.Context(), v.topo, l, from, to, nil, info, fab)
 		if err != nil {
 			return nil, err
 		}
