@@ -2,6 +2,7 @@
 // start (loading and empty states included) so pages never jump.
 import uPlot from "uplot";
 import { h } from "./dom";
+import { clock, dateOf, formatTime, zone, zoneName } from "./time";
 
 export interface Line {
   label: string;
@@ -20,12 +21,15 @@ export interface ChartSpec {
   axisFormat?: (v: number) => string;
   height?: number;
   yMax?: number;
+  /** The y axis's unit, written along it ("errors", "ticks"); by default
+   * the unit format writes after a number ("B/s", "%"). */
+  unit?: string;
 }
 
 export const PALETTE = ["#2563eb", "#ea580c", "#16a34a", "#9333ea", "#0891b2", "#db2777", "#ca8a04", "#4b5563", "#dc2626", "#65a30d"];
 
 /** A placeholder of the chart's final size. */
-export function chartFrame(title: string, height = 220): HTMLElement {
+export function chartFrame(title: string, height = CHART_H): HTMLElement {
   return h(
     "figure",
     { class: "chart", style: { "--chart-h": `${height}px` } },
@@ -34,12 +38,58 @@ export function chartFrame(title: string, height = 220): HTMLElement {
   );
 }
 
+/** A chart's height without its legend: room for two-line time labels and
+ * the axes' units. */
+const CHART_H = 240;
+
+// The axes' fonts (uPlot draws on a canvas, so they are measured there).
+const AXIS_FONT = "12px system-ui, -apple-system, sans-serif";
+const LABEL_FONT = "11px system-ui, -apple-system, sans-serif";
+let measurer: CanvasRenderingContext2D | null = null;
+function textWidth(s: string, font = AXIS_FONT): number {
+  measurer ??= document.createElement("canvas").getContext("2d");
+  if (!measurer) return s.length * 7;
+  measurer.font = font;
+  return measurer.measureText(s).width;
+}
+
+/** A colour of the page's theme (a CSS variable), for what is drawn on canvas. */
+export function themeColor(name: string, fallback: string): string {
+  return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || fallback;
+}
+
+/** Whole-number steps (1, 2, 5, 10, ...) for an axis of integer counts. */
+const INTEGER_INCRS = Array.from({ length: 16 }, (_, k) => [1, 2, 5].map((m) => m * 10 ** k)).flat();
+
+/** Steps of the time axis: whole seconds at least (the labels' precision). */
+const TIME_INCRS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 2 * 86400, 7 * 86400, 14 * 86400, 30 * 86400, 91 * 86400, 365 * 86400];
+
+/** The unit a format writes after a number ("B/s" of "1 B/s", "%" of "1.0%"), or "". */
+function unitOf(format: (v: number) => string): string {
+  return /^[-+]?[\d.,]+(?:e[-+]?\d+)?\s*(.*)$/i.exec(format(1))?.[1]?.trim() ?? "";
+}
+
+/** The time axis's labels: the clock time at each tick (seconds when the
+ * step is under a minute), and the date under the first tick and wherever
+ * the date changes; whole days are dates alone. */
+function timeLabels(splits: number[], incr: number): string[] {
+  let last = "";
+  return splits.map((s) => {
+    const date = dateOf(s);
+    if (incr >= 86400) return date;
+    const t = clock(s, incr % 60 !== 0);
+    const line = date !== last ? `${t}\n${date}` : t;
+    last = date;
+    return line;
+  });
+}
+
 const cleanups = new WeakMap<HTMLElement, () => void>();
 
 /** Draws spec into a frame made by chartFrame, replacing what it showed. */
 export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSignal): void {
   const body = frame.querySelector(".chart-body") as HTMLElement;
-  const height = spec.height ?? 220;
+  const height = spec.height ?? CHART_H;
   cleanups.get(frame)?.();
   cleanups.delete(frame);
   body.replaceChildren();
@@ -50,6 +100,13 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
   }
   const width = Math.max(280, body.clientWidth || frame.clientWidth || 600);
   const markSpan = (u: uPlot) => void (frame.dataset.xSpan = String((u.scales.x?.max ?? 0) - (u.scales.x?.min ?? 0)));
+  const fmtAxis = spec.axisFormat ?? spec.format;
+  // Counters (every value a whole number) tick at whole numbers only.
+  const integer = spec.lines.every((l) => l.values.every((v) => v == null || Number.isInteger(v)));
+  const unit = spec.unit ?? unitOf(spec.format);
+  const muted = themeColor("--muted", "#64748b");
+  const line = themeColor("--line", "#e2e8f0");
+  const z = zone();
   const opts: uPlot.Options = {
     width,
     height: height - 8,
@@ -57,19 +114,42 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
     cursor: { drag: { x: true, y: false } },
     // data-x-span: the seconds the time axis spans, for the tests.
     hooks: { ready: [markSpan], setScale: [(u, key) => key === "x" && markSpan(u)] },
-    scales: { x: { time: true }, y: spec.yMax !== undefined ? { range: [0, spec.yMax] } : { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },
+    ...(z === "utc" ? { tzDate: (ts: number) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC") } : {}),
+    scales: {
+      x: { time: true },
+      y: spec.yMax !== undefined ? { range: [0, spec.yMax] } : { range: (_u, _min, max) => [0, max > 0 ? (integer ? Math.max(1, Math.ceil(max * 1.1)) : max * 1.1) : 1] },
+    },
     axes: [
-      { stroke: "#64748b", grid: { stroke: "#eef2f7" }, ticks: { stroke: "#e2e8f0" } },
       {
-        stroke: "#64748b",
-        grid: { stroke: "#eef2f7" },
-        ticks: { stroke: "#e2e8f0" },
-        size: 72,
-        values: (_u, vals) => vals.map((v) => (spec.axisFormat ?? spec.format)(v)),
+        stroke: muted,
+        font: AXIS_FONT,
+        labelFont: LABEL_FONT,
+        grid: { stroke: line },
+        ticks: { stroke: line },
+        // Two lines (time, date); ticks no closer than the widest label.
+        size: 50,
+        space: Math.ceil(textWidth("2026-12-31")) + 24,
+        incrs: TIME_INCRS,
+        values: (_u, splits, _i, _space, incr) => timeLabels(splits, incr),
+        label: `time (${zoneName(spec.time[0])})`,
+        labelSize: 16,
+        labelGap: 0,
+      },
+      {
+        stroke: muted,
+        font: AXIS_FONT,
+        labelFont: LABEL_FONT,
+        grid: { stroke: line },
+        ticks: { stroke: line },
+        ...(integer ? { incrs: INTEGER_INCRS } : {}),
+        // As wide as the widest label, so none is cut.
+        size: (_u, values) => Math.ceil(Math.max(24, ...(values ?? []).map((v) => textWidth(String(v ?? ""))))) + 18,
+        values: (_u, vals) => vals.map((v) => fmtAxis(v)),
+        ...(unit ? { label: unit, labelSize: 18, labelGap: 2 } : {}),
       },
     ],
     series: [
-      { label: "time", value: (_u, v) => (v == null ? "–" : new Date(v * 1000).toLocaleTimeString("en-GB")) },
+      { label: "time", value: (_u, v) => (v == null ? "–" : formatTime(v)) },
       ...spec.lines.map((l) => ({
         label: l.label,
         stroke: l.color,

@@ -1,4 +1,5 @@
 // Number and time formatting shared by every page.
+import { formatTime } from "./time";
 
 const units = ["B", "KB", "MB", "GB", "TB", "PB"];
 
@@ -26,10 +27,8 @@ export function count(n: number): string {
   return n.toLocaleString("en-US", { maximumFractionDigits: 1 });
 }
 
-export function time(t: string | number): string {
-  const d = typeof t === "number" ? new Date(t * 1000) : new Date(t);
-  return d.toLocaleString("en-GB", { hour12: false });
-}
+/** A time as every page writes it (time.ts): "2026-11-29 04:16:17 UTC+01:00". */
+export const time = (t: string | number): string => formatTime(t);
 
 export function ago(t: string | number): string {
   const ms = Date.now() - (typeof t === "number" ? t * 1000 : new Date(t).getTime());

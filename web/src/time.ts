@@ -61,20 +61,110 @@ export function timeQuery(t: TimeView = readTime()): string {
   return q ? "?" + q : "";
 }
 
-/** Unix seconds to the value of an <input type="datetime-local">. */
-export function toLocalInput(sec: number): string {
-  const d = new Date(sec * 1000);
-  const p = (n: number) => String(n).padStart(2, "0");
-  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+// One way to write time on every page: ISO-like dates in the zone the
+// person chose, stated with it ("2026-11-29 04:16:17 UTC+01:00"). The zone
+// is the browser's by default or UTC, remembered in localStorage.
+
+export type Zone = "local" | "utc";
+
+const ZONE_KEY = "netloom.zone";
+
+/** The zone times are written in: the browser's ("local") or UTC. */
+export function zone(): Zone {
+  if (chosen) return chosen;
+  try {
+    chosen = localStorage.getItem(ZONE_KEY) === "utc" ? "utc" : "local";
+  } catch {
+    chosen = "local";
+  }
+  return chosen;
 }
 
-export function fromLocalInput(v: string): number | undefined {
-  const t = new Date(v).getTime();
-  return Number.isFinite(t) ? t / 1000 : undefined;
+let chosen: Zone | null = null;
+
+/** Chooses the zone, remembered in localStorage. */
+export function setZone(z: Zone): void {
+  try {
+    localStorage.setItem(ZONE_KEY, z);
+  } catch {
+    /* storage refused: the choice lasts until the page reloads */
+  }
+  chosen = z;
+}
+
+/** Unix seconds of an API time (RFC 3339 string) or of Unix seconds. */
+export function seconds(t: string | number): number {
+  return typeof t === "number" ? t : new Date(t).getTime() / 1000;
+}
+
+/** Minutes east of UTC of zone z at Unix second sec. */
+export function offsetMinutes(sec: number, z: Zone = zone()): number {
+  return z === "utc" ? 0 : -new Date(sec * 1000).getTimezoneOffset();
+}
+
+const p2 = (n: number) => String(n).padStart(2, "0");
+
+/** The zone's name at sec: "UTC", or the browser's offset ("UTC+01:00"). */
+export function zoneName(sec: number = Date.now() / 1000, z: Zone = zone()): string {
+  if (z === "utc") return "UTC";
+  const o = offsetMinutes(sec, z);
+  const a = Math.abs(o);
+  return `UTC${o < 0 ? "-" : "+"}${p2(Math.floor(a / 60))}:${p2(a % 60)}`;
+}
+
+/** Wall-clock fields of sec in zone z: [year, month 1-12, day, hour, minute, second]. */
+function fields(sec: number, z: Zone): number[] {
+  const s = Math.floor(sec);
+  const d = new Date((s + offsetMinutes(s, z) * 60) * 1000);
+  return [d.getUTCFullYear(), d.getUTCMonth() + 1, d.getUTCDate(), d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds()];
+}
+
+/** "2026-11-29" in zone z. */
+export function dateOf(sec: number, z: Zone = zone()): string {
+  const f = fields(sec, z);
+  return `${f[0]}-${p2(f[1]!)}-${p2(f[2]!)}`;
+}
+
+/** "04:16:17" (or "04:16" without seconds) in zone z. */
+export function clock(sec: number, withSeconds = true, z: Zone = zone()): string {
+  const f = fields(sec, z);
+  return `${p2(f[3]!)}:${p2(f[4]!)}${withSeconds ? ":" + p2(f[5]!) : ""}`;
+}
+
+/** "2026-11-29 04:16:17 UTC+01:00": how every page writes a time. */
+export function formatTime(t: string | number, z: Zone = zone()): string {
+  const s = seconds(t);
+  if (!Number.isFinite(s)) return "–";
+  return `${dateOf(s, z)} ${clock(s, true, z)} ${zoneName(s, z)}`;
+}
+
+/** What a time field holds and takes: "YYYY-MM-DD HH:MM:SS". */
+export const INPUT_FORMAT = "YYYY-MM-DD HH:MM:SS";
+
+/** Unix seconds as a time field shows them in zone z ("2026-11-29 04:16:17"). */
+export function toInput(sec: number, z: Zone = zone()): string {
+  return `${dateOf(sec, z)} ${clock(sec, true, z)}`;
+}
+
+/** A time field's text ("2026-11-29 04:16:17", seconds optional, or with
+ * a "T" as datetime-local writes it), read as a time in zone z, to Unix
+ * seconds; undefined when it is not one. */
+export function fromInput(v: string, z: Zone = zone()): number | undefined {
+  const m = /^(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d)(?::(\d\d))?$/.exec(v.trim());
+  if (!m) return undefined;
+  const n = m.slice(1).map((x) => Number(x ?? 0));
+  const wall = Date.UTC(n[0]!, n[1]! - 1, n[2]!, n[3]!, n[4]!, n[5]!) / 1000;
+  // 2026-02-30 or 25:00 is no time (Date.UTC would roll it over).
+  const back = new Date(wall * 1000);
+  if (back.getUTCMonth() + 1 !== n[1] || back.getUTCDate() !== n[2] || n[3]! > 23 || n[4]! > 59 || n[5]! > 59) return undefined;
+  // The offset at the wall time read as UTC, then at the time it gives
+  // (the two differ only next to a change of daylight saving time).
+  const guess = wall - offsetMinutes(wall, z) * 60;
+  return wall - offsetMinutes(guess, z) * 60;
 }
 
 export function describe(t: TimeView): string {
-  const f = (s?: number) => (s === undefined ? "?" : new Date(s * 1000).toLocaleString());
+  const f = (s?: number) => (s === undefined ? "?" : formatTime(s));
   if (t.mode === "at") return `as of ${f(t.at)}`;
   if (t.mode === "range") return `${f(t.from)} – ${f(t.to)}`;
   return "live";

@@ -19,7 +19,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { freeUdpPort, jobFinished, mpiSkip, netloomBin, newPage, shot, startBrowser, startDaemon, startJob, webDir, until } from "./harness.mjs";
+import { freeUdpPort, jobFinished, mpiSkip, netloomBin, newPage, pageTime, shot, startBrowser, startDaemon, startJob, webDir, until } from "./harness.mjs";
 
 const mpiDir = join(webDir, "test", "mpi");
 let browser;
@@ -29,7 +29,7 @@ let dir;
 
 
 /** The page's clock text for an ISO time, as the browser formats it. */
-const localTime = (iso) => page.evaluate((t) => new Date(t).toLocaleString("en-GB", { hour12: false }), iso);
+const localTime = (iso) => pageTime(page, iso);
 
 /** A window in seconds as the config writes it (45s, 1m30s, 5m, 24h). */
 function dur(s) {

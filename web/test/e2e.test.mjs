@@ -9,7 +9,7 @@
 // go to test-results/.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { newPage, shot, startBrowser, startDaemon, until } from "./harness.mjs";
+import { newPage, pageTime, shot, startBrowser, startDaemon, until } from "./harness.mjs";
 
 // The map's colours (web/src/map/colors.ts): the ends of the utilization
 // ramp and the switch-with-errors mark.
@@ -249,7 +249,7 @@ describe("pages", () => {
       return l.time && l.time !== "--" ? l : false;
     }, "the chart's legend at the hovered sample", 10_000);
     const [na, nb] = [desc(switchLink.a.guid), desc(switchLink.b.guid)];
-    assert.equal(shown.time, new Date(time[i] * 1000).toLocaleTimeString("en-GB"));
+    assert.equal(shown.time, await pageTime(page, time[i]));
     const near = (s, want) => Math.abs(parseRate(s) - want) <= 0.006 * want; // 3 significant digits
     assert.ok(near(shown[`${na} → ${nb}`], ab[i]), `A→B shows ${shown[`${na} → ${nb}`]}, API ${ab[i]}`);
     assert.ok(near(shown[`${nb} → ${na}`], ba[i]), `B→A shows ${shown[`${nb} → ${na}`]}, API ${ba[i]}`);

@@ -395,3 +395,24 @@ export function fmtBytes(n) {
   }
   return `${n < 0 ? "-" : ""}${v >= 100 || i === 0 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)} ${units[i]}`;
 }
+
+/** A time (RFC 3339 string or Unix seconds) as the pages write it
+ * (web/src/time.ts), worked out independently in the page's browser with
+ * Intl: "2026-11-29 04:16:17 UTC+01:00" in the browser's zone, or
+ * "2026-11-29 03:16:17 UTC" with utc. */
+export function pageTime(page, t, utc = false) {
+  return page.evaluate(
+    ([t, utc]) => {
+      const d = new Date(typeof t === "number" ? t * 1000 : t);
+      const parts = Object.fromEntries(
+        new Intl.DateTimeFormat("en-US", { timeZone: utc ? "UTC" : undefined, hourCycle: "h23", year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit" })
+          .formatToParts(d)
+          .map((p) => [p.type, p.value]),
+      );
+      const o = utc ? null : -d.getTimezoneOffset();
+      const zone = o === null ? "UTC" : `UTC${o < 0 ? "-" : "+"}${String(Math.floor(Math.abs(o) / 60)).padStart(2, "0")}:${String(Math.abs(o) % 60).padStart(2, "0")}`;
+      return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second} ${zone}`;
+    },
+    [t, utc],
+  );
+}

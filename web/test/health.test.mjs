@@ -20,7 +20,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { freeUdpPort, mpiSkip, netloomBin, newPage, shot, startBrowser, startDaemon, startJob, until, webDir } from "./harness.mjs";
+import { freeUdpPort, mpiSkip, netloomBin, newPage, pageTime, shot, startBrowser, startDaemon, startJob, until, webDir } from "./harness.mjs";
 
 const mpiDir = join(webDir, "test", "mpi");
 const skip = mpiSkip();
@@ -53,7 +53,7 @@ describe("the link health page", { skip }, () => {
     const top = r.directions[0];
     return top && top.to.guid === spine.guid && top.to.port === spine.port && top.status === "rising" && top.prediction;
   };
-  const localTime = (iso) => page.evaluate((t) => new Date(t).toLocaleString("en-GB", { hour12: false }), iso);
+  const localTime = (iso) => pageTime(page, iso);
   const predictionText = async (p) => {
     if (!p) return "—";
     if (!p.crosses_at || p.crosses_at.startsWith("0001-")) return `rising since ${await localTime(p.rising_since)}`;

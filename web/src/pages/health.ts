@@ -256,7 +256,7 @@ export async function healthPage(ctx: PageContext): Promise<void> {
         }),
       );
       detail.replaceChildren(h("p", {}, link(`/links/${id}`, `link ${id}`)), frame, dirs, hurtBox);
-      drawChart(frame, { title: "BER", time: times, lines, format: ber, axisFormat: ber }, signal);
+      drawChart(frame, { title: "BER", time: times, lines, format: ber, axisFormat: ber, unit: "bit error rate" }, signal);
     } catch (err) {
       if (signal.aborted) return;
       detail.replaceChildren(failure(err));

@@ -114,7 +114,7 @@ export async function jobsPage(ctx: PageContext): Promise<void> {
   const refresh = async () => {
     try {
       await tbl.reload();
-      note.textContent = t.mode === "live" ? `live · refreshed ${new Date().toLocaleTimeString("en-GB")}` : `${state === "all" ? "" : state + " "}jobs that ran ${t.mode === "range" ? describe(t) : "at the time shown"}`;
+      note.textContent = t.mode === "live" ? `live · refreshed ${fmt.time(Date.now() / 1000)}` : `${state === "all" ? "" : state + " "}jobs that ran ${t.mode === "range" ? describe(t) : "at the time shown"}`;
     } catch (err) {
       if (signal.aborted) return;
       note.textContent = `refresh failed: ${err instanceof Error ? err.message : String(err)}`;

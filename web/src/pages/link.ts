@@ -121,8 +121,8 @@ export async function linkPage(ctx: PageContext): Promise<void> {
         const keys = Object.keys(s.delta).filter((n) => !["xmit_data_bytes", "rcv_data_bytes", "xmit_wait"].includes(n));
         return col(k, "delta", "", (i) => keys.reduce((sum, n) => sum + (s.delta[n]![i] ?? 0), 0));
       };
-      drawChart(charts.errors, { title: "", time, format: fmt.count, axisFormat: fmt.compact, lines: [{ label: `at ${names[1]} (from ${names[0]})`, values: errs(1), color: PALETTE[8]! }, { label: `at ${names[0]} (from ${names[1]})`, values: errs(0), color: PALETTE[3]! }] }, signal);
-      drawChart(charts.wait, { title: "", time, format: fmt.count, axisFormat: fmt.compact, lines: [{ label: `${names[0]} waiting to send`, values: col(0, "delta", "xmit_wait"), color: PALETTE[0]! }, { label: `${names[1]} waiting to send`, values: col(1, "delta", "xmit_wait"), color: PALETTE[1]! }] }, signal);
+      drawChart(charts.errors, { title: "", time, format: fmt.count, axisFormat: fmt.compact, unit: "errors", lines: [{ label: `at ${names[1]} (from ${names[0]})`, values: errs(1), color: PALETTE[8]! }, { label: `at ${names[0]} (from ${names[1]})`, values: errs(0), color: PALETTE[3]! }] }, signal);
+      drawChart(charts.wait, { title: "", time, format: fmt.count, axisFormat: fmt.compact, unit: "ticks", lines: [{ label: `${names[0]} waiting to send`, values: col(0, "delta", "xmit_wait"), color: PALETTE[0]! }, { label: `${names[1]} waiting to send`, values: col(1, "delta", "xmit_wait"), color: PALETTE[1]! }] }, signal);
     } catch (err) {
       if (signal.aborted) return;
       for (const f of Object.values(charts)) chartError(f, err);

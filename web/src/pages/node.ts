@@ -131,8 +131,8 @@ export async function nodePage(ctx: PageContext): Promise<void> {
         for (const s of withData) s.time.forEach((x, i) => (out[pos.get(x)!] = (out[pos.get(x)!] ?? 0) + f(s, i)));
         return out;
       };
-      drawChart(charts.errors, { title: "", time, format: fmt.count, axisFormat: fmt.compact, lines: [{ label: "errors", values: sum((s, i) => ERROR_COUNTERS.reduce((a, n) => a + (s.delta[n]?.[i] ?? 0), 0)), color: PALETTE[8]! }] }, signal);
-      drawChart(charts.wait, { title: "", time, format: fmt.count, axisFormat: fmt.compact, lines: [{ label: "transmit wait", values: sum((s, i) => s.delta["xmit_wait"]?.[i] ?? 0), color: PALETTE[3]! }] }, signal);
+      drawChart(charts.errors, { title: "", time, format: fmt.count, axisFormat: fmt.compact, unit: "errors", lines: [{ label: "errors", values: sum((s, i) => ERROR_COUNTERS.reduce((a, n) => a + (s.delta[n]?.[i] ?? 0), 0)), color: PALETTE[8]! }] }, signal);
+      drawChart(charts.wait, { title: "", time, format: fmt.count, axisFormat: fmt.compact, unit: "ticks", lines: [{ label: "transmit wait", values: sum((s, i) => s.delta["xmit_wait"]?.[i] ?? 0), color: PALETTE[3]! }] }, signal);
       if (!withData.length && borrowed.length) {
         // The other end's series carry traffic, not this node's errors or waits.
         for (const f of [charts.errors, charts.wait]) {
