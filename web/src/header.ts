@@ -1,6 +1,8 @@
 // The header: navigation (what the signed-in role may see), the time
 // control, the live indicator, who is signed in with a "Sign out" button,
-// and below it the daemon's back-pressure warning (banner.ts).
+// the colour theme's switch (theme.ts), and below it the daemon's
+// back-pressure warning (banner.ts). On a narrow window it wraps: the
+// pages get a row of their own (styles.css).
 import { currentSession, get, isAdmin, loginHref, onSession } from "./api";
 import type { Session } from "./api";
 import { canSignOut, logout } from "./auth";
@@ -9,6 +11,7 @@ import type { StatusBrief } from "./banner";
 import { h } from "./dom";
 import { lastSweep, onStreamStatus, onSweep } from "./live";
 import { redirect } from "./router";
+import { themeSwitch } from "./theme";
 import { timeControl } from "./timecontrol";
 import { readTime, writeTime } from "./time";
 
@@ -73,7 +76,7 @@ export function header(): { el: HTMLElement; setNav: (nav: string) => void } {
   const signOutError = h("span", { class: "sign-out-error", role: "alert" });
   const account = h("div", { class: "account" }, who, signOut, signOutError);
   const brand = h("a", { href: "/", "data-nav": "", class: "brand" }, h("span", { class: "logo", "aria-hidden": "true" }), "Netloom");
-  const bar = h("header", { class: "top" }, brand, nav, h("div", { class: "spacer" }), time.el, status, account);
+  const bar = h("header", { class: "top" }, brand, nav, h("div", { class: "spacer" }), time.el, status, account, themeSwitch());
   const banner = behindBanner();
   const el = h("div", { class: "chrome" }, bar, banner.el);
   // Pages that fill the window (the map) subtract the header's real

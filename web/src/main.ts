@@ -1,11 +1,13 @@
-// Netloom's web UI: who is signed in, the header, and the router started
-// on the pages of routes.ts.
+// Netloom's web UI: the colour theme (before anything is drawn), who is
+// signed in, the header, and the router started on the pages of routes.ts.
 import { loadSession } from "./auth";
 import { failure, h } from "./dom";
 import { header, home } from "./header";
 import { start } from "./router";
 import { guard, registerRoutes } from "./routes";
+import { startTheme } from "./theme";
 
+startTheme();
 registerRoutes();
 
 const app = document.getElementById("app")!;
