@@ -85,6 +85,12 @@ type dirJob struct {
 	// OverlapSeconds (why's others): how long the job ran at the same
 	// time as the job asked about.
 	OverlapSeconds *float64 `json:"overlap_seconds,omitempty"`
+	// Ran and InRangeSeconds (why's not_overlapping): whether the job ran
+	// "before" or "after" the job asked about, and for how long it ran
+	// inside the range (0 when only its bytes, attributed at the sweep
+	// after its end, lie there).
+	Ran            string   `json:"ran,omitempty"`
+	InRangeSeconds *float64 `json:"in_range_seconds,omitempty"`
 	// logical: the job's bytes are the application's calls, collectives
 	// among them (the consistency check names it as a likely cause).
 	logical bool
@@ -950,6 +956,12 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 		// the counters saw them, but never sharing it with this job.
 		Others         []dirJob `json:"others"`
 		NotOverlapping []dirJob `json:"not_overlapping"`
+		// OthersBytes and NotOverlappingBytes sum each list as shown:
+		// with the job's own bytes in the range, they are the monitored
+		// bytes, so that the job's share leaves the rest to the jobs
+		// named.
+		OthersBytes         uint64 `json:"others_bytes"`
+		NotOverlappingBytes uint64 `json:"not_overlapping_bytes"`
 	}
 	out := []linkWhy{}
 	seconds := to.Sub(from).Seconds()
@@ -987,7 +999,19 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 			oi, known := info[o.Job]
 			ovFrom, ovTo, overlap := analysis.Overlap(info[js.ID].Span, oi.Span, now)
 			if known && !overlap {
+				// A job before or after this one: its bytes in the range
+				// are its own, said with when it ran.
+				shown.Ran = "after"
+				if !oi.Span.Start.After(info[js.ID].Span.Start) {
+					shown.Ran = "before"
+				}
+				sec := 0.0
+				if f, t, ok := analysis.Overlap(oi.Span, analysis.Span{Start: from, End: to}, now); ok {
+					sec = t.Sub(f).Round(100 * time.Millisecond).Seconds()
+				}
+				shown.InRangeSeconds = &sec
 				w.NotOverlapping = append(w.NotOverlapping, shown)
+				w.NotOverlappingBytes += shown.Bytes
 				continue
 			}
 			if overlap {
@@ -995,6 +1019,7 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 				shown.OverlapSeconds = &sec
 			}
 			w.Others = append(w.Others, shown)
+			w.OthersBytes += shown.Bytes
 			// The sum over links adds the figures shown, so that it is no
 			// more exact than they are.
 			others[o.Job] += shown.Bytes

@@ -250,13 +250,17 @@ export interface JobOnLink {
   end?: string;
   /** In a job's "why": how long this other job ran at the same time. */
   overlap_seconds?: number;
+  /** In a job's "why", a job that did not run at the same time: whether it
+   * ran before or after, and how long it ran inside the range. */
+  ran?: "before" | "after";
+  in_range_seconds?: number;
 }
 
 /** The consistency check under an "explained" figure (docs/api.md): whether
  * what the jobs put on a direction fits in what its counters measured,
  * within counter granularity and timing, else the likely cause. */
 export interface ExplainedCheck {
-  status: "consistent" | "timing" | "inconsistent" | "not_measured";
+  status: "consistent" | "timing" | "inconsistent" | "not_measured" | "not_carried";
   cause?: string;
   message?: string;
   widened_measured_bytes: number;
@@ -318,6 +322,8 @@ export interface WhyLink extends DirectionLoad {
   others: JobOnLink[];
   /** Jobs whose traffic lies in the range but that ran before or after it. */
   not_overlapping: JobOnLink[];
+  others_bytes: number;
+  not_overlapping_bytes: number;
 }
 
 export interface Why {
@@ -330,6 +336,11 @@ export interface Why {
   traffic_model?: "physical" | "logical" | "";
   attribution?: Attribution;
   links: WhyLink[];
+  /** How many directions the job crossed over the range, of which links
+   * are the heaviest limit (truncated: fewer listed than crossed). */
+  total: number;
+  limit: number;
+  truncated: boolean;
   sharing_jobs?: { job: string; user?: string; bytes: number; anonymized?: boolean }[];
 }
 

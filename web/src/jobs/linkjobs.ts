@@ -11,11 +11,22 @@ import type { TimeView } from "../time";
 import { rangeParams, timeQuery } from "../time";
 import type { DirectionLoad, JobOnLink, LinkJobs, LinkPairs } from "./api";
 
-/** The explained figure of a direction, never over 100% (the daemon caps
- * it), marked when its consistency check found the jobs' bytes and the
- * counters disagree. */
+/** An explained figure as measured, over 100% too (never capped). */
+export function explainedPct(v: number): string {
+  return v >= 1000 ? `${Math.round(v).toLocaleString("en-US")}%` : fmt.pct(v);
+}
+
+/** What a page shows where the counters carry none of the jobs' traffic
+ * (a simulated fabric: the check's not_carried) instead of a figure. */
+export const NOT_CARRIED = "not measurable: counters carry no job traffic";
+
+/** The explained figure of a direction as measured, over 100% too (the
+ * check's note below says why), marked when its consistency check found
+ * the jobs' bytes and the counters disagree; where the fabric's counters
+ * carry none of the jobs' traffic, said so instead. */
 export function explainedText(d: DirectionLoad): string {
-  const v = d.explained_pct == null ? "–" : fmt.pct(d.explained_pct);
+  if (d.check?.status === "not_carried") return NOT_CARRIED;
+  const v = d.explained_pct == null ? "–" : explainedPct(d.explained_pct);
   return flagged(d) ? `${v} ⚠` : v;
 }
 
@@ -109,6 +120,8 @@ export function linkJobs(linkId: string, t: TimeView, signal: AbortSignal): { el
           h(
             "div",
             { class: "metrics" },
+            // The one measured figure: the range's, which the check's
+            // sentence below names too.
             metricBox("Measured", d.measured.measured ? fmt.bytes(d.measured.bytes) : "not swept"),
             metricBox("Measured load", d.measured.measured ? fmt.pct(d.measured_utilization_pct) : "–"),
             metricBox("By monitored jobs", fmt.bytes(d.monitored_bytes)),

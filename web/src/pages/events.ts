@@ -7,15 +7,22 @@ import * as fmt from "../format";
 import { refreshOnSweep } from "../live";
 import type { PageContext } from "../router";
 import { navigate } from "../router";
+import { counted } from "../listed";
 import { table } from "../table";
 import { readTime, timeQuery } from "../time";
 
 const KINDS = ["fabric_discovered", "node_added", "node_removed", "link_up", "link_down", "lid_changed", "routes_changed", "counter_reset", "port_unreachable", "port_recovered"];
 
+/** The most events the page asks for (the API's limit parameter). */
+const LIMIT = 5000;
+
 export async function eventsPage(ctx: PageContext): Promise<void> {
   const t = readTime();
   const { root, signal, search } = ctx;
   const kind = search.get("kind") ?? "";
+  // ?limit= asks for fewer (the newest); the page says when the list is cut.
+  const asked = Number.parseInt(search.get("limit") ?? "", 10);
+  const limit = asked >= 1 && asked <= LIMIT ? asked : LIMIT;
   const range = t.mode === "range" ? { from: String(t.from), to: String(t.to) } : t.mode === "at" ? { from: String(t.at! - 86400), to: String(t.at) } : { from: "-24h" };
   const select = h(
     "select",
@@ -38,8 +45,11 @@ export async function eventsPage(ctx: PageContext): Promise<void> {
   root.append(h("div", { class: "page-head" }, h("h1", {}, "Events"), summary), h("div", { class: "filters" }, h("label", { for: "event-kind" }, "Kind"), select), panel("Fabric events", body));
 
   const load = async () => {
-    const r = await get<{ from: string; to: string; events: FabricEvent[] }>("/events", { ...range, kind, limit: 5000 }, signal);
-    summary.textContent = `${fmt.count(r.events.length)} event${r.events.length === 1 ? "" : "s"} from ${fmt.time(r.from)} to ${fmt.time(r.to)}${r.events.length >= 5000 ? " (newest 5,000)" : ""}.`;
+    const r = await get<{ from: string; to: string; events: FabricEvent[]; total: number; limit: number; truncated: boolean }>("/events", { ...range, kind, limit: String(limit) }, signal);
+    // A cut list says so, with the total the daemon counted.
+    summary.textContent = `${r.truncated ? `Showing the newest ${fmt.count(r.events.length)} of ${counted(r.total, "event")}` : counted(r.total, "event")} from ${fmt.time(r.from)} to ${fmt.time(r.to)}.`;
+    summary.dataset.total = String(r.total);
+    summary.dataset.shown = String(r.events.length);
     body.replaceChildren(
       table({
         label: "Events",

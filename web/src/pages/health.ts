@@ -49,7 +49,11 @@ interface HealthResponse {
   window_seconds: number;
   ber_limit: number;
   links: number;
+  /** Directions in all; directions holds the riskiest limit of them
+   * (truncated: fewer listed). */
   total: number;
+  limit: number;
+  truncated: boolean;
   counts: Record<string, number>;
   directions: HealthDirection[];
   degraded: Degraded[];
@@ -266,9 +270,16 @@ export async function healthPage(ctx: PageContext): Promise<void> {
   try {
     const r = await get<HealthResponse>("/health", { window, limit: 1000 }, signal);
     const c = r.counts;
-    summary.textContent = `${n(r.links)} links over the last ${window}, BER limit ${ber(r.ber_limit)}: ${n(c.rising ?? 0)} rising, ${n(c.over_limit ?? 0)} over the limit, ${n(c.retrained ?? 0)} retrained, ${n(c.errors ?? 0)} with errors, ${n(r.degraded.length)} degraded.`;
+    // Every status's count, clean and no history included: they add up to
+    // the directions.
+    summary.textContent = `${n(r.links)} links (${n(r.total)} directions) over the last ${window}, BER limit ${ber(r.ber_limit)}: ${n(c.rising ?? 0)} rising, ${n(c.over_limit ?? 0)} over the limit, ${n(c.retrained ?? 0)} retrained, ${n(c.errors ?? 0)} with errors, ${n(c.clean ?? 0)} clean, ${n(c.no_history ?? 0)} with no history (no counter sample in the window); ${n(r.degraded.length)} degraded.`;
     const shown = r.directions.filter((d) => d.status !== "clean" && d.status !== "no_history");
+    // What the ranking lists, and whether the daemon's list was cut.
+    const listed = r.truncated
+      ? `The daemon listed the riskiest ${n(r.directions.length)} of the ${n(r.total)} directions; ranked below: ${n(shown.length)} of them with errors or retrains.`
+      : `Ranked below: the ${n(shown.length)} direction${shown.length === 1 ? "" : "s"} with errors or retrains; clean and no-history ones are counted above.`;
     ranked.replaceChildren(
+      h("p", { class: "panel-note health-listed", "data-total": String(r.total), "data-listed": String(r.directions.length), "data-shown": String(shown.length) }, listed),
       table({
         label: "Link directions by risk",
         rows: shown.map((d, i) => ({ ...d, rank: i + 1 })),

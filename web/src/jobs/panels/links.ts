@@ -5,9 +5,10 @@ import { ApiError, get } from "../../api";
 import { h, link, loading, panel } from "../../dom";
 import * as fmt from "../../format";
 import { table } from "../../table";
-import type { Why, WhyLink } from "../api";
+import type { JobOnLink, Why, WhyLink } from "../api";
 import { jobPath } from "../api";
 import { checkNote, explainedText, flagged, jobLabel } from "../linkjobs";
+import { listedText } from "../../listed";
 import { message } from "./context";
 import type { JobContext, JobPanel } from "./context";
 
@@ -15,6 +16,15 @@ const trafficModelHelp: Record<string, string> = {
   physical: "Open MPI's monitoring told the agent the messages the library really sent, collectives decomposed into its trees and rings: these bytes crossed the links (netloom run --physical; the monitoring costs messages of 0 to 64 bytes 21 to 36% of their rate).",
   logical: "The application's MPI calls, a collective counted as its root sending to every rank: the library may have moved other bytes over other links. Under Open MPI, netloom run --physical turns its monitoring on for the physical traffic, at a cost of 21 to 36% of the rate of messages of 0 to 64 bytes (the agent alone: 3.5 to 6%).",
 };
+
+/** A job before or after this one on a direction: its bytes there and
+ * their share, when it ran, and how much of the range it ran in. */
+function neighbourText(o: JobOnLink, monitored: number): string {
+  const share = monitored > 0 ? ` (${fmt.pct((100 * o.bytes) / monitored)})` : "";
+  const when = o.start ? `, ran ${fmt.time(o.start)} – ${o.end ? fmt.time(o.end) : "running"}` : "";
+  const inRange = o.in_range_seconds ? `, ${o.in_range_seconds} s of it in the range` : "";
+  return `${o.ran ?? "not at the same time"}: ${fmt.bytes(o.bytes)}${share}${when}${inRange}`;
+}
 
 export function linksPanel(ctx: JobContext): JobPanel & { el: HTMLElement } {
   const { id, t, tq, signal } = ctx;
@@ -53,6 +63,12 @@ export function linksPanel(ctx: JobContext): JobPanel & { el: HTMLElement } {
       const box = h("div", {});
       if (note) box.append(note);
       box.append(range);
+      // A list cut says so, with its total.
+      box.append(h("p", { class: "panel-note links-count", "data-total": String(r.total), "data-shown": String(r.links.length) }, listedText(r.links.length, r.total, "link direction", "the job's traffic crosses")));
+      // Where the fabric's counters carry none of the jobs' traffic, one
+      // note says so for every direction (the daemon's sentence).
+      const flat = r.links.find((x) => x.check?.status === "not_carried");
+      if (flat?.check.message) box.append(h("p", { class: "panel-note not-carried", "data-check": "not_carried" }, flat.check.message));
       const win = linkWindow(r);
       box.append(
         table<WhyLink>({
@@ -66,22 +82,31 @@ export function linksPanel(ctx: JobContext): JobPanel & { el: HTMLElement } {
           columns: [
             { key: "dir", label: "Link direction", value: (x) => `${x.from_description} → ${x.to_description}`, cell: (x) => link(`/links/${x.link.id}?job=${encodeURIComponent(id)}&${win.slice(1)}`.replace(/&$/, ""), `${x.from_description}:${x.from.port} → ${x.to_description}:${x.to.port}`) },
             { key: "bytes", label: "Job bytes", value: (x) => x.job_bytes, cell: (x) => fmt.bytes(x.job_bytes), numeric: true },
-            { key: "share", label: "Job share", value: (x) => x.job_share_pct, cell: (x) => fmt.pct(x.job_share_pct), numeric: true, title: "Of the traffic monitored jobs put on this direction" },
+            { key: "share", label: "Job share", value: (x) => x.job_share_pct, cell: (x) => fmt.pct(x.job_share_pct), numeric: true, title: "Of the traffic monitored jobs put on this direction over the range; the rest is the other jobs' named beside it" },
             { key: "util", label: "Measured load", value: (x) => x.measured_utilization_pct, cell: (x) => (x.measured.measured ? fmt.pct(x.measured_utilization_pct) : "–"), numeric: true, title: "What the counters measured, as a share of capacity over the range above" },
             { key: "jobsutil", label: "Jobs' load", value: (x) => x.monitored_utilization_pct, cell: (x) => fmt.pct(x.monitored_utilization_pct), numeric: true, title: "What the monitored jobs put on it, as a share of capacity over the range above" },
-            { key: "expl", label: "Explained", value: (x) => x.explained_pct ?? -1, cell: (x) => h("span", { class: flagged(x) ? "warn-text" : "", title: x.check?.message ?? "" }, explainedText(x)), numeric: true, title: "Monitored jobs' bytes ÷ measured bytes, at most 100%; ⚠ when they disagree (see below)" },
+            { key: "expl", label: "Explained", value: (x) => x.explained_pct ?? -1, cell: (x) => h("span", { class: flagged(x) ? "warn-text" : "", title: x.check?.message ?? "" }, explainedText(x)), numeric: true, title: "Monitored jobs' bytes ÷ measured bytes, as measured (over 100%: the note below says why); ⚠ when they disagree" },
             {
               key: "others",
               label: "Other jobs at the same time",
               value: (x) => x.others.length,
               cell: (x) => (x.others.length ? h("span", {}, ...x.others.slice(0, 4).flatMap((o, k) => [k ? ", " : "", jobLabel(o, tq)]), x.others.length > 4 ? ` +${x.others.length - 4}` : "") : "none"),
             },
+            {
+              // The jobs just before and after it whose last (or first)
+              // bytes lie in the range: their share of the direction is
+              // theirs, said with when they ran.
+              key: "neighbours",
+              label: "Jobs before or after it in the range",
+              value: (x) => x.not_overlapping_bytes ?? 0,
+              cell: (x) => (x.not_overlapping?.length ? h("span", { class: "neighbours" }, ...x.not_overlapping.flatMap((o, k) => [k ? "; " : "", jobLabel(o, tq), ` ${neighbourText(o, x.monitored_bytes)}`])) : "none"),
+            },
           ],
         }),
       );
       // The consistency check under each explained figure: where the jobs'
       // bytes and the counters disagree, say so with the likely cause.
-      const checks = r.links.map((x) => checkNote(x, `${x.from_description}:${x.from.port} → ${x.to_description}:${x.to.port}: `)).filter((x): x is HTMLElement => x !== null);
+      const checks = r.links.filter((x) => x.check?.status !== "not_carried").map((x) => checkNote(x, `${x.from_description}:${x.from.port} → ${x.to_description}:${x.to.port}: `)).filter((x): x is HTMLElement => x !== null);
       if (checks.length) box.append(h("div", { class: "explained-checks pad" }, ...checks));
       linksBox.replaceChildren(box);
     } catch (err) {
