@@ -49,7 +49,7 @@ FUZZ = FuzzParseNetfile:./internal/fabric/sim/ FuzzDecode:./internal/store/codec
   FuzzDecodeDatagram:./internal/ingest/ FuzzAccountFiles:./internal/auth/ FuzzParseSqueue:./internal/sched/slurm/ \
   FuzzParseSacct:./internal/sched/slurm/ FuzzExpandHostlist:./internal/sched/ FuzzParseMapping:./internal/analysis/ \
   FuzzDecodeProcess:./internal/store/codec/ FuzzDecodeCache:./internal/fabric/ib/ FuzzCheckActions:./internal/model/ FuzzDecodeSample:./internal/store/codec/ FuzzReadProfile:./internal/ingest/ \
-  FuzzDecode:./internal/sflow/
+  FuzzDecode:./internal/sflow/ FuzzRoCE:./internal/sflow/ FuzzDecodeConnections:./internal/ingest/
 fuzz: deps
 	set -e; for f in $(FUZZ); do $(GO) test -run '^$$' -fuzz "^$${f%%:*}$$" -fuzztime $(FUZZTIME) "$${f#*:}"; done
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/netloom/netloom/internal/alert"
 	"github.com/netloom/netloom/internal/fabric"
+	"github.com/netloom/netloom/internal/flowjobs"
 	"github.com/netloom/netloom/internal/ingest"
 	"github.com/netloom/netloom/internal/sched"
 	"github.com/netloom/netloom/internal/store"
@@ -53,6 +54,7 @@ type Daemon struct {
 	agents       agentSide
 	agentDefault bool       // AgentListen was not set: a busy default port is not fatal
 	sflow        *sflowSide // nil: sflow_listen is off
+	flows        *flowjobs.Index
 
 	scheduler     sched.Scheduler // nil: none
 	nodeOverrides map[string]string
@@ -113,6 +115,7 @@ func New(cfg Config, src fabric.Source, st store.Store, log *slog.Logger) *Daemo
 	if d.cfg.SFlowListen != "" {
 		d.sflow = newSFlowSide(d.reg, d.cfg.SFlowMaxFlows)
 	}
+	d.flows = newFlowJobs(d.reg)
 	d.m.attr = newAttributionMetrics(d.reg)
 	d.m.sched = newSchedMetrics(d.reg)
 	d.m.alert = newAlertMetrics(d.reg)

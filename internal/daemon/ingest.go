@@ -248,6 +248,8 @@ func (d *Daemon) aggregate(shard, shards int, q <-chan ingest.Item, rejects *rej
 		MaxJobs:              max(d.cfg.AgentLimits.MaxJobs/shards, 1),
 		Admit:                d.agents.admit,
 		PastOwner:            d.pastOwner,
+		Connections:          d.flows.Report,
+		JobEnded:             d.flows.End,
 		MaxPendingBytes:      max(def.MaxPendingBytes/shards, 1),
 		ProcessRowsPerSecond: max(def.ProcessRowsPerSecond/shards, 1),
 		SaveJob: func(j *store.Job) {

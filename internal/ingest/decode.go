@@ -162,6 +162,9 @@ func Validate(d *Datagram, lim Limits) error {
 			return err
 		}
 	}
+	if err := d.conns.validate(d, where); err != nil {
+		return err
+	}
 	if pp := &d.peers; pp.rows.Len() > 0 {
 		switch {
 		case int64(pp.rows.Len()) > int64(d.WorldSize):
@@ -264,6 +267,7 @@ type Datagram struct {
 	*agentpb.Datagram
 	rows  nodeRows
 	peers packedPeers
+	conns conns   // the rank's connections (decode_conn.go)
 	own   storage // where unmarshal puts the message
 	// from is the address it came from (invalid when not read from a
 	// socket); it travels with the datagram while its credential is
@@ -293,6 +297,7 @@ func FromProto(m *agentpb.Datagram) *Datagram {
 		d.peers = p.pack()
 	}
 	m.Nodes, m.Peers = nil, nil
+	d.conns.fromProto(m)
 	return d
 }
 
@@ -328,6 +333,8 @@ func unmarshal(b []byte) (*Datagram, error) {
 				peers = peersPool.Get().(*peerRows)
 			}
 			return next, peers.decode(row)
+		case num == fieldConnections || num == fieldConnectionsTruncated:
+			return d.conns.field(b, num, typ, at)
 		}
 		return d.field(b, num, typ, at)
 	})

@@ -35,6 +35,7 @@ const (
 	ReasonQueueFull      = "queue_full"         // the aggregator (or credential decoding) fell behind the socket
 	ReasonNewJobRate     = "new_job_rate"       // a new job from a source address that starts jobs too fast (AdmitOptions)
 	ReasonUserJobs       = "too_many_user_jobs" // a new job of a user who has MaxJobsPerUser live jobs
+	ReasonConnection     = "bad_connection"     // a connection's address, port or queue pair out of shape (decode_conn.go)
 
 	// Authenticated agent data (AuthOptions, docs/security.md "Agent data").
 	ReasonSourceNetwork    = "source_network"    // sent from outside agent_networks
@@ -52,7 +53,7 @@ var Reasons = []string{ReasonEmpty, ReasonOversized, ReasonMalformed, ReasonVers
 	ReasonRank, ReasonChunk, ReasonTime, ReasonPeer, ReasonHistogram, ReasonString, ReasonTooMany, ReasonValue,
 	ReasonWorldChanged, ReasonBackwards, ReasonStale, ReasonDuplicate, ReasonIncomplete, ReasonChunksChanged,
 	ReasonTooManyJobs, ReasonReassemblyFull, ReasonQueueFull, ReasonNewJobRate, ReasonUserJobs, ReasonSourceNetwork,
-	ReasonUnauthenticated, ReasonBadCredential, ReasonBadMAC, ReasonJobMismatch, ReasonUserMismatch, ReasonReplayed, ReasonMungeUnavailable}
+	ReasonUnauthenticated, ReasonBadCredential, ReasonBadMAC, ReasonJobMismatch, ReasonUserMismatch, ReasonReplayed, ReasonMungeUnavailable, ReasonConnection}
 
 // RejectError says why a datagram was dropped.
 type RejectError struct {

@@ -87,6 +87,13 @@ type Options struct {
 	// dropped too (its agent sends again). Called from Add for a job not
 	// live, so never for most datagrams.
 	PastOwner func(job string) (string, error)
+	// Connections, when set, receives the network connections a rank's
+	// snapshot carried (chunk 0, decode_conn.go), and JobEnded each job's
+	// end (every rank final, or timed out; by the agents' clocks): the
+	// daemon's flows-to-jobs index (internal/flowjobs). Called from Add
+	// and Tick; a report's Conns are the datagram's own, not to be kept.
+	Connections func(ConnReport)
+	JobEnded    func(job string, end time.Time)
 }
 
 // WithDefaults fills zero fields.
@@ -324,6 +331,9 @@ func (t *Tracker) add(it Item) error {
 		// a chunk after the first).
 		t.opt.Admit.transfer("", user)
 		j.owner = user
+	}
+	if d.Chunk == 0 && t.opt.Connections != nil && (len(d.conns.list) > 0 || d.conns.truncated) {
+		t.opt.Connections(d.conns.report(d, j.owner))
 	}
 	p.got[d.Chunk/64] |= 1 << (d.Chunk % 64)
 	p.n++

@@ -25,6 +25,9 @@ func (t *Tracker) finish(j *jobState, reason string, now time.Time) {
 	if j.end.IsZero() {
 		j.end = now
 	}
+	if t.opt.JobEnded != nil {
+		t.opt.JobEnded(j.id, j.end)
+	}
 	t.save(j, true)
 	j.saved = true
 }

@@ -33,11 +33,13 @@ const (
 )
 
 // FlowKey is a flow as a sampled header tells it: addresses, protocol and
-// ports (zero for a frame that is not IP: ARP, LLDP, ...).
+// ports (zero for a frame that is not IP: ARP, LLDP, ...); for RoCEv2 the
+// destination queue pair, its source port 0 (Header.Key, roce.go).
 type FlowKey struct {
 	Src, Dst         netip.Addr
 	Proto            uint8
 	SrcPort, DstPort uint16
+	QP               uint32
 }
 
 // Flow is one flow's samples over one link direction within a time range.
@@ -227,7 +229,7 @@ func (s *Store) Ingest(b []byte, d *Datagram, switches func(netip.Addr) (*Switch
 			n -= uint64(h.Stripped)
 		}
 		s.Add(fabric.PortRef{GUID: sw.GUID, Port: out}, sw.Ports[f.Input],
-			FlowKey{Src: h.Src, Dst: h.Dst, Proto: h.Proto, SrcPort: h.SrcPort, DstPort: h.DstPort}, n*uint64(f.SamplingRate), at)
+			h.Key(), n*uint64(f.SamplingRate), at)
 	}
 	return "", nil
 }

@@ -415,9 +415,8 @@ func parseEthernet(b []byte, h *Header) {
 		return
 	}
 	h.SrcPort, h.DstPort = binary.BigEndian.Uint16(l4), binary.BigEndian.Uint16(l4[2:])
-	if h.Proto == 17 && h.DstPort == 4791 && len(l4) >= 8+12 {
-		bth := l4[8:]
-		h.RoCE, h.Opcode, h.DestQP = true, bth[0], binary.BigEndian.Uint32(bth[4:])&0xffffff
+	if h.Proto == 17 && h.DstPort == RoCEv2Port {
+		parseBTH(l4, h) // roce.go
 	}
 }
 
