@@ -49,8 +49,10 @@ func (s *Server) portErrors(r *http.Request) (any, error) {
 	type row struct {
 		Port     fabric.PortRef    `json:"port"`
 		Node     string            `json:"node"`
+		PortName string            `json:"port_name,omitempty"` // where the fabric names ports
 		Peer     *fabric.PortRef   `json:"peer,omitempty"`
 		PeerNode string            `json:"peer_node,omitempty"`
+		PeerName string            `json:"peer_name,omitempty"`
 		Link     string            `json:"link,omitempty"`
 		Total    uint64            `json:"total"`
 		Counters map[string]uint64 `json:"counters"`
@@ -76,14 +78,14 @@ func (s *Server) portErrors(r *http.Request) (any, error) {
 		if total < uint64(minErrors) {
 			continue
 		}
-		rw := row{Port: p, Total: total, Counters: map[string]uint64{}, Last: last}
+		rw := row{Port: p, PortName: topo.PortName(p), Total: total, Counters: map[string]uint64{}, Last: last}
 		if n, ok := topo.Node(p.GUID); ok {
 			rw.Node = n.Name()
 		}
 		if lk, ok := topo.LinkAt(p); ok {
 			rw.Link = lk.ID()
 			peer, _ := topo.Peer(p)
-			rw.Peer = &peer
+			rw.Peer, rw.PeerName = &peer, topo.PortName(peer)
 			if n, ok := topo.Node(peer.GUID); ok {
 				rw.PeerNode = n.Name()
 			}

@@ -102,6 +102,20 @@ type Node struct {
 	// Fabric names the fabric the node is in, in a view of several
 	// fabrics (Merge); empty in one fabric's own topology.
 	Fabric string `json:"fabric,omitempty"`
+	// PortNames are the ports' names where the fabric gives them (index =
+	// port number, "" where a port has none): an Ethernet interface's
+	// ifName ("swp1"), a host's LLDP port ID ("eth0"). InfiniBand ports
+	// have only numbers (nil). Stored with the topology; a topology
+	// stored before names were kept reads back without them.
+	PortNames []string `json:"port_names,omitempty"`
+}
+
+// PortName is port p's name (PortNames), "" where it has none.
+func (n *Node) PortName(p int) string {
+	if p > 0 && p < len(n.PortNames) {
+		return n.PortNames[p]
+	}
+	return ""
 }
 
 // Name is the host name a CA's description starts with ("n17" for
@@ -168,11 +182,16 @@ func (p PortRef) Less(q PortRef) bool {
 // Link joins two ports. A is always the lesser PortRef, so a link has one
 // canonical form whichever end discovered it.
 type Link struct {
-	A     PortRef `json:"a"`
-	B     PortRef `json:"b"`
-	Width string  `json:"width"` // "1X", "4X", "8X", "12X"
-	Speed string  `json:"speed"` // "SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR"
-	State string  `json:"state"` // "Active", "Armed", "Init", "Down"
+	A PortRef `json:"a"`
+	B PortRef `json:"b"`
+	// AName and BName are the ends' port names (Node.PortNames), set by
+	// NewTopology from the nodes: "" where a port has only its number.
+	// A link's ID keeps the numbers.
+	AName string `json:"a_name,omitempty"`
+	BName string `json:"b_name,omitempty"`
+	Width string `json:"width"` // "1X", "4X", "8X", "12X"
+	Speed string `json:"speed"` // "SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR"
+	State string `json:"state"` // "Active", "Armed", "Init", "Down"
 	// MaxWidth and MaxSpeed are the widest width and fastest speed both
 	// ends have enabled and support: what the link should train to (as
 	// iblinkinfo's "could be"); empty when unknown.
@@ -342,7 +361,9 @@ func (t *Topology) index() error {
 		}
 	}
 	t.peer = make(map[PortRef]int, 2*len(t.Links))
-	for i, l := range t.Links {
+	for i := range t.Links {
+		l := &t.Links[i]
+		l.AName, l.BName = t.PortName(l.A), t.PortName(l.B)
 		for _, end := range []PortRef{l.A, l.B} {
 			if _, ok := t.byGUID[end.GUID]; !ok {
 				return fmt.Errorf("topology: link %s names unknown node %s", l.ID(), end.GUID)
@@ -363,6 +384,15 @@ func (t *Topology) Node(g GUID) (*Node, bool) {
 		return nil, false
 	}
 	return &t.Nodes[i], true
+}
+
+// PortName is port p's name in the fabric (Node.PortName), "" where it
+// has only its number.
+func (t *Topology) PortName(p PortRef) string {
+	if n, ok := t.Node(p.GUID); ok {
+		return n.PortName(p.Port)
+	}
+	return ""
 }
 
 // PortByLID returns the port a LID addresses (port 0 of a switch). In a

@@ -538,11 +538,13 @@ func build(views []*view) (*fabric.Topology, *layout, []error) {
 			errs = append(errs, errf(desc, "lldpRemPortId", "host seen on %d ports; only %d kept", len(pks), MaxPorts))
 			pks = pks[:MaxPorts]
 		}
+		pnames := make([]string, len(pks)+1)
 		for i, pk := range pks {
 			hostPort[hostEnd{k, pk}] = i + 1
 			lay.names[fabric.PortRef{GUID: g, Port: i + 1}] = h.portName[pk]
+			pnames[i+1] = h.portName[pk]
 		}
-		nodes = append(nodes, fabric.Node{GUID: g, Type: fabric.CA, Description: desc, Ports: len(pks)})
+		nodes = append(nodes, fabric.Node{GUID: g, Type: fabric.CA, Description: desc, Ports: len(pks), PortNames: pnames})
 	}
 	for _, c := range cands {
 		if c.hostB != nil {
@@ -621,10 +623,12 @@ func build(views []*view) (*fabric.Topology, *layout, []error) {
 
 	for _, g := range guids {
 		v, l := byGUID[g], lay.switches[g]
-		nodes = append(nodes, fabric.Node{GUID: g, Type: fabric.Switch, Description: l.name.Name, Ports: l.ports()})
+		pnames := make([]string, l.ports()+1)
 		for p, i := range l.portIf {
 			lay.names[fabric.PortRef{GUID: g, Port: p}] = v.Ifaces[i].Name
+			pnames[p] = v.Ifaces[i].Name
 		}
+		nodes = append(nodes, fabric.Node{GUID: g, Type: fabric.Switch, Description: l.name.Name, Ports: l.ports(), PortNames: pnames})
 	}
 	assignLIDs(nodes, links)
 	t, err := fabric.NewTopology(nodes, links)
