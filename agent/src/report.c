@@ -13,6 +13,7 @@
 
 #include "state.h"
 #include "auth.h"
+#include "conn.h"
 #include "env.h"
 #include "snapshot.h"
 #include "netloom/agent/v1/agent.pb-c.h"
@@ -248,6 +249,7 @@ static int take(struct snapshot *s, int final, int all_peers)
 	d->n_functions = s->nfns;
 	d->functions = s->fnp;
 	nl_gpu_take(d); /* the GPU section (gpu_report.c), when the process has CUDA */
+	nl_conn_take(d); /* the process's TCP connections (conn.c), for sFlow's flows to jobs */
 
 	/* the reorderings (chunk 0 only, like the regions) */
 	int nev = 0;

@@ -191,7 +191,7 @@ uint64_t nl_wire_send(Datagram *d)
 		d->credential.len = cred_len;
 		limit -= NL_AUTH_OVERHEAD;
 	}
-	/* plan: chunk 0 carries process, functions, regions, the GPU section;
+	/* plan: chunk 0 carries process, functions, regions, the GPU section, the connections;
 	 * nodes then peers fill chunks */
 	size_t nnodes = d->n_nodes, npeers = d->n_peers;
 	size_t nitems = nnodes + npeers;
@@ -204,7 +204,8 @@ uint64_t nl_wire_send(Datagram *d)
 	base.peers_truncated = 1;
 	size_t head0 = netloom__agent__v1__datagram__get_packed_size(&base);
 	base.process = NULL;
-	base.n_functions = base.n_regions = base.n_reorders = 0;
+	base.n_functions = base.n_regions = base.n_reorders = base.n_connections = 0;
+	base.connections_truncated = 0;
 	base.gpu = NULL;
 	size_t headn = netloom__agent__v1__datagram__get_packed_size(&base);
 	size_t nchunks = 1, cur = head0;
@@ -226,7 +227,8 @@ uint64_t nl_wire_send(Datagram *d)
 		k.chunks = (uint32_t)nchunks;
 		if (c > 0) {
 			k.process = NULL;
-			k.n_functions = k.n_regions = k.n_reorders = 0;
+			k.n_functions = k.n_regions = k.n_reorders = k.n_connections = 0;
+			k.connections_truncated = 0;
 			k.gpu = NULL;
 		}
 		size_t a = cut[c], b = cut[c + 1];

@@ -31,7 +31,7 @@ void nl_wire_init(void);
 int nl_wire_resolve(void);
 
 /* nl_wire_send sends d, a whole snapshot, as datagrams of at most the
- * chunk limit: chunk 0 carries the process, functions, regions and the GPU
+ * chunk limit: chunk 0 carries the process, functions, regions, connections and the GPU
  * section; the node rows, then the peer rows fill the chunks in order, and
  * every chunk carries the header. Each is signed when MUNGE gives a
  * credential (auth.h; the signer is started here, with d's job id and
