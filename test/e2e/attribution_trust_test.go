@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netloom/netloom/internal/analysis"
 	"github.com/netloom/netloom/internal/fabric"
 )
 
@@ -91,6 +92,9 @@ type trustDirJob struct {
 	Job            string
 	Bytes          uint64
 	OverlapSeconds *float64 `json:"overlap_seconds"`
+	// why's not_overlapping
+	Ran            string
+	InRangeSeconds *float64 `json:"in_range_seconds"`
 }
 
 type trustDirection struct {
@@ -106,6 +110,8 @@ type trustDirection struct {
 	JobBytes       uint64        `json:"job_bytes"`
 	Others         []trustDirJob `json:"others"`
 	NotOverlapping []trustDirJob `json:"not_overlapping"`
+	OthersBytes    uint64        `json:"others_bytes"`
+	NeighbourBytes uint64        `json:"not_overlapping_bytes"`
 }
 
 type trustWhy struct {
@@ -127,10 +133,17 @@ type trustWhy struct {
 //     for as long as their time ranges overlap;
 //   - a job whose node n3 the node-map file sends to n7's adapter puts
 //     bytes on n7's link that its counters (perfquery) never saw: the
-//     explained figure stays at most 100% and its check says the two
-//     disagree, naming the node map and n3; the directions the traffic
-//     really crossed (their counters given the job's bytes through ibsim)
-//     are consistent.
+//     explained figure is the ratio as measured and its check says the two
+//     disagree, naming the node map and n3, with the one measured figure
+//     the answer gives; the directions the traffic really crossed (their
+//     counters given the job's bytes through ibsim) are consistent;
+//   - a job's neighbours (run before or after it, by the order the test
+//     ran them) are said as such, with how long they ran in the range, and
+//     the job's, the others' and the neighbours' bytes make up the
+//     direction's;
+//   - the jobs on n5 and n6, whose counters ibsim never gives their bytes
+//     (perfquery counts under 1% of them), have every direction
+//     not_carried (counters_flat), never a cause naming the job.
 func TestAttributionTrust(t *testing.T) {
 	f, _ := startFabric(t, 8, 4)
 	buildAgent(t)
@@ -274,7 +287,12 @@ func TestAttributionTrust(t *testing.T) {
 	wait(idF, cmdF)
 	jf := attributed(idF)
 
-	// Jobs on n5 and n6: three one after the other, then two at once.
+	// Jobs on n5 and n6: three one after the other, then two at once;
+	// what the counters of n5's link counted meanwhile, by perfquery.
+	n5Port := fabric.PortRef{GUID: node("n5").GUID, Port: 1}
+	leaf5, _ := topo.Peer(n5Port)
+	leaf5Node, _ := topo.Node(leaf5.GUID)
+	x5, r5 := perf(leaf5Node, leaf5.Port)
 	seq := make([]string, 3)
 	for i := range seq {
 		seq[i] = fmt.Sprintf("trust-seq%d-%d", i, os.Getpid())
@@ -286,6 +304,10 @@ func TestAttributionTrust(t *testing.T) {
 	cmdE := start(idE, "n5", "n6")
 	wait(idD, cmdD)
 	wait(idE, cmdE)
+	x5b, r5b := perf(leaf5Node, leaf5.Port)
+	n5Counted := 4 * (x5b - x5 + r5b - r5)
+	// The order the test ran them in (D and E at once).
+	order := map[string]int{idF: 0, seq[0]: 1, seq[1]: 2, seq[2]: 3, idD: 4, idE: 4}
 	spans := map[string]trustJob{}
 	for _, id := range append(seq, idD, idE) {
 		spans[id] = attributed(id)
@@ -312,6 +334,7 @@ func TestAttributionTrust(t *testing.T) {
 	}
 	// The time ranges decide: a job shares a link with another only when
 	// they overlapped.
+	neighbours := 0
 	checkWhy := func(t *testing.T, id string, w trustWhy, want map[string]bool) {
 		t.Helper()
 		sharing := map[string]bool{}
@@ -331,10 +354,34 @@ func TestAttributionTrust(t *testing.T) {
 					t.Errorf("job %s, direction %s: %s overlapped for %v s, want %.1f", id, l.From, o.Job, o.OverlapSeconds, ov)
 				}
 			}
+			var mine uint64
+			for _, j := range l.Jobs {
+				if j.Job == id {
+					mine = j.Bytes
+				}
+			}
+			if mine+l.OthersBytes+l.NeighbourBytes != l.Monitored {
+				t.Errorf("job %s, direction %s: its %d bytes, the others' %d and the neighbours' %d; monitored %d", id, l.From, mine, l.OthersBytes, l.NeighbourBytes, l.Monitored)
+			}
 			for _, o := range l.NotOverlapping {
 				if overlap(id, o.Job) > 0 {
 					t.Errorf("job %s, direction %s: %s listed as not overlapping, but it ran %.1f s at the same time", id, l.From, o.Job, overlap(id, o.Job))
 				}
+				if want := map[bool]string{true: "before", false: "after"}[order[o.Job] < order[id]]; o.Ran != want {
+					t.Errorf("job %s, direction %s: %s ran %q it; the test ran it %s", id, l.From, o.Job, o.Ran, want)
+				}
+				// How long it ran inside the range, by its own time range.
+				in := spans[o.Job].End.Sub(spans[o.Job].Start)
+				if s := w.From.Sub(spans[o.Job].Start); s > 0 {
+					in -= s
+				}
+				if s := spans[o.Job].End.Sub(w.To); s > 0 {
+					in -= s
+				}
+				if o.InRangeSeconds == nil || math.Abs(*o.InRangeSeconds-max(0, in.Seconds())) > 0.2 {
+					t.Errorf("job %s, direction %s: %s ran %v s in the range %s..%s; by its time range %.1f", id, l.From, o.Job, o.InRangeSeconds, w.From, w.To, in.Seconds())
+				}
+				neighbours++
 			}
 		}
 	}
@@ -369,6 +416,34 @@ func TestAttributionTrust(t *testing.T) {
 			if !seen[id] || !seen["not-overlapping "+id] {
 				t.Errorf("over %s..%s job %s: on the links %v, among the jobs not overlapping %v; want both", from, to, id, seen[id], seen["not-overlapping "+id])
 			}
+		}
+		if neighbours == 0 {
+			t.Error("no neighbour checked")
+		}
+	})
+
+	t.Run("a fabric whose counters carry none of the jobs' bytes says so", func(t *testing.T) {
+		// perfquery: n5's link counted under 1% of what the jobs on n5
+		// and n6 sent through it (ibsim never gives the counters MPI
+		// traffic, which runs over shared memory and TCP here).
+		sent := uint64(len(seq)+2) * total
+		if 100*n5Counted >= sent {
+			t.Fatalf("perfquery: n5's link counted %d bytes while the jobs sent %d through it; the test needs flat counters", n5Counted, sent)
+		}
+		for _, id := range []string{seq[1], seq[2], idD, idE} {
+			w := why(id, "")
+			for _, l := range w.Links {
+				if l.Monitored == 0 {
+					continue
+				}
+				if l.Check.Status != "not_carried" || l.Check.Cause != "counters_flat" || !strings.Contains(l.Check.Message, "do not carry the jobs' traffic") {
+					t.Errorf("job %s, direction %s: check %+v; want not_carried, counters_flat (perfquery counted %d of %d bytes)", id, l.From, l.Check, n5Counted, sent)
+				}
+				if l.Measured.Bytes > 0 && (l.Explained == nil || math.Abs(*l.Explained-100*float64(l.Monitored)/float64(l.Measured.Bytes)) > 1e-6**l.Explained) {
+					t.Errorf("job %s, direction %s: explained %v, want %d / %d as measured", id, l.From, l.Explained, l.Monitored, l.Measured.Bytes)
+				}
+			}
+			t.Logf("job %s: %d directions; %s", id, len(w.Links), w.Links[0].Check.Message)
 		}
 	})
 
@@ -444,8 +519,8 @@ func TestAttributionTrust(t *testing.T) {
 		wantJob := map[fabric.PortRef]uint64{leaf7: trustIters * trustBase, n7Port: trustIters * 2 * trustBase}
 		checked := 0
 		for _, l := range w.Links {
-			if l.Explained != nil && (*l.Explained > 100 || *l.Explained < 0) {
-				t.Errorf("direction %s: explained %.2f%%", l.From, *l.Explained)
+			if l.Measured.Bytes > 0 && (l.Explained == nil || math.Abs(*l.Explained-100*float64(l.Monitored)/float64(l.Measured.Bytes)) > 1e-6**l.Explained) {
+				t.Errorf("direction %s: explained %v, want %d / %d as measured", l.From, l.Explained, l.Monitored, l.Measured.Bytes)
 			}
 			if l.Check.Status == "inconsistent" && l.Check.Cause != "node_map_or_network" && l.Check.Cause != "routes_or_network" {
 				t.Errorf("direction %s: cause %q (%s)", l.From, l.Check.Cause, l.Check.Message)
@@ -470,7 +545,13 @@ func TestAttributionTrust(t *testing.T) {
 			if l.Check.Status != "inconsistent" || l.Check.Cause != "node_map_or_network" {
 				t.Errorf("n7's direction %s: check %+v; want inconsistent, node_map_or_network", l.From, l.Check)
 			}
-			for _, say := range []string{"n3 (by the node-map file)", "n7 (by its adapter's description)", "the link of n7 HCA-1", "--node-map", "another network"} {
+			// One measured figure: the one the answer gives (and the page
+			// shows), over the range.
+			figure := "its counters measured " + analysis.FormatBytes(l.Measured.Bytes) + " over this range"
+			if l.Check.Wide == 0 {
+				figure = "its counters measured nothing"
+			}
+			for _, say := range []string{"n3 (by the node-map file)", "n7 (by its adapter's description)", "the link of n7 HCA-1", "--node-map", "another network", figure} {
 				if !strings.Contains(l.Check.Message, say) {
 					t.Errorf("n7's direction %s: message %q does not say %q", l.From, l.Check.Message, say)
 				}

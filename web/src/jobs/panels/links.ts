@@ -19,11 +19,12 @@ const trafficModelHelp: Record<string, string> = {
 
 /** A job before or after this one on a direction: its bytes there and
  * their share, when it ran, and how much of the range it ran in. */
-function neighbourText(o: JobOnLink, monitored: number): string {
+function neighbourText(o: JobOnLink, monitored: number): (string | HTMLElement)[] {
   const share = monitored > 0 ? ` (${fmt.pct((100 * o.bytes) / monitored)})` : "";
-  const when = o.start ? `, ran ${fmt.time(o.start)} – ${o.end ? fmt.time(o.end) : "running"}` : "";
+  const at = (t: string) => h("time", { datetime: t }, fmt.time(t));
+  const when = o.start ? [", ran ", at(o.start), " – ", o.end ? at(o.end) : "running"] : [];
   const inRange = o.in_range_seconds ? `, ${o.in_range_seconds} s of it in the range` : "";
-  return `${o.ran ?? "not at the same time"}: ${fmt.bytes(o.bytes)}${share}${when}${inRange}`;
+  return [` ${o.ran ?? "not at the same time"}: ${fmt.bytes(o.bytes)}${share}`, ...when, inRange];
 }
 
 export function linksPanel(ctx: JobContext): JobPanel & { el: HTMLElement } {
@@ -99,7 +100,7 @@ export function linksPanel(ctx: JobContext): JobPanel & { el: HTMLElement } {
               key: "neighbours",
               label: "Jobs before or after it in the range",
               value: (x) => x.not_overlapping_bytes ?? 0,
-              cell: (x) => (x.not_overlapping?.length ? h("span", { class: "neighbours" }, ...x.not_overlapping.flatMap((o, k) => [k ? "; " : "", jobLabel(o, tq), ` ${neighbourText(o, x.monitored_bytes)}`])) : "none"),
+              cell: (x) => (x.not_overlapping?.length ? h("span", { class: "neighbours" }, ...x.not_overlapping.flatMap((o, k) => [k ? "; " : "", jobLabel(o, tq), ...neighbourText(o, x.monitored_bytes)])) : "none"),
             },
           ],
         }),
