@@ -13,6 +13,8 @@
 package flowjobs
 
 import (
+	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -208,6 +210,69 @@ func (x *Index) Lookup(k sflow.FlowKey, at time.Time) (Match, bool) {
 		return Match{}, false
 	}
 	return Match{Job: best.run.job, User: best.run.user, SrcRank: best.src, DstRank: best.dst}, true
+}
+
+// Conn is one connection of a job as the index holds it: for TCP once,
+// from the end whose address and port sort first; for RoCE once per
+// direction (each carries the receiving end's queue pair).
+type Conn struct {
+	Key              sflow.FlowKey
+	SrcRank, DstRank int // -1: no rank of the job reported that end
+}
+
+// JobConns is a job's latest run and its connections.
+type JobConns struct {
+	Job, User  string
+	Start, End time.Time // End zero: running
+	Conns      []Conn    // the first limit, sorted by key
+	Total      int       // all of them
+}
+
+// Connections returns the connections the index holds of job's latest
+// run, the first limit of them; false when it holds none.
+func (x *Index) Connections(job string, limit int) (JobConns, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	ru := x.runs[job]
+	if ru == nil {
+		return JobConns{}, false
+	}
+	out := JobConns{Job: ru.job, User: ru.user, Start: ru.start, End: ru.end}
+	for _, k := range ru.keys {
+		if k.Proto == 6 && less(k.Dst, k.DstPort, k.Src, k.SrcPort) {
+			continue // its other direction stands for it
+		}
+		for _, e := range x.keys[k] {
+			if e.run == ru {
+				out.Conns = append(out.Conns, Conn{Key: k, SrcRank: e.src, DstRank: e.dst})
+			}
+		}
+	}
+	slices.SortFunc(out.Conns, func(a, b Conn) int {
+		switch {
+		case less(a.Key.Src, a.Key.SrcPort, b.Key.Src, b.Key.SrcPort):
+			return -1
+		case less(b.Key.Src, b.Key.SrcPort, a.Key.Src, a.Key.SrcPort):
+			return 1
+		case less(a.Key.Dst, a.Key.DstPort, b.Key.Dst, b.Key.DstPort):
+			return -1
+		case less(b.Key.Dst, b.Key.DstPort, a.Key.Dst, a.Key.DstPort):
+			return 1
+		}
+		return int(a.Key.QP) - int(b.Key.QP)
+	})
+	out.Total = len(out.Conns)
+	if len(out.Conns) > limit {
+		out.Conns = out.Conns[:limit]
+	}
+	return out, true
+}
+
+func less(a netip.Addr, ap uint16, b netip.Addr, bp uint16) bool {
+	if c := a.Compare(b); c != 0 {
+		return c < 0
+	}
+	return ap < bp
 }
 
 // Stats is the index's size and what it refused.

@@ -2,6 +2,7 @@ package flowjobs
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -73,6 +74,18 @@ func TestPairs(t *testing.T) {
 	}
 	if s := x.Stats(); s.Keys != 4 || s.Jobs != 1 {
 		t.Errorf("stats %+v, want 4 keys (two connections, two directions) of one job", s)
+	}
+	// Listed once a connection, from the end that sorts first.
+	jc, ok := x.Connections("j1", 10)
+	want := []Conn{{key("10.0.1.1:5000", "10.0.1.1:40001"), -1, 0}, {key("10.0.1.1:40000", "10.0.3.1:1024"), 0, 1}}
+	if !ok || jc.Total != 2 || jc.User != "alice" || !jc.Start.Equal(t0) || !jc.End.IsZero() || !slices.Equal(jc.Conns, want) {
+		t.Errorf("connections %+v %v, want %+v", jc, ok, want)
+	}
+	if jc, _ := x.Connections("j1", 1); len(jc.Conns) != 1 || jc.Total != 2 {
+		t.Errorf("limit 1: %+v", jc)
+	}
+	if _, ok := x.Connections("j2", 10); ok {
+		t.Error("connections of a job never reported")
 	}
 }
 
