@@ -27,6 +27,7 @@ func Run(t *testing.T, open Opener, reopen Reopener) {
 		fn   func(t *testing.T, s store.Store)
 	}{
 		{"Topology", testTopology},
+		{"TopologyPortNames", testTopologyPortNames},
 		{"ForwardingTables", testForwardingTables},
 		{"Events", testEvents},
 		{"PortSamples", testPortSamples},
