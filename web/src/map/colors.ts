@@ -1,5 +1,6 @@
 // Colour scales of the map: utilization from cool to hot (a perceptually
-// ordered ramp), 255 = not measured.
+// ordered ramp), 255 = not measured; and the nodes' and labels' colours,
+// which follow the page's theme (CSS variables, read by readMapTheme).
 
 function lerp(a: number, b: number, t: number): number {
   return Math.round(a + (b - a) * t);
@@ -14,11 +15,10 @@ const STOPS: [number, number, number][] = [
   [220, 38, 38], // red
 ];
 
-export const UNMEASURED = "#e5e7eb";
-
-/** UTIL_COLOR[q] is the colour of the quantized utilization q (0..255). */
+/** UTIL_COLOR[q] is the colour of the quantized utilization q (0..254 for
+ * 0..100%); UTIL_COLOR[255], not measured, follows the theme. */
 export const UTIL_COLOR: string[] = Array.from({ length: 256 }, (_, q) => {
-  if (q === 255) return UNMEASURED;
+  if (q === 255) return "#e5e7eb";
   const t = (q / 254) * (STOPS.length - 1);
   const i = Math.min(Math.floor(t), STOPS.length - 2);
   const f = t - i;
@@ -26,13 +26,33 @@ export const UTIL_COLOR: string[] = Array.from({ length: 256 }, (_, q) => {
   return `rgb(${lerp(a[0], b[0], f)},${lerp(a[1], b[1], f)},${lerp(a[2], b[2], f)})`;
 });
 
-export const SWITCH_COLOR = ["#64748b", "#475569", "#334155", "#1e293b", "#0f172a"];
-export const HOST_COLOR = "#94a3b8";
+/** The colour of a utilization in percent (0..100), as links are drawn. */
+export const utilColor = (pct: number): string => UTIL_COLOR[Math.round(Math.min(100, Math.max(0, pct)) * 2.54)]!;
+
 export const ERROR_COLOR = "#dc2626";
 export const HIGHLIGHT_COLOR = "#7c3aed";
 /** Hosts of the job chosen with ?job=. */
 export const JOB_COLOR = "#059669";
 
-export function utilGradientCss(): string {
-  return `linear-gradient(to right, ${[0, 64, 127, 190, 254].map((q) => UTIL_COLOR[q]).join(", ")})`;
+/** The theme's colours of the map: switches by level, hosts, labels and
+ * their halo, links not measured. */
+export const MAP_THEME = {
+  switches: ["#64748b", "#475569", "#334155", "#1e293b", "#0f172a"],
+  host: "#94a3b8",
+  label: "#0f172a",
+  bg: "#fbfcfd",
+  unmeasured: "#e5e7eb",
+};
+
+/** Reads the map's colours from the page's theme (styles.css's --map-*
+ * variables); those not set keep their light defaults. */
+export function readMapTheme(): void {
+  const css = getComputedStyle(document.documentElement);
+  const v = (name: string, fallback: string) => css.getPropertyValue(name).trim() || fallback;
+  MAP_THEME.switches = MAP_THEME.switches.map((c, k) => v(`--map-switch-${k + 1}`, c));
+  MAP_THEME.host = v("--map-host", MAP_THEME.host);
+  MAP_THEME.label = v("--map-label", MAP_THEME.label);
+  MAP_THEME.bg = v("--map-bg", MAP_THEME.bg);
+  MAP_THEME.unmeasured = v("--map-unmeasured", MAP_THEME.unmeasured);
+  UTIL_COLOR[255] = MAP_THEME.unmeasured;
 }

@@ -2,6 +2,7 @@
 // layout's size, the sweep shown, how long re-colouring took, the colours
 // drawn and the job's highlight.
 import type Sigma from "sigma";
+import type { DrawnLabel } from "../../map/labels";
 import type { MapGraph } from "./graph";
 import { nodeColor } from "./state";
 import type { JobDirection, MapState } from "./state";
@@ -24,6 +25,10 @@ interface MapDebug {
   jobDirections: JobDirection[];
   job: string | null;
   nodeColor(i: number): string;
+  /** The labels drawn in the last frame, in the map's viewport pixels. */
+  labels(): DrawnLabel[];
+  /** Where node i is drawn, in the map's viewport pixels (null: not drawn). */
+  screen(i: number): { x: number; y: number } | null;
 }
 
 declare global {
@@ -58,6 +63,13 @@ export function exposeMap(g: MapGraph, st: MapState, renderer: Sigma, jobId: str
       return [d?.color ?? "", d?.color2 ?? ""];
     },
     nodeColor: (i: number) => nodeColor(g, st, i),
+    labels: () => st.labels(),
+    screen: (i: number) => {
+      const d = renderer.getNodeDisplayData(String(i));
+      if (!d || d.hidden) return null;
+      const p = renderer.framedGraphToViewport(d);
+      return { x: p.x, y: p.y };
+    },
     get highlighted() {
       return [...st.highlighted].sort((a, b) => a - b);
     },

@@ -9,7 +9,7 @@
 // live state (state.ts), the renderer and its re-colouring (renderer.ts),
 // the toolbar (toolbar.ts), hover, click and camera (interact.ts), the
 // search (search.ts), a job's highlight (jobbar.ts) and what the tests read
-// (debug.ts).
+// (debug.ts); the labels are map/labels.ts.
 import type { Layout, SweepMessage } from "../../api";
 import { get } from "../../api";
 import { h, loading } from "../../dom";
@@ -17,6 +17,7 @@ import * as fmt from "../../format";
 import { onSweep, onTopology } from "../../live";
 import type { PageContext } from "../../router";
 import { render } from "../../router";
+import { readMapTheme } from "../../map/colors";
 import { atParams, readTime } from "../../time";
 import { exposeMap } from "./debug";
 import { mapGraph, normalizeLayout } from "./graph";
@@ -32,12 +33,13 @@ export async function networkPage(ctx: PageContext): Promise<void> {
   const { root, signal, search } = ctx;
   root.classList.add("map-page");
 
+  readMapTheme();
   const bar = mapToolbar();
   const container = h("div", { class: "map", id: "map", tabindex: "0", "aria-label": "Network map" });
   const overlay = h("div", { class: "map-overlay" }, loading("Loading the fabric layout…"));
   const jobId = search.get("job");
   const jobBar = h("div", { class: "job-bar", role: "status", hidden: !jobId });
-  root.append(bar.el, jobBar, h("div", { class: "map-wrap" }, container, overlay, bar.info));
+  root.append(bar.el, jobBar, h("div", { class: "map-wrap" }, h("div", { class: "map-stage" }, container, overlay), bar.side));
 
   // Start the stream before the layout arrives: its first message comes at once.
   let pending: SweepMessage | null = null;
@@ -60,6 +62,16 @@ export async function networkPage(ctx: PageContext): Promise<void> {
   interact(g, st, renderer, bar, container, t);
   const select = mapSearch(g, st, renderer, bar, t);
   exposeMap(g, st, renderer, jobId);
+  // The theme changed (theme.ts): its colours for the nodes, labels and legend.
+  window.addEventListener(
+    "netloom:theme",
+    () => {
+      readMapTheme();
+      bar.repaint();
+      renderer.refresh();
+    },
+    { signal },
+  );
 
   // First frame: the whole map with whatever colours have arrived.
   apply = recolor;

@@ -5,22 +5,32 @@ import Sigma from "sigma";
 import type { SweepMessage } from "../../api";
 import * as fmt from "../../format";
 import { decode } from "../../live";
-import { HOST_COLOR, JOB_COLOR, UTIL_COLOR } from "../../map/colors";
+import { JOB_COLOR, MAP_THEME, UTIL_COLOR } from "../../map/colors";
 import { HalfEdgeProgram } from "../../map/halfedge";
+import { tieredLabels } from "../../map/labels";
 import type { TimeView } from "../../time";
 import type { MapGraph } from "./graph";
 import { hasError, nodeColor } from "./state";
 import type { MapState } from "./state";
 
+/** Up to this many nodes every label is a candidate at any zoom. */
+const FEW_NODES = 96;
+
+/** The map's renderer; its labels are tiered (map/labels.ts): with few
+ * nodes all are candidates, else switches (drawn bigger) from the whole
+ * view and hosts once zoomed in far enough to draw them 3 px wide. */
 export function mapRenderer(g: MapGraph, st: MapState, container: HTMLElement): Sigma {
   const { layout } = g;
-  return new Sigma(g.graph, container, {
+  const few = g.n <= FEW_NODES;
+  let topLevel = 0;
+  for (let i = 0; i < g.n; i++) topLevel = Math.max(topLevel, layout.level[i]!);
+  const renderer = new Sigma(g.graph, container, {
     defaultEdgeType: "halves",
     edgeProgramClasses: { halves: HalfEdgeProgram },
     enableEdgeEvents: true,
     renderEdgeLabels: false,
-    labelRenderedSizeThreshold: 9,
-    labelDensity: 0.5,
+    labelRenderedSizeThreshold: few ? 0 : 3,
+    labelDensity: few ? 4 : 0.5,
     labelFont: "system-ui, sans-serif",
     labelSize: 11,
     minCameraRatio: 0.003,
@@ -31,7 +41,7 @@ export function mapRenderer(g: MapGraph, st: MapState, container: HTMLElement): 
       const out = { ...data };
       if (key.charCodeAt(0) === 103 /* g */) {
         out.hidden = st.expanded;
-        out.color = st.highlightedGroups.has(data.group as number) ? JOB_COLOR : HOST_COLOR;
+        out.color = st.highlightedGroups.has(data.group as number) ? JOB_COLOR : MAP_THEME.host;
         if (st.highlightedGroups.has(data.group as number)) out.zIndex = 2;
         return out;
       }
@@ -78,6 +88,15 @@ export function mapRenderer(g: MapGraph, st: MapState, container: HTMLElement): 
       return out as typeof data;
     },
   });
+  // Labels asked for first (the selection, a job's hosts), then switches
+  // from the top level down, then leaf groups, then hosts.
+  st.labels = tieredLabels(renderer, (key, forced) => {
+    if (forced) return 0;
+    if (key.charCodeAt(0) === 103 /* g */) return topLevel + 2;
+    const i = Number(key);
+    return layout.type[i] === 1 ? 1 + topLevel - layout.level[i]! : topLevel + 3;
+  });
+  return renderer;
 }
 
 /** Re-colours the map from a sweep message and says the sweep in stats;

@@ -1,6 +1,7 @@
 // The map's live state, read by the renderer's reducers on every frame and
 // written by the sweeps, the selection and the job highlight.
-import { ERROR_COLOR, HIGHLIGHT_COLOR, HOST_COLOR, JOB_COLOR, SWITCH_COLOR } from "../../map/colors";
+import { ERROR_COLOR, HIGHLIGHT_COLOR, JOB_COLOR, MAP_THEME } from "../../map/colors";
+import type { DrawnLabel } from "../../map/labels";
 import type { MapGraph } from "./graph";
 
 /** A link direction the job's traffic crosses: link index j, direction 0
@@ -38,6 +39,8 @@ export interface MapState {
   sweep: number;
   updates: number;
   lastUpdateMs: number;
+  /** The labels of the last frame drawn. */
+  labels: () => DrawnLabel[];
 }
 
 export function mapState(g: MapGraph): MapState {
@@ -57,6 +60,7 @@ export function mapState(g: MapGraph): MapState {
     sweep: -1,
     updates: 0,
     lastUpdateMs: 0,
+    labels: () => [],
   };
 }
 
@@ -66,6 +70,7 @@ export const hasError = (st: MapState, i: number) => (st.errors[i >> 3]! & (1 <<
 export function nodeColor(g: MapGraph, st: MapState, i: number): string {
   if (i === st.selected) return HIGHLIGHT_COLOR;
   if (st.highlighted.has(i)) return JOB_COLOR;
-  if (g.layout.type[i] === 1) return hasError(st, i) ? ERROR_COLOR : SWITCH_COLOR[Math.min(g.layout.level[i]! - 1, SWITCH_COLOR.length - 1)]!;
-  return hasError(st, i) ? ERROR_COLOR : HOST_COLOR;
+  const sw = MAP_THEME.switches;
+  if (g.layout.type[i] === 1) return hasError(st, i) ? ERROR_COLOR : sw[Math.min(g.layout.level[i]! - 1, sw.length - 1)]!;
+  return hasError(st, i) ? ERROR_COLOR : MAP_THEME.host;
 }
