@@ -370,6 +370,18 @@ describe("pages", () => {
     await page.waitForFunction(() => location.search.includes("kind=link_up"));
     await page.locator("table.data tbody tr td .badge", { hasText: "link up" }).first().waitFor();
     assert.match(await page.locator("table.data tbody").innerText(), new RegExp(`link ${victim.id} up`));
+    // A list cut says so with the daemon's total: the newest 2 of the
+    // events of the last day, at least the 3 this test saw happen
+    // (discovered, down, up), all of which the API lists uncut.
+    const all = await daemon.api("/events?from=-24h&limit=100000");
+    assert.ok(all.total >= 3 && all.events.length === all.total && !all.truncated, `${all.total} events`);
+    await page.goto(`${daemon.base}/events?limit=2`);
+    await page.locator("table.data tbody tr td .badge").first().waitFor();
+    const summary = page.locator(".page-head .sub");
+    const total = Number(await summary.getAttribute("data-total"));
+    assert.ok(total >= all.total, `the page's total ${total}, the API's ${all.total} a moment before`);
+    assert.match(await summary.innerText(), new RegExp(`^Showing the newest 2 of ${total} events from .+ to .+\\.$`));
+    assert.equal(await page.locator("table.data tbody tr").count(), 2);
     // The map draws every link again.
     await page.goto(`${daemon.base}/network`);
     await firstFrame();

@@ -149,9 +149,24 @@ describe("the link health page", { skip }, () => {
     const c = rep.counts;
     assert.equal(
       await page.locator("#health-summary").innerText(),
-      `${n(rep.links)} links over the last 2m, BER limit ${ber(rep.ber_limit)}: ${n(c.rising ?? 0)} rising, ${n(c.over_limit ?? 0)} over the limit, ${n(c.retrained ?? 0)} retrained, ${n(c.errors ?? 0)} with errors, ${n(rep.degraded.length)} degraded.`,
+      `${n(rep.links)} links (${n(rep.total)} directions) over the last 2m, BER limit ${ber(rep.ber_limit)}: ${n(c.rising)} rising, ${n(c.over_limit)} over the limit, ${n(c.retrained)} retrained, ${n(c.errors)} with errors, ${n(c.clean)} clean, ${n(c.no_history)} with no history (no counter sample in the window); ${n(rep.degraded.length)} degraded.`,
     );
+    // Every status counted: the counts add up to both directions of every
+    // link of the fabric (its links as discovered), and each is the API's
+    // own list's; the directions with no history are those into the 4 host
+    // adapters (ibsim:4,4), whose ports the daemon does not sweep.
+    const fabricLinks = (await daemon.api("/fabric/links")).links.length;
+    assert.equal(rep.total, 2 * fabricLinks);
+    assert.equal(Object.values(c).reduce((a, b) => a + b, 0), rep.total);
+    for (const st of ["rising", "over_limit", "retrained", "errors", "clean", "no_history"]) assert.equal(c[st], rep.directions.filter((d) => d.status === st).length, st);
+    assert.equal(c.no_history, 4, "the 4 host adapters' incoming directions have no history");
+    assert.ok(rep.directions.filter((d) => d.status === "no_history").every((d) => /HCA/.test(d.to_node ?? "")), "no history: directions into host adapters");
+    // The list is whole here, and says so; cut, it says its total.
+    assert.equal(rep.truncated, false);
+    const cut = await daemon.api("/health?window=2m&limit=3");
+    assert.deepEqual([cut.directions.length, cut.total, cut.limit, cut.truncated], [3, rep.total, 3, true]);
     const shown = rep.directions.filter((d) => d.status !== "clean" && d.status !== "no_history");
+    assert.equal(await page.locator("#health-ranked .health-listed").innerText(), `Ranked below: the ${n(shown.length)} direction${shown.length === 1 ? "" : "s"} with errors or retrains; clean and no-history ones are counted above.`);
     assert.ok(shown.length >= 1);
     assert.equal(shown[0].to.guid, spine.guid, "the API ranks the uplink into the spine first");
     assert.equal(shown[0].status, "rising");
@@ -299,7 +314,7 @@ describe("degraded links on the health page", () => {
     assert.match(d.reason, /^1X wide where 4X is expected \(\d+ of \d+ switch-host links run 4X EDR\): 25% of the expected rate$/);
     assert.equal(await box.locator("tbody tr").count(), Math.max(1, d.jobs.length));
     if (d.jobs.length === 0) assert.equal(await box.locator("tbody td.empty-row").innerText(), "No running job's route crosses it.");
-    assert.match(await page.locator("#health-summary").innerText(), new RegExp(`, ${rep.degraded.length} degraded\\.$`));
+    assert.match(await page.locator("#health-summary").innerText(), new RegExp(`; ${rep.degraded.length} degraded\\.$`));
     await shot(page, "health-degraded");
     assert.deepEqual(errors, []);
   });
