@@ -1000,16 +1000,19 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 			ovFrom, ovTo, overlap := analysis.Overlap(info[js.ID].Span, oi.Span, now)
 			if known && !overlap {
 				// A job before or after this one: its bytes in the range
-				// are its own, said with when it ran.
-				shown.Ran = "after"
-				if !oi.Span.Start.After(info[js.ID].Span.Start) {
-					shown.Ran = "before"
+				// are its own, said with when it ran (another user's job
+				// is not timed, as its start and end are left out).
+				if !shown.Anonymized {
+					shown.Ran = "after"
+					if !oi.Span.Start.After(info[js.ID].Span.Start) {
+						shown.Ran = "before"
+					}
+					sec := 0.0
+					if f, t, ok := analysis.Overlap(oi.Span, analysis.Span{Start: from, End: to}, now); ok {
+						sec = t.Sub(f).Round(100 * time.Millisecond).Seconds()
+					}
+					shown.InRangeSeconds = &sec
 				}
-				sec := 0.0
-				if f, t, ok := analysis.Overlap(oi.Span, analysis.Span{Start: from, End: to}, now); ok {
-					sec = t.Sub(f).Round(100 * time.Millisecond).Seconds()
-				}
-				shown.InRangeSeconds = &sec
 				w.NotOverlapping = append(w.NotOverlapping, shown)
 				w.NotOverlappingBytes += shown.Bytes
 				continue
