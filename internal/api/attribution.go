@@ -29,6 +29,8 @@ type AttributionOptions struct {
 	Nodes func() NodeMapper
 	// Model bounds the what-if predictions (GET /jobs/{job}/model).
 	Model ModelOptions
+	// Observed: sFlow's flows, for attribution by observed shares (ecmp.go).
+	Observed ObservedOptions
 }
 
 // ServeAttribution adds the endpoints that join jobs and links
@@ -94,6 +96,7 @@ type dirJob struct {
 	// logical: the job's bytes are the application's calls, collectives
 	// among them (the consistency check names it as a likely cause).
 	logical bool
+	splitModel // how its bytes were split over equal-cost paths (ecmp.go)
 }
 
 // roundBytes rounds b to two significant digits, half up (123,456 is
@@ -345,6 +348,7 @@ type directionJSON struct {
 	Check analysis.ExplainedCheck `json:"check"`
 	// What the check weighs beside the bytes (checkInput).
 	check analysis.ExplainedInput
+	splitModel // how the jobs' bytes were split over equal-cost paths (ecmp.go)
 }
 
 // total sets the monitored bytes to the sum of d's jobs, and the figures
@@ -406,6 +410,11 @@ func (a *attribAPI) splitLink(ctx context.Context, t *fabric.Topology, l *fabric
 			return out, nil, err
 		}
 	}
+	obs, err := a.observe(ctx, t, from, to)
+	if err != nil {
+		return out, nil, err
+	}
+	got, models := obs.apply(ctx, got)
 	// The counters over the range widened by the timing slack, for the
 	// consistency check; the range's own are a part of them. The slack
 	// follows the sweeps as the samples show them, not this daemon's
@@ -446,10 +455,12 @@ func (a *attribAPI) splitLink(ctx context.Context, t *fabric.Topology, l *fabric
 			dj, _ := newDirJob(t, e[0], x.Job, x.Bytes, seconds)
 			ji := info[x.Job]
 			dj.User, dj.logical, dj.Start, dj.End = ji.User, ji.Logical, ji.Span.Start, ji.Span.End
+			dj.splitModel = models[store.LinkJobBytes{Job: x.Job, Port: e[0]}]
 			d.Jobs = append(d.Jobs, dj)
 		}
 		sortDirJobs(d.Jobs)
 		all = append(all, d.Jobs...)
+		d.splitModel = obs.dirModel(ctx, got, e[0])
 		d.Measured = measure(samples, e[0], e[1])
 		d.MeasuredUtilization = utilization(d.Measured.Bytes, l.Capacity(), seconds)
 		d.check = analysis.ExplainedInput{Sweep: sweep,
@@ -635,10 +646,16 @@ func (a *attribAPI) jobLinks(r *http.Request) (any, error) {
 		return nil, err
 	}
 	js, v, from, to, got := q.job, q.view, q.from, q.to, q.links
+	obs, err := a.observe(r.Context(), v.topo, from, to)
+	if err != nil {
+		return nil, err
+	}
+	got, models := obs.apply(r.Context(), got)
 	links := []dirJob{}
 	for _, x := range got {
 		if dj, ok := newDirJob(v.topo, x.Port, js.ID, x.Bytes, to.Sub(from).Seconds()); ok {
 			dj.User = js.User
+			dj.splitModel = models[store.LinkJobBytes{Job: x.Job, Port: x.Port}]
 			links = append(links, dj)
 		}
 	}
@@ -863,6 +880,11 @@ func (a *attribAPI) hotspots(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	obs, err := a.observe(r.Context(), v.topo, from, to)
+	if err != nil {
+		return nil, err
+	}
+	got, models := obs.apply(r.Context(), got)
 	ids := map[string]bool{}
 	for _, x := range got {
 		ids[x.Job] = true
@@ -892,6 +914,7 @@ func (a *attribAPI) hotspots(r *http.Request) (any, error) {
 		XmitWait             uint64         `json:"xmit_wait"`
 		Monitored            uint64         `json:"monitored_bytes"`
 		Jobs                 []dirJob       `json:"jobs"`
+		splitModel
 	}
 	seconds := window.Seconds()
 	out := []hot{}
@@ -905,6 +928,7 @@ func (a *attribAPI) hotspots(r *http.Request) (any, error) {
 				dj, _ := newDirJob(v.topo, from, x.Job, x.Bytes, seconds)
 				ji := info[x.Job]
 				dj.User, dj.Start, dj.End = ji.User, ji.Span.Start, ji.Span.End
+				dj.splitModel = models[store.LinkJobBytes{Job: x.Job, Port: from}]
 				h.Jobs = append(h.Jobs, dj)
 				h.Monitored += x.Bytes
 			}
@@ -916,6 +940,7 @@ func (a *attribAPI) hotspots(r *http.Request) (any, error) {
 				continue
 			}
 			sortDirJobs(h.Jobs)
+			h.splitModel = obs.dirModel(r.Context(), got, from)
 			out = append(out, h)
 		}
 	}
@@ -929,8 +954,12 @@ func (a *attribAPI) hotspots(r *http.Request) (any, error) {
 	if len(out) > limit {
 		out = out[:limit]
 	}
+	collisions, err := obs.collisions(r.Context(), "")
+	if err != nil {
+		return nil, err
+	}
 	return withRouteModel(v.topo, listed(map[string]any{"at": v.at, "from": from, "to": to, "min_utilization": minUtil, "min_xmit_wait": minWait,
-		"hotspots": out}, total, limit)), nil
+		"hotspots": out, "collisions": collisions}, total, limit)), nil
 }
 
 // why answers "why is my job slow": the links the job crosses (its heaviest
@@ -942,6 +971,11 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 		return nil, err
 	}
 	js, v, from, to, got := q.job, q.view, q.from, q.to, q.links
+	obs, err := a.observe(r.Context(), v.topo, from, to)
+	if err != nil {
+		return nil, err
+	}
+	got, _ = obs.apply(r.Context(), got)
 	type linkWhy struct {
 		directionJSON
 		Link        linkEnds `json:"link"`
@@ -1064,6 +1098,9 @@ func (a *attribAPI) why(r *http.Request) (any, error) {
 	})
 	res := withRouteModel(v.topo, q.listed(map[string]any{"job": js.ID, "from": from, "to": to, "traffic_source": js.TrafficSource, "traffic_model": js.TrafficModel,
 		"attribution": js.Attribution, "links": out, "sharing_jobs": sharing}))
+	if res["collisions"], err = obs.collisions(r.Context(), js.ID); err != nil {
+		return nil, err
+	}
 	if !js.Agent {
 		res["host_links"], err = a.hostLinks(r.Context(), v, js, from, to)
 		if err != nil {

@@ -41,7 +41,7 @@ func (d *Daemon) Handler() (http.Handler, error) {
 	if d.sflow != nil {
 		srv.ServeFlows(d.Flows)
 	}
-	srv.ServeAttribution(api.AttributionOptions{Jobs: d.liveJobs, Model: d.cfg.Model.apiOptions(), Nodes: func() api.NodeMapper {
+	srv.ServeAttribution(api.AttributionOptions{Jobs: d.liveJobs, Model: d.cfg.Model.apiOptions(), Observed: d.observedOptions(), Nodes: func() api.NodeMapper {
 		if v := d.snap().attrib; v != nil && v.Nodes != nil {
 			return v.Nodes
 		}

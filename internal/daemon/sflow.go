@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/netloom/netloom/internal/api"
 	"github.com/netloom/netloom/internal/fabric"
 	"github.com/netloom/netloom/internal/fabric/eth"
 	"github.com/netloom/netloom/internal/sflow"
@@ -193,4 +194,22 @@ func checkUDPAddr(addr string) error {
 		return errors.New("want HOST:PORT")
 	}
 	return nil
+}
+
+// observedOptions feed the API's attribution by observed shares and its
+// ECMP collisions (docs/sflow.md): every direction's sampled flows, mapped
+// onto jobs' rank pairs by the ranks' reported connections (flowjobs);
+// off (the even split everywhere) when the collector is.
+func (d *Daemon) observedOptions() api.ObservedOptions {
+	if d.sflow == nil {
+		return api.ObservedOptions{}
+	}
+	opt := api.ObservedOptions{Flows: d.sflow.store.All}
+	if x := d.flows; x != nil {
+		opt.Lookup = func(k sflow.FlowKey, at time.Time) (api.FlowMatch, bool) {
+			m, ok := x.Lookup(k, at)
+			return api.FlowMatch{Job: m.Job, User: m.User, SrcRank: m.SrcRank, DstRank: m.DstRank}, ok
+		}
+	}
+	return opt
 }

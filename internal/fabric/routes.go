@@ -782,3 +782,191 @@ func (r *Routes) spPaths(rt *Route, from, to PortRef) (*Route, error) {
 }
 
 func slicesClone(h []Hop) []Hop { return append([]Hop(nil), h...) }
+
+// ECMPGroup is a set of two or more ports of one switch that are
+// equal-cost next hops toward some host: the ports its hash spreads flows
+// over (a leaf's uplinks in a leaf-spine).
+type ECMPGroup struct {
+	Switch GUID
+	Ports  []int // lowest first
+}
+
+// ECMPGroups lists every switch's distinct sets of equal-cost next ports
+// toward the fabric's host ports (switches of the shortest-path model
+// only), by switch GUID then ports.
+func (r *Routes) ECMPGroups() []ECMPGroup {
+	if r.sp == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []ECMPGroup
+	for _, g := range r.swGUID {
+		if !r.sp.member[g] {
+			continue
+		}
+		for _, d := range r.caPorts {
+			ports := r.sp.next(g, d)
+			if len(ports) < 2 {
+				continue
+			}
+			key := fmt.Sprint(g, ports)
+			if !seen[key] {
+				seen[key] = true
+				out = append(out, ECMPGroup{Switch: g, Ports: ports})
+			}
+		}
+	}
+	return out
+}
+
+// SplitHow says how the bytes a pair put on one direction were split
+// over equal-cost paths on the way there (SplitPair).
+type SplitHow struct {
+	// ECMP: some switch on the way had several equal-cost next ports.
+	ECMP bool
+	// Even: at one of them at least, no weights were known and the bytes
+	// were split evenly (the route model's split).
+	Even bool
+	// Samples and GroupSamples: where every split was weighted, the
+	// fewest samples behind the port taken at a split on the way, and the
+	// samples of that switch's equal-cost group then.
+	Samples, GroupSamples uint64
+}
+
+// SplitWeights weighs switch sw's equal-cost ports toward the pair's
+// destination (lowest first): the bytes seen leaving each and the samples
+// they come from. Nil, or all zero, splits evenly.
+type SplitWeights func(sw GUID, ports []int) (bytes, samples []uint64)
+
+// SplitPair routes bytes from host LID src to host LID dst over the
+// shortest-path model's equal-cost paths, splitting each switch's inflow
+// over its next ports in proportion to weights (evenly where it has
+// none), the bytes that do not divide going one each to the lowest
+// weighted ports, so that no byte is lost or made up. emit is called once
+// for every direction the pair's paths cross (the source's host port
+// first), also with 0 bytes for a port weighted 0, with how the bytes got
+// there.
+func (r *Routes) SplitPair(src, dst LID, bytes uint64, weights SplitWeights, emit func(dir PortRef, b uint64, how SplitHow)) error {
+	from, ok := r.t.PortByLID(src)
+	if !ok {
+		return fmt.Errorf("split %d -> %d: %s", src, dst, r.noLID("source", src))
+	}
+	to, ok := r.t.PortByLID(dst)
+	if !ok {
+		return fmt.Errorf("split %d -> %d: %s", src, dst, r.noLID("destination", dst))
+	}
+	first, ok := r.t.Peer(from)
+	if !ok || r.sp == nil || !r.sp.member[first.GUID] {
+		return fmt.Errorf("split %d -> %d: the source's switch is not routed by shortest paths", src, dst)
+	}
+	emit(from, bytes, SplitHow{})
+	ds := r.sp.dest(to)
+	type inflow struct {
+		b   uint64
+		how SplitHow
+	}
+	// Every step goes one closer to dst: switches by distance, farthest
+	// first, have all their inflow when they pass it on.
+	levels := map[int32]map[GUID]*inflow{}
+	at := func(g GUID) *inflow {
+		i := r.sp.idx[g]
+		dist := ds.dist[i]
+		if levels[dist] == nil {
+			levels[dist] = map[GUID]*inflow{}
+		}
+		x := levels[dist][g]
+		if x == nil {
+			x = &inflow{}
+			levels[dist][g] = x
+		}
+		return x
+	}
+	if ds.dist[r.sp.idx[first.GUID]] < 0 {
+		return fmt.Errorf("split %d -> %d: no path in the LLDP graph", src, dst)
+	}
+	x := at(first.GUID)
+	x.b = bytes
+	for dist := ds.dist[r.sp.idx[first.GUID]]; dist >= 0; dist-- {
+		lv := levels[dist]
+		gs := make([]GUID, 0, len(lv))
+		for g := range lv {
+			gs = append(gs, g)
+		}
+		sort.Slice(gs, func(i, j int) bool { return gs[i] < gs[j] })
+		for _, g := range gs {
+			in := lv[g]
+			ports := r.sp.next(g, to)
+			if len(ports) == 0 {
+				continue
+			}
+			var wb, ws []uint64
+			var total, totalSamples uint64
+			if len(ports) > 1 && weights != nil {
+				wb, ws = weights(g, ports)
+				for k := range wb {
+					total += wb[k]
+					totalSamples += ws[k]
+				}
+			}
+			parts := make([]uint64, len(ports))
+			var given uint64
+			for k := range ports {
+				if total > 0 {
+					parts[k] = uint64(float64(in.b) * float64(wb[k]) / float64(total))
+				} else {
+					parts[k] = in.b / uint64(len(ports))
+				}
+				given += parts[k]
+			}
+			for k := 0; given < in.b; k = (k + 1) % len(ports) {
+				if total == 0 || wb[k] > 0 {
+					parts[k]++
+					given++
+				}
+			}
+			for k, p := range ports {
+				how := in.how
+				if len(ports) > 1 {
+					how.ECMP = true
+					if total == 0 {
+						how.Even = true
+					} else if !how.Even && (how.GroupSamples == 0 || ws[k] < how.Samples) {
+						how.Samples, how.GroupSamples = ws[k], totalSamples
+					}
+				}
+				out := PortRef{g, p}
+				emit(out, parts[k], how)
+				peer, ok := r.t.Peer(out)
+				if !ok {
+					continue
+				}
+				if _, member := r.sp.idx[peer.GUID]; member && peer.GUID != g {
+					nx := at(peer.GUID)
+					if nx.b == 0 && !nx.how.ECMP {
+						nx.how = how
+					} else {
+						nx.how = mergeHow(nx.how, how)
+					}
+					nx.b += parts[k]
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// mergeHow joins how two inflows of one switch were split: even if either
+// was, else the fewer samples.
+func mergeHow(a, b SplitHow) SplitHow {
+	out := SplitHow{ECMP: a.ECMP || b.ECMP, Even: a.Even || b.Even}
+	switch {
+	case out.Even:
+	case !a.ECMP:
+		out.Samples, out.GroupSamples = b.Samples, b.GroupSamples
+	case !b.ECMP || a.Samples <= b.Samples:
+		out.Samples, out.GroupSamples = a.Samples, a.GroupSamples
+	default:
+		out.Samples, out.GroupSamples = b.Samples, b.GroupSamples
+	}
+	return out
+}
