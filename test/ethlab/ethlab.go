@@ -18,6 +18,8 @@
 //	(*Lab).WaitLLDP(ctx) error               // until every lldpd (and LLDP-MIB) sees its neighbours
 //	(*Lab).Neighbors(node) ([]Neighbor, error), LLDPMismatch() []string
 //	(*Lab).IfCounters(node, ifname) (Counters, error)  // the kernel's, in the node's namespace
+//	Options{SFlow: ":6343"}, (*Lab).SFlowProbes()  // every switch port exports sFlow (pmacctd)
+//	(*Lab).Pin(ctx, a, b, spine) error       // mode l3: a host pair's traffic over one spine
 //	(*Lab).MPIRun(ctx, RunSpec) ([]byte, error), MPICommand(ctx, RunSpec) (*exec.Cmd, error)
 //	(*Lab).MgmtAddr() string                 // root namespace's address on the management network
 //	(*Lab).MgmtCIDR(), DataCIDR(), MgmtBridge(), AgentScript()
@@ -96,6 +98,16 @@ type Options struct {
 	LLDPInterval int
 	// Timeout bounds the wait for snmpd to answer; default 60s.
 	Timeout time.Duration
+	// SFlow, when set, makes every switch export sFlow v5 to this collector
+	// ("IP:PORT", or ":PORT" for the root namespace's management address,
+	// MgmtAddr): one pmacctd (sfprobe plugin) per switch port, in the
+	// switch's namespace and its own process group, sampling the port's
+	// egress 1 in SFlowRate, with the port's ifIndex and the switch's
+	// management address (the address Netloom's eth source polls it at)
+	// as agent address. See SFlowProbes and docs/ethlab.md.
+	SFlow string
+	// SFlowRate is the sampling rate, 1 in N; default 100.
+	SFlowRate int
 }
 
 // Node is a host or switch namespace.
@@ -172,6 +184,8 @@ type Lab struct {
 	mu    sync.Mutex
 	procs []*exec.Cmd
 	done  bool
+
+	probes []SFlowProbe
 }
 
 type stateFile struct {
@@ -185,6 +199,9 @@ type stateFile struct {
 	Targets   []Target `json:"snmp,omitempty"`
 	MgmtAddr  string   `json:"mgmt_addr,omitempty"`
 	Created   string   `json:"created"`
+	// SFlow: the pmacctd sFlow exporters, one per switch port (none when
+	// Options.SFlow was empty).
+	SFlow []SFlowProbe `json:"sflow,omitempty"`
 }
 
 // Missing says why a lab cannot run here ("" when it can): not root, or a
@@ -260,6 +277,9 @@ func Start(ctx context.Context, d Desc, opt Options) (lab *Lab, err error) {
 	if opt.ID != "" && !idRe.MatchString(opt.ID) {
 		return nil, fmt.Errorf("ethlab: id %q: want 1-5 of [a-z0-9]", opt.ID)
 	}
+	if err := checkSFlow(&opt); err != nil {
+		return nil, err
+	}
 	lab, err = reserve(d, opt)
 	if err != nil {
 		return nil, err
@@ -276,6 +296,9 @@ func Start(ctx context.Context, d Desc, opt Options) (lab *Lab, err error) {
 		return lab, err
 	}
 	if err := lab.startDaemons(ctx); err != nil {
+		return lab, err
+	}
+	if err := lab.startSFlow(ctx); err != nil {
 		return lab, err
 	}
 	if _, err := lab.agentScript(); err != nil {
@@ -928,7 +951,7 @@ func (l *Lab) waitShapedSpeeds(ctx context.Context, deadline time.Time) error {
 // persistent lab names its owner, so that a start killed half-way is swept.
 func (l *Lab) writeState(final bool) error {
 	st := stateFile{ID: l.ID, Slot: l.slot, Desc: l.Desc, Wires: l.wires, Targets: l.SNMPTargets(),
-		MgmtAddr: l.MgmtAddr(), Created: time.Now().UTC().Format(time.RFC3339)}
+		MgmtAddr: l.MgmtAddr(), Created: time.Now().UTC().Format(time.RFC3339), SFlow: l.SFlowProbes()}
 	if !l.opt.Persist || !final {
 		st.Owner = os.Getpid()
 		st.OwnerTick = procStart(st.Owner)
@@ -1431,6 +1454,7 @@ type LabInfo struct {
 	MgmtAddr   string
 	Created    string
 	Targets    []Target
+	SFlow      []SFlowProbe
 }
 
 // Labs lists the labs whose state is on this machine.
@@ -1438,7 +1462,7 @@ func Labs() []LabInfo {
 	nss := netnsList()
 	var out []LabInfo
 	for _, st := range readStates() {
-		li := LabInfo{ID: st.ID, Owner: st.Owner, Nodes: len(st.Nodes), MgmtAddr: st.MgmtAddr, Created: st.Created, Targets: st.Targets}
+		li := LabInfo{ID: st.ID, Owner: st.Owner, Nodes: len(st.Nodes), MgmtAddr: st.MgmtAddr, Created: st.Created, Targets: st.Targets, SFlow: st.SFlow}
 		li.OwnerAlive = st.Owner != 0 && procAlive(st.Owner) && procStart(st.Owner) == st.OwnerTick
 		for _, ns := range nss {
 			if strings.HasPrefix(ns, NSPrefix+st.ID+"-") {
@@ -1465,7 +1489,7 @@ func Open(id string) (*Lab, error) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, fmt.Errorf("ethlab: lab %s: %w", id, err)
 	}
-	l := &Lab{ID: st.ID, Desc: st.Desc, Dir: filepath.Join(StateRoot, id), slot: st.Slot, nodes: map[string]*Node{}, wires: st.Wires}
+	l := &Lab{ID: st.ID, Desc: st.Desc, Dir: filepath.Join(StateRoot, id), slot: st.Slot, nodes: map[string]*Node{}, wires: st.Wires, probes: st.SFlow}
 	for _, n := range st.Nodes {
 		l.nodes[n.Name] = n
 		l.order = append(l.order, n.Name)

@@ -476,7 +476,7 @@ func TestLab(t *testing.T) {
 		const n = 3 << 20
 		rates := map[string]float64{}
 		for _, from := range []string{"h5", "h6", "h2"} {
-			r, err := throughput(lab, from, "h1", n)
+			r, _, err := throughput(lab, from, "h1", n)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -572,15 +572,16 @@ func inNetns(ns string, f func() error) error {
 }
 
 // throughput sends n bytes over TCP from host from to host to on the data
-// fabric and returns the receiver's rate in Mbit/s.
-func throughput(lab *Lab, from, to string, n int) (float64, error) {
+// fabric and returns the receiver's rate in Mbit/s and the connection's
+// source port.
+func throughput(lab *Lab, from, to string, n int) (float64, uint16, error) {
 	src, dst := lab.nodes[from], lab.nodes[to]
 	var ln net.Listener
 	if err := inNetns(dst.NS, func() (err error) {
 		ln, err = net.Listen("tcp", dst.DataIP+":0")
 		return err
 	}); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer ln.Close()
 	var wg sync.WaitGroup
@@ -615,15 +616,16 @@ func throughput(lab *Lab, from, to string, n int) (float64, error) {
 		conn, err = net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
 		return err
 	}); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	sport := uint16(conn.LocalAddr().(*net.TCPAddr).Port)
 	_, werr := conn.Write(make([]byte, n))
 	conn.Close()
 	wg.Wait()
 	if werr != nil {
-		return 0, werr
+		return 0, sport, werr
 	}
-	return rate, rerr
+	return rate, sport, rerr
 }
 
 // TestSideBySide runs two labs at once: distinct names and subnets, both
@@ -910,7 +912,7 @@ func TestECMP(t *testing.T) {
 	before := read()
 	const flows, each = 32, 256 << 10
 	for i := 0; i < flows; i++ {
-		if _, err := throughput(lab, "h1", "h3", each); err != nil {
+		if _, _, err := throughput(lab, "h1", "h3", each); err != nil {
 			t.Fatal(err)
 		}
 	}

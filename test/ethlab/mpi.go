@@ -142,10 +142,6 @@ func (l *Lab) MPICommand(ctx context.Context, spec RunSpec) (*exec.Cmd, error) {
 	args = append(args, spec.LauncherArgs...)
 	args = append(args, spec.Argv...)
 	cmd := exec.CommandContext(ctx, name, args...)
-	// PMIx's shared-memory data store (gds ds21) deadlocks PMIx_Get of
-	// another node's data when the "nodes" share /dev/shm and /tmp, as
-	// namespaces do: use the hash store (mpirun passes it to the orteds).
-	cmd.Env = append(os.Environ(), "PMIX_MCA_gds=hash")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second

@@ -1,7 +1,8 @@
 // Command ethlab builds, lists and removes Ethernet labs of network
 // namespaces (as root); see docs/ethlab.md.
 //
-//	ethlab up [--id ID] [--sysname NAME] (DESC.yaml | --preset NAME)
+//	ethlab up [--id ID] [--sysname NAME] [--sflow IP:PORT|:PORT [--sflow-rate N]] (DESC.yaml | --preset NAME)
+//	ethlab pin ID HOST HOST SPINE
 //	ethlab down ID|--all
 //	ethlab status
 //	ethlab mpirun ID [--impl openmpi|mpich] [--hosts h1,h3] [--ppn N] PROGRAM [ARGS...]
@@ -21,7 +22,8 @@ import (
 
 func usage() {
 	fmt.Fprintf(os.Stderr, `usage (as root):
-  ethlab up [--id ID] [--no-wait] [--sysname NAME] (DESC.yaml | --preset NAME)   presets: %s
+  ethlab up [--id ID] [--no-wait] [--sysname NAME] [--sflow IP:PORT|:PORT [--sflow-rate N]] (DESC.yaml | --preset NAME)   presets: %s
+  ethlab pin ID HOST HOST SPINE   mode l3: both directions between the two hosts over that spine (not ECMP's hash)
   ethlab down ID | --all
   ethlab status
   ethlab mpirun ID [--impl openmpi|mpich] [--hosts h1,h3] [--ppn N] [--env NAME=VALUE]... PROGRAM [ARGS...]
@@ -46,6 +48,8 @@ func main() {
 		err = mpirun(os.Args[2:])
 	case "config":
 		err = config(os.Args[2:])
+	case "pin":
+		err = pin(os.Args[2:])
 	default:
 		usage()
 	}
@@ -61,6 +65,8 @@ func up(args []string) error {
 	id := fs.String("id", "", "lab id (1-5 of [a-z0-9]); default random")
 	noWait := fs.Bool("no-wait", false, "do not wait for LLDP neighbours")
 	sysName := fs.String("sysname", "", "the sysName every switch's snmpd answers (lldpd keeps each switch's own name); default each its own")
+	sflow := fs.String("sflow", "", "every switch port exports sFlow v5 here (a pmacctd each): IP:PORT, or :PORT for the lab's management address")
+	sflowRate := fs.Int("sflow-rate", 0, fmt.Sprintf("sample 1 packet in N (default %d)", ethlab.DefaultSFlowRate))
 	_ = fs.Parse(args)
 	var d ethlab.Desc
 	switch {
@@ -89,7 +95,7 @@ func up(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	lab, err := ethlab.Start(ctx, d, ethlab.Options{ID: *id, Persist: true})
+	lab, err := ethlab.Start(ctx, d, ethlab.Options{ID: *id, Persist: true, SFlow: *sflow, SFlowRate: *sflowRate})
 	if err != nil {
 		return err
 	}
@@ -116,6 +122,7 @@ func up(args []string) error {
 	for _, t := range lab.SNMPTargets() {
 		fmt.Printf("  snmp %-8s %s  sysName %s  v2c community %s  v3 %s SHA %s AES %s\n", t.Switch, t.Addr, lab.SysName(t.Switch), t.Community, t.V3User, t.V3AuthPass, t.V3PrivPass)
 	}
+	printSFlow(lab.SFlowProbes())
 	fmt.Printf("remove with: scripts/ethlab down %s\n", lab.ID)
 	return nil
 }
@@ -165,6 +172,7 @@ func status() error {
 		for _, t := range l.Targets {
 			fmt.Printf("  snmp %-8s %s\n", t.Switch, t.Addr)
 		}
+		printSFlow(l.SFlow)
 	}
 	return nil
 }
@@ -219,4 +227,34 @@ func config(args []string) error {
 	}
 	_, err = fmt.Print(lab.NetloomConfig(*v3, nil))
 	return err
+}
+
+// printSFlow prints a lab's sFlow exporters, one line per switch.
+func printSFlow(probes []ethlab.SFlowProbe) {
+	for i := 0; i < len(probes); {
+		p := probes[i]
+		var ports []string
+		for ; i < len(probes) && probes[i].Switch == p.Switch; i++ {
+			ports = append(ports, fmt.Sprintf("%s (ifIndex %d)", probes[i].Port, probes[i].IfIndex))
+		}
+		fmt.Printf("  sflow %-8s agent %s -> %s, 1 in %d, out of %s\n", p.Switch, p.Agent, p.Collector, p.Rate, strings.Join(ports, ", "))
+	}
+}
+
+// pin routes a host pair's traffic over one spine (ethlab.Lab.Pin).
+func pin(args []string) error {
+	if len(args) != 4 {
+		usage()
+	}
+	lab, err := ethlab.Open(args[0])
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := lab.Pin(ctx, args[1], args[2], args[3]); err != nil {
+		return err
+	}
+	fmt.Printf("lab %s: %s <-> %s pinned over %s\n", lab.ID, args[1], args[2], args[3])
+	return nil
 }
