@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -506,6 +507,16 @@ func TestAttributionTrust(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("no hot spot on %s in %+v", host.From, hot.Hotspots)
+		}
+		// A list cut says so with its total: the whole list's length.
+		var cut struct {
+			Hotspots     []json.RawMessage
+			Total, Limit int
+			Truncated    bool
+		}
+		if d.get("/api/v1/hotspots?min_utilization=0&limit=1&at="+unix(at)+"&window="+window.String(), &cut); len(hot.Hotspots) < 2 ||
+			len(cut.Hotspots) != 1 || cut.Total != len(hot.Hotspots) || cut.Limit != 1 || !cut.Truncated {
+			t.Errorf("hot spots cut to 1: %d listed of %d, limit %d, truncated %v; the whole list holds %d", len(cut.Hotspots), cut.Total, cut.Limit, cut.Truncated, len(hot.Hotspots))
 		}
 	})
 

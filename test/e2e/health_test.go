@@ -327,6 +327,53 @@ func TestHealthPredictsRisingLink(t *testing.T) {
 			t.Errorf("%s direction into %s: %s, want %s", l4.ID(), dd.To, dd.Status, want)
 		}
 	}
+	// Every status counted, no_history and clean included: the counts add
+	// up to both directions of every link the diags discovered
+	// (ibnetdiscover), and the directions with no history are those into
+	// the host adapters, whose ports are not swept. A list cut says its
+	// total.
+	var whole struct {
+		Links, Total, Limit int
+		Truncated           bool
+		Counts              map[string]int
+		Directions          []struct{ Status string }
+	}
+	if st := d.get("/api/v1/health?window=2m", &whole); st != 200 {
+		t.Fatalf("/api/v1/health: %d", st)
+	}
+	hosts, sum := 0, 0
+	for _, l := range topo.Links {
+		for _, p := range []fabric.PortRef{l.A, l.B} {
+			if n, _ := topo.Node(p.GUID); n.Type != fabric.Switch {
+				hosts++
+			}
+		}
+	}
+	for st, c := range whole.Counts {
+		sum += c
+		listed := 0
+		for _, dd := range whole.Directions {
+			if dd.Status == st {
+				listed++
+			}
+		}
+		if listed != c {
+			t.Errorf("health counts %d %s, lists %d", c, st, listed)
+		}
+	}
+	if len(whole.Counts) != 6 || sum != 2*len(topo.Links) || whole.Total != sum || whole.Links != len(topo.Links) ||
+		whole.Counts["no_history"] != hosts || whole.Truncated || whole.Limit != 1000 {
+		t.Errorf("health: %d links, total %d, limit %d, truncated %v, counts %v; the diags: %d links, %d host ports",
+			whole.Links, whole.Total, whole.Limit, whole.Truncated, whole.Counts, len(topo.Links), hosts)
+	}
+	var cut struct {
+		Total, Limit int
+		Truncated    bool
+		Directions   []json.RawMessage
+	}
+	if d.get("/api/v1/health?window=2m&limit=5", &cut); cut.Total != whole.Total || cut.Limit != 5 || !cut.Truncated || len(cut.Directions) != 5 {
+		t.Errorf("health cut to 5: %d listed of %d, limit %d, truncated %v; want 5 of %d", len(cut.Directions), cut.Total, cut.Limit, cut.Truncated, whole.Total)
+	}
 	var rising struct {
 		Directions []struct {
 			To     fabric.PortRef
