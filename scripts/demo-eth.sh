@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # make demo-eth (as root): an Ethernet fabric of network namespaces (the lab
-# of docs/ethlab.md: two leaves under a spine, hosts h1..h4, lldpd and snmpd
-# in every switch) monitored by `netloom serve --fabric eth:FILE` over SNMP
-# and LLDP, and a real MPI job (Open MPI, a ring over h1..h4 under the
-# Netloom agent) run again and again. Its bytes really cross the veths: the
-# links it crosses light up in the UI from the switches' own counters, and
-# each link's page says how much of what the counters measured the job's
-# attributed bytes explain. Ctrl-C stops everything and removes the lab.
+# of docs/ethlab.md, preset ecmp: a routed leaf-spine, leaf1 with h1, h2 and
+# leaf2 with h3, h4, each leaf linked to spine1 and spine2, lldpd and snmpd
+# in every switch, and every switch port exporting sFlow through a pmacctd)
+# monitored by `netloom serve --fabric eth:FILE` over SNMP and LLDP, with its
+# sFlow collector (sflow_listen) taking the switches' samples. Two MPI jobs
+# under the Netloom agent run again and again at the same time: alpha-N, a
+# ring over h1 and h3, and beta-N, a ring over h2 and h4. Both host pairs
+# are pinned over spine1 (ethlab pin): an ECMP collision, leaf1's uplink to
+# spine1 carrying both jobs while its equal-cost uplink to spine2 idles
+# (and the same on leaf2, back). The switches' own counters measure it, the
+# samples show which flow took which uplink, and the hot spots and job
+# pages name the collision. Ctrl-C stops everything and removes the lab.
 #
 # Environment: DEMO_LISTEN (default localhost:8466), DEMO_LAB (lab id,
 # default nldem), DEMO_DIR (its files, default var/demo-eth), DEMO_SIZE (bytes per message, default 4194304),
-# DEMO_ITERS (messages per rank per job, default 200), DEMO_SECONDS (stop
-# after this many seconds and print the last job's links; default: run
-# until Ctrl-C).
+# DEMO_ITERS (messages per rank per job, default 200), DEMO_SFLOW_RATE
+# (the switches sample 1 packet in N, default 100), DEMO_SECONDS (stop
+# after this many seconds and print the first round's jobs, collisions and
+# uplink counters; default: run until Ctrl-C).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +27,7 @@ listen=${DEMO_LISTEN:-localhost:8466}
 id=${DEMO_LAB:-nldem}
 size=${DEMO_SIZE:-4194304}
 iters=${DEMO_ITERS:-200}
+sflow_rate=${DEMO_SFLOW_RATE:-100}
 dir=${DEMO_DIR:-$(pwd)/var/demo-eth}
 rm -rf "$dir" && mkdir -p "$dir"
 
@@ -31,13 +38,29 @@ cleanup() {
   wait 2>/dev/null || true
   bin/ethlab down "$id" >/dev/null 2>&1 || true
 }
-trap cleanup EXIT INT TERM
+# Ctrl-C or a TERM is the way to stop the demo: cleanup runs once (on
+# exit) and the demo ends cleanly (status 0), as make demo does; a trap
+# that ran cleanup on INT and then went on left `wait` to end the script
+# with 130 (143 for TERM), which make reported as an error.
+trap cleanup EXIT
+trap 'exit 0' INT TERM
 
 bin/ethlab down "$id" >/dev/null 2>&1 || true # a lab left by an earlier run
-echo "demo-eth: building the lab $id (two leaves, a spine, hosts h1..h4)"
-bin/ethlab up --id "$id" --preset two-leaf | tee "$dir/lab.txt"
+echo "demo-eth: building the lab $id (routed: two leaves, two spines, hosts h1..h4; sFlow from every switch port, 1 in $sflow_rate)"
+bin/ethlab up --id "$id" --preset ecmp --sflow :6343 --sflow-rate "$sflow_rate" | tee "$dir/lab.txt"
 read -r mgmt_cidr mgmt_ip < <(sed -n 's/^management \([^ ]*\) (root namespace \([^ ]*\) on .*/\1 \2/p' "$dir/lab.txt")
 bin/ethlab config "$id" > "$dir/eth.yaml"
+# The collision: both jobs' host pairs over spine1, both directions.
+bin/ethlab pin "$id" h1 h3 spine1
+bin/ethlab pin "$id" h2 h4 spine1
+# uplinks prints every leaf uplink's transmitted bytes, by the kernel's
+# counters in the leaf's namespace: "leaf1 spine1 swp3 BYTES".
+uplinks() {
+  sed -n 's/^  link \(leaf[0-9]*\) \(swp[0-9]*\) <-> \(spine[0-9]*\) .*/\1 \3 \2/p' "$dir/lab.txt" |
+    while read -r leaf spine port; do
+      echo "$leaf $spine $port $(ip netns exec "ethl$id-$leaf" cat "/sys/class/net/$port/statistics/tx_bytes")"
+    done
+}
 
 # Anonymous access is off: an administrator account and an API token.
 . scripts/demo/accounts.sh
@@ -49,7 +72,7 @@ echo "demo-eth: starting netloom serve on http://$listen, polling the switches o
 bin/netloom serve --fabric "eth:$dir/eth.yaml" --db "$dir/netloom.db" --listen "$listen" \
   --config "$dir/netloom.yaml" \
   --agent-listen "$agent" --agent-address-file "$dir/agent-address" \
-  --agent-auth none --agent-networks "$mgmt_cidr" \
+  --agent-auth none --agent-networks "$mgmt_cidr" --sflow-listen "$mgmt_ip:6343" \
   --sweep-interval 2s --discover-interval 1m > "$dir/netloom.log" 2>&1 & pids+=($!)
 for _ in $(seq 60); do curl -sf "${auth[@]}" "http://$listen/api/v1/status" >/dev/null 2>&1 && break; sleep 0.5; done
 curl -sf "${auth[@]}" "http://$listen/api/v1/status" >/dev/null || { echo "demo-eth: the daemon did not start; see $dir/netloom.log" >&2; exit 1; }
@@ -59,65 +82,98 @@ for _ in $(seq 60); do
   sleep 0.5
 done
 
-# A real MPI job under the agent, over and over: a ring over h1..h4, so
-# h2 -> h3 and h4 -> h1 cross the leaves' uplinks both ways.
+# Two real MPI jobs under the agent at once, over and over: alpha-N, a ring
+# over h1 and h3, and beta-N over h2 and h4, each rank sending to the other
+# leaf. Each round's uplink counters before and after, in uplinks-N.txt.
 mpicc -O2 -o "$dir/ring" test/ethlab/testdata/ring.c
+job() { # NAME HOSTS
+  bin/ethlab mpirun "$id" --hosts "$2" --env LD_PRELOAD="$(pwd)/bin/lib/libnetloom-ompi.so" \
+    --env NETLOOM_DAEMON="$agent" --env NETLOOM_INTERVAL=1 --env NETLOOM_JOB_ID="$1" \
+    "$dir/ring" "$size" "$iters" >> "$dir/mpi.log" 2>&1
+}
 (
   n=0
   while true; do
     n=$((n + 1))
-    bin/ethlab mpirun "$id" --hosts h1,h2,h3,h4 --env LD_PRELOAD="$(pwd)/bin/lib/libnetloom-ompi.so" \
-      --env NETLOOM_DAEMON="$agent" --env NETLOOM_INTERVAL=1 --env NETLOOM_JOB_ID="ring-$n" \
-      "$dir/ring" "$size" "$iters" >> "$dir/mpi.log" 2>&1 || sleep 5
-    sleep 12 # the switches' counters of one job apart from the next's
+    uplinks > "$dir/uplinks-$n.before"
+    job "alpha-$n" h1,h3 & a=$!
+    job "beta-$n" h2,h4 & b=$!
+    wait $a || sleep 5
+    wait $b || sleep 5
+    uplinks > "$dir/uplinks-$n.after"
+    sleep 12 # the switches' counters of one round apart from the next's
   done
 ) & pids+=($!)
 
 cat <<MSG
 
 Netloom Ethernet demo is running.
-  UI:          http://$listen/  (sign in as admin, password $password): the map, the jobs ring-1, ring-2, ...,
-               each job's links (measured by the switches, explained by the job's bytes)
+  UI:          http://$listen/  (sign in as admin, password $password): the map, the jobs alpha-1, beta-1, ...
+  the collision: alpha-N (h1 <-> h3) and beta-N (h2 <-> h4) both cross leaf1's uplink to spine1 (and
+               leaf2's, back): pinned there by \`bin/ethlab pin\`, while the equal-cost uplinks to spine2 idle.
+               The switches export sFlow (a pmacctd per port, 1 in $sflow_rate) to sflow_listen $mgmt_ip:6343;
+               the samples show which job's flows took which uplink.
+  look at:     the job pages http://$listen/jobs/alpha-1 and http://$listen/jobs/beta-1 (the collision,
+               with the idle uplink beside it); the hot spots' collisions (curl below);
+               the uplinks' own counters: ip netns exec ethl${id}-leaf1 ip -s link show swp3 (spine1), swp4 (spine2)
   API token:   T=$token
+  hot spots:   curl -H "Authorization: Bearer \$T" 'http://$listen/api/v1/hotspots?min_utilization=0'  (collisions)
+  a job:       curl -H "Authorization: Bearer \$T" http://$listen/api/v1/jobs/alpha-1/why  (links, collisions)
   jobs:        curl -H "Authorization: Bearer \$T" http://$listen/api/v1/jobs
-  a job:       curl -H "Authorization: Bearer \$T" http://$listen/api/v1/jobs/ring-1/why
-  hot spots:   curl -H "Authorization: Bearer \$T" 'http://$listen/api/v1/hotspots?min_utilization=1'
   route:       curl -H "Authorization: Bearer \$T" 'http://$listen/api/v1/routes?src=h1&dst=h3'
   CLI:         bin/netloom fabric discover --fabric eth:$dir/eth.yaml
-  the lab:     bin/ethlab status; ip netns exec ethl${id}-leaf1 ip -s link
+  the lab:     bin/ethlab status; ip netns exec ethl${id}-leaf1 ip rule (the pins)
 Logs in $dir. Press Ctrl-C to stop (the lab is removed).
 MSG
 if [ -n "${DEMO_SECONDS:-}" ]; then
   sleep "$DEMO_SECONDS"
   curl -s "${auth[@]}" "http://$listen/api/v1/status"; echo
-  last=$(grep -c " sent " "$dir/mpi.log" || true)
-  echo "demo-eth: $((last / 4)) ring jobs ran; the links of ring-1, measured by the switches and explained by its bytes:"
-  if command -v python3 >/dev/null; then
-    python3 - "http://$listen" "$token" "$dir/ring-1-why.json" <<'PY'
+  rounds=$(ls "$dir"/uplinks-*.after 2>/dev/null | wc -l || true)
+  echo "demo-eth: $rounds rounds of alpha and beta ran; the first round, measured by the switches:"
+  python3 - "http://$listen" "$token" "$dir" <<'PY'
 import datetime, json, sys, urllib.request
-base, token, path = sys.argv[1:]
+base, token, dir = sys.argv[1:]
 def get(p):
     rq = urllib.request.Request(base + "/api/v1" + p, headers={"Authorization": "Bearer " + token})
     return json.load(urllib.request.urlopen(rq))
-job = get("/jobs/ring-1")["job"]
 t = lambda s: datetime.datetime.fromisoformat(s[:19]).replace(tzinfo=datetime.timezone.utc)
-# The switches' counters over the job's run and 10 s after it: net-snmp
-# serves IF-MIB values up to 5 s old, and the job's last report is
-# attributed at the sweep after its end.
-frm, to = t(job["start"]), t(job["end"]) + datetime.timedelta(seconds=10)
 fmt = lambda d: d.strftime("%Y-%m-%dT%H:%M:%SZ")
-w = get(f"/jobs/ring-1/why?from={fmt(frm)}&to={fmt(to)}&limit=100")
-json.dump(w, open(path, "w"))
-cut = f", cut at {w['limit']}" if w["truncated"] else ""
-print(f"  {fmt(frm)} .. {fmt(to)}, route model: {w.get('route_model', 'forwarding tables')}; {len(w['links'])} of its {w['total']} directions{cut}")
-for l in w["links"]:
-    e = l.get("explained_pct")
-    print(f"  {l['from_description']:>7} -> {l['to_description']:<7} measured {l['measured']['bytes']:>13,} B"
-          f"  job {l['job_bytes']:>13,} B  explained {'-' if e is None else format(e, '.2f') + '%'}")
+# The uplinks' own counters over the round (the kernel's, in the leaves).
+def read(path):
+    return {(l.split()[0], l.split()[1]): int(l.split()[3]) for l in open(path) if l.strip()}
+b, a = read(dir + "/uplinks-1.before"), read(dir + "/uplinks-1.after")
+for (leaf, spine) in sorted(b):
+    print(f"  {leaf} -> {spine}: sent {a[(leaf, spine)] - b[(leaf, spine)]:>13,} B (the kernel's counter)")
+# Each job's links over its run and 10 s after it: net-snmp serves IF-MIB
+# values up to 5 s old, and the job's last report is attributed at the
+# sweep after its end.
+span = []
+for name in ("alpha-1", "beta-1"):
+    job = get(f"/jobs/{name}")["job"]
+    frm, to = t(job["start"]), t(job["end"]) + datetime.timedelta(seconds=10)
+    span += [frm, to]
+    w = get(f"/jobs/{name}/why?from={fmt(frm)}&to={fmt(to)}&limit=100")
+    json.dump(w, open(f"{dir}/{name}-why.json", "w"))
+    cut = f", cut at {w['limit']}" if w["truncated"] else ""
+    print(f"  {name}: {fmt(frm)} .. {fmt(to)}, route model: {w.get('route_model', 'forwarding tables')}; {len(w['links'])} of its {w['total']} directions{cut}")
+    for l in w["links"]:
+        e = l.get("explained_pct")
+        rm = f"  ({l['route_model']})" if l.get("route_model") else ""
+        print(f"  {l['from_description']:>7} -> {l['to_description']:<7} measured {l['measured']['bytes']:>13,} B"
+              f"  job {l['job_bytes']:>13,} B  explained {'-' if e is None else format(e, '.2f') + '%'}{rm}")
+h = get(f"/hotspots?min_utilization=0&from={fmt(min(span))}&to={fmt(max(span))}")
+json.dump(h, open(f"{dir}/hotspots.json", "w"))
+cs = h.get("collisions")
+if cs is None:
+    print("  hot spots: this daemon names no collisions")
+else:
+    print(f"  hot spots over both jobs' runs: {len(cs)} collision(s)")
+    for c in cs:
+        least = c["least_loaded"]
+        print(f"  collision: {c['switch_description']} -> {c['to_description']} shared by {', '.join(c['jobs'])};"
+              f" idle alternative {c['switch_description']} -> {least['to_description']} measured {least['measured_bytes']:,} B;"
+              f" imbalance {c['imbalance']:.2f} ({c['imbalance_basis']})")
 PY
-  else
-    curl -s "${auth[@]}" "http://$listen/api/v1/jobs/ring-1/why" | tee "$dir/ring-1-why.json"; echo
-  fi
 else
   wait
 fi

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -14,14 +15,19 @@ import (
 )
 
 // TestDemoEth runs scripts/demo-eth.sh (what `make demo-eth` runs after
-// building) for a short while on a lab of its own: the ring job's links
-// are the twelve directions its ranks' sends cross, each carrying one
-// rank's bytes, and the switches' counters of every direction shown are
-// explained by them (payload only; the rest is framing). The lab is gone
-// afterwards.
+// building) for a short while on a lab of its own: the routed two-spine
+// lab with sFlow from every switch port, and two ring jobs at once, alpha-1
+// over h1 and h3 and beta-1 over h2 and h4, both pinned over spine1. The
+// leaves' uplinks' own counters (the kernel's, read by the script before
+// and after the round) are the oracle: leaf1's and leaf2's uplinks to
+// spine1 carried both jobs' bytes, the ones to spine2 next to nothing. Each
+// job's links are listed whole; the directions between a host and its leaf
+// carry that job alone and are explained by its bytes (payload only; the
+// rest is framing); the uplinks' measured bytes are the counters'. The lab
+// is gone afterwards.
 func TestDemoEth(t *testing.T) {
 	skipUnlessLab(t)
-	for _, tool := range []string{"go", "mpicc", "mpirun", "curl"} {
+	for _, tool := range []string{"go", "mpicc", "mpirun", "curl", "pmacctd", "python3"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not on PATH", tool)
 		}
@@ -48,54 +54,98 @@ func TestDemoEth(t *testing.T) {
 	l.Close()
 	dir := t.TempDir()
 	const size, iters = 4 << 20, 200 // the demo's defaults
+	const payload = size * iters     // each rank's, to the other leaf
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "scripts/demo-eth.sh")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "DEMO_SECONDS=25", "DEMO_LISTEN="+listen, "DEMO_LAB="+id, "DEMO_DIR="+dir)
+	cmd.Env = append(os.Environ(), "DEMO_SECONDS=40", "DEMO_LISTEN="+listen, "DEMO_LAB="+id, "DEMO_DIR="+dir)
 	out, err := cmd.CombinedOutput()
 	t.Logf("scripts/demo-eth.sh:\n%s", out)
 	if err != nil {
 		t.Fatalf("scripts/demo-eth.sh: %v", err)
 	}
-	for _, want := range []string{"Netloom Ethernet demo is running.", "ring jobs ran", "explained"} {
+	for _, want := range []string{"Netloom Ethernet demo is running.", "rounds of alpha and beta ran", "explained",
+		"alpha-N (h1 <-> h3) and beta-N (h2 <-> h4) both cross leaf1's uplink to spine1", "sflow_listen"} {
 		if !bytes.Contains(out, []byte(want)) {
 			t.Errorf("the demo's output lacks %q", want)
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "ring-1-why.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var why struct {
-		RouteModel string `json:"route_model"`
-		Links      []struct {
-			From     string `json:"from_description"`
-			To       string `json:"to_description"`
-			JobBytes uint64 `json:"job_bytes"`
-			Measured struct {
-				Bytes uint64
-			}
-			Explained *float64 `json:"explained_pct"`
+	// The oracle: the uplinks' transmitted bytes over the first round.
+	up := map[string]uint64{} // "leaf1>spine1"
+	for _, when := range []string{"before", "after"} {
+		b, err := os.ReadFile(filepath.Join(dir, "uplinks-1."+when))
+		if err != nil {
+			t.Fatal(err)
 		}
-		Total     int
-		Truncated bool
+		for _, ln := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var leaf, spine, port string
+			var v uint64
+			if _, err := fmt.Sscan(ln, &leaf, &spine, &port, &v); err != nil {
+				t.Fatalf("uplinks-1.%s: %q: %v", when, ln, err)
+			}
+			if when == "before" {
+				up[leaf+">"+spine] -= v
+			} else {
+				up[leaf+">"+spine] += v
+			}
+		}
 	}
-	if err := json.Unmarshal(b, &why); err != nil {
-		t.Fatalf("ring-1's why: %v\n%s", err, b)
+	if len(up) != 4 {
+		t.Fatalf("uplink counters %v: want the 4 leaf uplinks", up)
 	}
-	// The ring crosses 12 directions: all of them listed (the summary
-	// asks for up to 100), and said so.
-	if why.RouteModel != "lldp-shortest-path" || len(why.Links) != 12 || why.Total != 12 || why.Truncated {
-		t.Fatalf("ring-1's why: route_model %q, %d links of %d, truncated %v; want 12 of 12", why.RouteModel, len(why.Links), why.Total, why.Truncated)
+	for _, leaf := range []string{"leaf1", "leaf2"} {
+		on, off := up[leaf+">spine1"], up[leaf+">spine2"]
+		t.Logf("%s's uplinks over the round: %d bytes to spine1, %d to spine2 (kernel)", leaf, on, off)
+		if on < 2*payload || off > payload/100 {
+			t.Errorf("%s's uplinks sent %d bytes to spine1 and %d to spine2: want both jobs' %d on spine1, none on spine2", leaf, on, off, 2*payload)
+		}
 	}
-	if !bytes.Contains(out, []byte("; 12 of its 12 directions\n")) {
-		t.Errorf("the demo's summary does not say how many of the job's directions it lists")
+	type link struct {
+		From      string `json:"from_description"`
+		To        string `json:"to_description"`
+		JobBytes  uint64 `json:"job_bytes"`
+		Measured  struct{ Bytes uint64 }
+		Explained *float64 `json:"explained_pct"`
 	}
-	for _, l := range why.Links {
-		// The wire carried the payload and its framing: never less.
-		if l.JobBytes != size*iters || l.Measured.Bytes < l.JobBytes || l.Explained == nil || *l.Explained < 95 || *l.Explained > 100 {
-			t.Errorf("%s -> %s: job %d bytes (want %d), measured %d, explained %v", l.From, l.To, l.JobBytes, size*iters, l.Measured.Bytes, l.Explained)
+	for _, job := range []struct{ name, a, b string }{{"alpha-1", "h1", "h3"}, {"beta-1", "h2", "h4"}} {
+		b, err := os.ReadFile(filepath.Join(dir, job.name+"-why.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var why struct {
+			RouteModel string `json:"route_model"`
+			Links      []link
+			Total      int
+			Truncated  bool
+		}
+		if err := json.Unmarshal(b, &why); err != nil {
+			t.Fatalf("%s's why: %v\n%s", job.name, err, b)
+		}
+		if !strings.HasPrefix(why.RouteModel, "lldp-shortest-path") || len(why.Links) != why.Total || why.Truncated || why.Total == 0 {
+			t.Fatalf("%s's why: route_model %q, %d links of %d, truncated %v", job.name, why.RouteModel, len(why.Links), why.Total, why.Truncated)
+		}
+		edges := 0
+		for _, l := range why.Links {
+			switch {
+			case l.From == job.a || l.To == job.a || l.From == job.b || l.To == job.b:
+				// A host's own link carries this job alone: the wire
+				// carried the payload and its framing, never less.
+				edges++
+				if l.JobBytes != payload || l.Measured.Bytes < l.JobBytes || l.Explained == nil || *l.Explained < 95 || *l.Explained > 100 {
+					t.Errorf("%s: %s -> %s: job %d bytes (want %d), measured %d, explained %v", job.name, l.From, l.To, l.JobBytes, payload, l.Measured.Bytes, l.Explained)
+				}
+			case strings.HasPrefix(l.From, "leaf") && strings.HasPrefix(l.To, "spine"):
+				// The switches' counters as polled: the kernel's over the
+				// round (the range adds 10 s of LLDP).
+				k := up[l.From+">"+l.To]
+				if float64(l.Measured.Bytes) < 0.97*float64(k) || float64(l.Measured.Bytes) > 1.03*float64(k)+1e6 {
+					t.Errorf("%s: %s -> %s measured %d bytes; the kernel counted %d", job.name, l.From, l.To, l.Measured.Bytes, k)
+				}
+			}
+		}
+		if edges != 4 {
+			t.Errorf("%s: %d directions between a host and its leaf, want 4: %+v", job.name, edges, why.Links)
 		}
 	}
 	for _, st := range Labs() {
