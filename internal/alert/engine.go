@@ -74,23 +74,30 @@ type Subject struct {
 	Remote     *fabric.PortRef `json:"remote,omitempty"`
 	RemoteNode string          `json:"remote_node,omitempty"`
 	Link       string          `json:"link,omitempty"`
+	// PortName and RemoteName are the ports' names where the fabric
+	// gives them (an Ethernet interface, "swp1"; fabric.Node.PortNames).
+	PortName   string `json:"port_name,omitempty"`
+	RemoteName string `json:"remote_name,omitempty"`
 }
 
 // String names the subject for people.
 func (s Subject) String() string {
-	end := func(p *fabric.PortRef, name string) string {
-		if name == "" {
+	end := func(p *fabric.PortRef, name, port string) string {
+		switch {
+		case name == "":
 			return p.String()
+		case port != "":
+			return fmt.Sprintf("%s %s (port %d, %s)", name, port, p.Port, p.String())
 		}
 		return fmt.Sprintf("%s port %d (%s)", name, p.Port, p.String())
 	}
 	switch {
 	case s.Kind == "direction" && s.Remote != nil:
-		return end(s.Port, s.Node) + " -> " + end(s.Remote, s.RemoteNode)
+		return end(s.Port, s.Node, s.PortName) + " -> " + end(s.Remote, s.RemoteNode, s.RemoteName)
 	case s.Kind == "link" && s.Remote != nil:
-		return "link " + end(s.Port, s.Node) + " - " + end(s.Remote, s.RemoteNode)
+		return "link " + end(s.Port, s.Node, s.PortName) + " - " + end(s.Remote, s.RemoteNode, s.RemoteName)
 	case s.Port != nil:
-		return end(s.Port, s.Node)
+		return end(s.Port, s.Node, s.PortName)
 	}
 	return s.Kind
 }
@@ -587,8 +594,9 @@ func portSubject(t *fabric.Topology, p fabric.PortRef, kind string) (Subject, []
 	if t == nil {
 		return s, ports
 	}
+	s.PortName = t.PortName(p)
 	if peer, ok := t.Peer(p); ok {
-		s.Remote, s.RemoteNode = &peer, nodeName(t, peer.GUID)
+		s.Remote, s.RemoteNode, s.RemoteName = &peer, nodeName(t, peer.GUID), t.PortName(peer)
 		if l, ok := t.LinkAt(p); ok {
 			s.Link = l.ID()
 		}
@@ -601,7 +609,7 @@ func portSubject(t *fabric.Topology, p fabric.PortRef, kind string) (Subject, []
 
 func linkSubject(t *fabric.Topology, l *fabric.Link) Subject {
 	a, b := l.A, l.B
-	return Subject{Kind: "link", Port: &a, Node: nodeName(t, a.GUID), Remote: &b, RemoteNode: nodeName(t, b.GUID), Link: l.ID()}
+	return Subject{Kind: "link", Port: &a, Node: nodeName(t, a.GUID), Remote: &b, RemoteNode: nodeName(t, b.GUID), Link: l.ID(), PortName: l.AName, RemoteName: l.BName}
 }
 
 func nodeName(t *fabric.Topology, g fabric.GUID) string {

@@ -98,6 +98,7 @@ func New(opt Options) *Server {
 	s.route("GET /api/v1/fabric/links", s.links)
 	s.route("GET /api/v1/nodes/{node}", s.node)
 	s.route("GET /api/v1/nodes/{node}/counters", s.nodeCounters)
+	s.userRoute("GET /api/v1/nodes/{node}/jobs", s.nodeJobs)
 	s.route("GET /api/v1/ports/{port}/counters", s.portCounters)
 	s.route("GET /api/v1/links/top", s.topLinks)
 	s.userRoute("GET /api/v1/links/{link}", s.link)
