@@ -5,7 +5,7 @@ GOFLAGS ?=
 export CGO_ENABLED := 1
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build deps agent web test test-short vet demo demo-eth bench fuzz proto clean package
+.PHONY: all build deps agent web test test-short vet demo demo-eth bench fuzz proto gen clean package
 
 all: build
 
@@ -26,6 +26,7 @@ build: deps agent web
 vet: deps
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	$(GO) run ./internal/recordgen/cmd/recordgen -check
 
 # Every test, against real ibsim fabrics, OpenSM, infiniband-diags, MPI and Chromium.
 # MPICH's UCX probes every network device at MPI_Init; the Ethernet lab's
@@ -58,6 +59,13 @@ proto:
 	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go
 	protoc -I proto --plugin=protoc-gen-go=bin/protoc-gen-go --go_out=. \
 	  --go_opt=module=github.com/netloom/netloom proto/netloom/agent/v1/agent.proto
+
+# Regenerate everything agent.proto declares: the Go wire code (proto) and
+# the code of the per-process record from its annotations (internal/recordgen;
+# docs/architecture.md, "How to add a field"). `make vet` and the recordgen
+# tests fail when a committed generated file differs from what it writes.
+gen: proto
+	$(GO) run ./internal/recordgen/cmd/recordgen
 
 # The .deb and .rpm (dist/), built by nfpm from deploy/nfpm.yaml: the
 # binary, the agent libraries, the systemd unit, the default config in

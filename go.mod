@@ -3,6 +3,7 @@ module github.com/netloom/netloom
 go 1.26.8
 
 require (
+	github.com/emicklei/proto v1.14.3
 	github.com/gosnmp/gosnmp v1.47.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/mattn/go-sqlite3 v1.14.53

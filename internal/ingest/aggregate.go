@@ -178,32 +178,21 @@ func summarizeChunks(s *store.JobSummary, chunks []chunkSum, procs []*store.Proc
 
 // ProcessView is one rank without its per-peer and per-function detail.
 type ProcessView struct {
-	Rank       int           `json:"rank"`
-	Node       string        `json:"node"`
-	Host       string        `json:"host"`
-	PID        uint32        `json:"pid"`
-	CPU        int32         `json:"cpu"`
-	Time       time.Time     `json:"time"`
-	Seq        uint64        `json:"seq"`
-	Final      bool          `json:"final"`
-	CPUPercent float64       `json:"cpu_percent"`
-	CPUUser    float64       `json:"cpu_user_seconds"`
-	CPUSystem  float64       `json:"cpu_system_seconds"`
-	Wall       float64       `json:"wall_seconds"`
-	MPI        float64       `json:"mpi_seconds"`
-	MPIPercent float64       `json:"mpi_percent"`
-	VmSize     uint64        `json:"vm_size"`
-	VmPeak     uint64        `json:"vm_peak"`
-	VmRSS      uint64        `json:"vm_rss"`
-	VmHWM      uint64        `json:"vm_hwm"`
-	IORead     uint64        `json:"io_read_bytes"`
-	IOWrite    uint64        `json:"io_write_bytes"`
-	MPIIORead  uint64        `json:"mpiio_read_bytes"`
-	MPIIOWrite uint64        `json:"mpiio_write_bytes"`
-	Traffic    store.Classes `json:"traffic"`
-	Total      store.Traffic `json:"total"`
-	IntraNode  store.Traffic `json:"intra_node"`
-	InterNode  store.Traffic `json:"inter_node"`
+	Rank       int       `json:"rank"`
+	Node       string    `json:"node"`
+	Host       string    `json:"host"`
+	PID        uint32    `json:"pid"`
+	CPU        int32     `json:"cpu"`
+	Time       time.Time `json:"time"`
+	Seq        uint64    `json:"seq"`
+	Final      bool      `json:"final"`
+	CPUPercent float64   `json:"cpu_percent"`
+	MPIPercent float64   `json:"mpi_percent"`
+	// Every counter and gauge of the process block, as reported
+	// (generated from agent.proto: a field added there shows here).
+	store.ProcessUsage
+	Traffic store.Classes `json:"traffic"`
+	Total   store.Traffic `json:"total"`
 	// Reorders: the netloom_reorder calls the rank took part in
 	// (docs/reorder.md); absent when none.
 	Reorders []store.Reorder `json:"reorders,omitempty"`
@@ -212,9 +201,7 @@ type ProcessView struct {
 // ViewProcess summarizes one process.
 func ViewProcess(p *store.Process) ProcessView {
 	v := ProcessView{Rank: p.Rank, Node: p.Node, Host: p.Host, PID: p.PID, CPU: p.CPU, Time: p.Time, Seq: p.Seq, Final: p.Final,
-		CPUUser: p.CPUUser, CPUSystem: p.CPUSystem, Wall: p.Wall, MPI: p.MPI, VmSize: p.VmSize, VmPeak: p.VmPeak,
-		VmRSS: p.VmRSS, VmHWM: p.VmHWM, IORead: p.IORead, IOWrite: p.IOWrite, MPIIORead: p.MPIIORead, MPIIOWrite: p.MPIIOWrite,
-		Traffic: p.Sent(), IntraNode: p.IntraNode, InterNode: p.InterNode, Reorders: p.Reorders}
+		ProcessUsage: p.ProcessUsage, Traffic: p.Sent(), Reorders: p.Reorders}
 	v.Total = v.Traffic.Total()
 	if p.Wall > 0 {
 		v.CPUPercent = 100 * (p.CPUUser + p.CPUSystem) / p.Wall

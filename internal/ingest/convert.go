@@ -8,34 +8,10 @@ import (
 	"github.com/netloom/netloom/internal/store"
 )
 
-// The agent's messages copied into the store's types, field by field: a
-// process block (processOf; keepProcess for a snapshot without one), the
-// GPU section and Traffic values. Per-field copying like this (and the
-// deltas of tracker_deltas.go) is what a generator from agent.proto would
-// write; it is kept here, apart from the tracker's logic, for that.
-
-// processOf copies a process block's fields into p. Its strings are
-// interned, compared first with prev's (the rank's last snapshot, whose
-// strings are usually the same).
-func (t *Tracker) processOf(p *store.Process, pr *agentpb.Process, prev *store.Process) {
-	p.Node, p.Host, p.PID, p.CPU = t.like(pr.Node, prev.Node), t.like(pr.Host, prev.Host), pr.Pid, pr.Cpu
-	p.MPILibrary, p.Program, p.User = t.like(pr.MpiLibrary, prev.MPILibrary), t.like(pr.Program, prev.Program), t.like(pr.User, prev.User)
-	p.CPUUser, p.CPUSystem, p.Wall, p.MPI = pr.CpuUserSeconds, pr.CpuSystemSeconds, pr.WallSeconds, pr.MpiSeconds
-	p.VmSize, p.VmPeak, p.VmRSS, p.VmHWM = pr.VmSize, pr.VmPeak, pr.VmRss, pr.VmHwm
-	p.IORead, p.IOWrite, p.MPIIORead, p.MPIIOWrite = pr.IoReadBytes, pr.IoWriteBytes, pr.MpiioReadBytes, pr.MpiioWriteBytes
-	p.IntraNode, p.InterNode = traffic(pr.IntraNode), traffic(pr.InterNode)
-	p.AgentDrops = pr.DatagramsDropped
-}
-
-// keepProcess copies into p what old's process block said: the identity
-// and resource use known, for a snapshot without a process block.
-func keepProcess(p, old *store.Process) {
-	p.Node, p.Host, p.PID, p.CPU, p.MPILibrary, p.Program, p.User = old.Node, old.Host, old.PID, old.CPU, old.MPILibrary, old.Program, old.User
-	p.CPUUser, p.CPUSystem, p.Wall, p.MPI = old.CPUUser, old.CPUSystem, old.Wall, old.MPI
-	p.VmSize, p.VmPeak, p.VmRSS, p.VmHWM = old.VmSize, old.VmPeak, old.VmRSS, old.VmHWM
-	p.IORead, p.IOWrite, p.MPIIORead, p.MPIIOWrite = old.IORead, old.IOWrite, old.MPIIORead, old.MPIIOWrite
-	p.IntraNode, p.InterNode, p.AgentDrops = old.IntraNode, old.InterNode, old.AgentDrops
-}
+// The agent's messages copied into the store's types, field by field: the
+// GPU section and Traffic values. The process block's copies (processOf,
+// keepProcess) are generated from agent.proto's annotations, in
+// record.gen.go.
 
 // gpuOf converts a GPU section, its peers sorted (Validate checked them
 // world ranks, each once); empty lists are nil, as the store reads them.

@@ -18,10 +18,6 @@ func addClasses(sum, c *store.Classes) {
 	sum.RMA.Msgs += c.RMA.Msgs
 }
 
-func subTraffic(a, b store.Traffic) store.Traffic {
-	return store.Traffic{Bytes: a.Bytes - b.Bytes, Msgs: a.Msgs - b.Msgs}
-}
-
 func subUint(a, b uint64) uint64 {
 	if a < b {
 		return 0
@@ -42,11 +38,9 @@ func waitNS(p *store.Process) uint64 {
 // they sent.
 func delta(job string, a, b *store.Process, sa, sb store.Classes) store.ProcessSample {
 	s := store.ProcessSample{Job: job, Rank: b.Rank, Time: b.Time, Span: b.Time.Sub(a.Time),
-		CPUUser: b.CPUUser - a.CPUUser, CPUSystem: b.CPUSystem - a.CPUSystem, MPI: max(b.MPI-a.MPI, 0),
-		Wait:  float64(subUint(waitNS(b), waitNS(a))) / 1e9,
-		VmRSS: b.VmRSS, VmSize: b.VmSize,
-		IORead: b.IORead - a.IORead, IOWrite: b.IOWrite - a.IOWrite, MPIIORead: b.MPIIORead - a.MPIIORead, MPIIOWrite: b.MPIIOWrite - a.MPIIOWrite,
-		IntraNode: subTraffic(b.IntraNode, a.IntraNode), InterNode: subTraffic(b.InterNode, a.InterNode)}
+		Wait: float64(subUint(waitNS(b), waitNS(a))) / 1e9}
+	// The process block's sampled fields (record.gen.go).
+	sampleOf(&s, &a.ProcessUsage, &b.ProcessUsage)
 	// Class totals come from destination nodes; a node absent before
 	// counts from zero, so a decrease cannot happen here, but be safe.
 	s.Traffic = store.Classes{

@@ -190,17 +190,12 @@ func (a rowRef) name(rows *nodeRows) string {
 // backwards names the first cumulative counter that decreased from a to
 // b, but for destination nodes (apply compares those as it packs them).
 func backwards(a, b *store.Process) string {
-	switch {
-	case b.CPUUser < a.CPUUser || b.CPUSystem < a.CPUSystem:
-		return "CPU time"
-	case timeBack(a.Wall, b.Wall) || timeBack(a.MPI, b.MPI):
-		return "wall or MPI time"
-	case b.Time.Before(a.Time):
+	// The process block's counters, in field order (record.gen.go).
+	if what := usageBackwards(&a.ProcessUsage, &b.ProcessUsage); what != "" {
+		return what
+	}
+	if b.Time.Before(a.Time) {
 		return "snapshot time"
-	case b.IORead < a.IORead || b.IOWrite < a.IOWrite || b.MPIIORead < a.MPIIORead || b.MPIIOWrite < a.MPIIOWrite:
-		return "I/O bytes"
-	case lessTraffic(b.IntraNode, a.IntraNode) || lessTraffic(b.InterNode, a.InterNode):
-		return "intra/inter-node traffic"
 	}
 	// Functions usually come in the same order every snapshot.
 	var fa map[string]store.Function
@@ -260,22 +255,4 @@ func nodesBackwardsByName(before store.NodeRows, now []rowRef, rows *nodeRows) s
 		}
 	}
 	return ""
-}
-
-// Measured times may wobble by a little between snapshots (a clock source
-// recalibrated, a conversion rounded); a decrease within the tolerance is
-// jitter, not a new run. Counts must never decrease.
-const (
-	timeTolerance    = 1e-3 // seconds
-	timeToleranceRel = 1e-3
-)
-
-func timeBack(a, b float64) bool { return b < a-max(timeTolerance, timeToleranceRel*a) }
-
-func nsBack(a, b uint64) bool { return b < a && timeBack(float64(a)/1e9, float64(b)/1e9) }
-
-func lessTraffic(a, b store.Traffic) bool { return a.Bytes < b.Bytes || a.Msgs < b.Msgs }
-
-func lessClasses(a, b store.Classes) bool {
-	return lessTraffic(a.P2P, b.P2P) || lessTraffic(a.Coll, b.Coll) || lessTraffic(a.RMA, b.RMA)
 }

@@ -1,7 +1,6 @@
 package loadgen
 
 import (
-	"math"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -236,28 +235,7 @@ func appendPeerRow(b []byte, peer uint32, coll bool, bytes, msgs uint64) []byte 
 // and writing by reflection with the function rows, was 28% of the
 // generator's CPU); scratch is reused for the block's body.
 func appendProcess(b, scratch []byte, num protowire.Number, p *agentpb.Process) ([]byte, []byte) {
-	m := appendString(scratch[:0], 1, p.Node)
-	m = appendString(m, 2, p.Host)
-	m = appendUint(m, 3, uint64(p.Pid))
-	m = appendUint(m, 4, uint64(int64(p.Cpu)))
-	m = appendString(m, 5, p.MpiLibrary)
-	m = appendString(m, 6, p.Program)
-	m = appendString(m, 7, p.User)
-	for i, v := range [...]float64{p.CpuUserSeconds, p.CpuSystemSeconds, p.WallSeconds, p.MpiSeconds} {
-		if bits := math.Float64bits(v); bits != 0 {
-			m = protowire.AppendTag(m, protowire.Number(10+i), protowire.Fixed64Type)
-			m = protowire.AppendFixed64(m, bits)
-		}
-	}
-	for i, v := range [...]uint64{p.VmSize, p.VmPeak, p.VmRss, p.VmHwm, p.IoReadBytes, p.IoWriteBytes, p.MpiioReadBytes, p.MpiioWriteBytes} {
-		m = appendUint(m, protowire.Number(14+i), v)
-	}
-	for i, t := range [...]*agentpb.Traffic{p.IntraNode, p.InterNode} {
-		if t != nil {
-			m = appendTraffic(m, protowire.Number(30+i), t.Bytes, t.Msgs)
-		}
-	}
-	m = appendUint(m, 32, p.DatagramsDropped)
+	m := appendProcessFields(scratch[:0], p) // record.gen.go
 	b = protowire.AppendTag(b, num, protowire.BytesType)
 	return protowire.AppendBytes(b, m), m
 }

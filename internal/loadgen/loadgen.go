@@ -412,9 +412,8 @@ func fillProcess(p *agentpb.Process, j *job, rank int, elapsed float64, intra, i
 	node := j.nodes[rank/j.ppn]
 	*p = agentpb.Process{Node: node, Host: node, Pid: uint32(10000 + rank%j.ppn), Cpu: int32(rank % j.ppn),
 		MpiLibrary: "loadgen", Program: j.pattern, User: "loadgen",
-		CpuUserSeconds: 0.85 * elapsed, CpuSystemSeconds: 0.05 * elapsed, WallSeconds: elapsed, MpiSeconds: 0.1 * elapsed,
-		VmSize: 2 << 30, VmPeak: 2 << 30, VmRss: 1 << 30, VmHwm: 1 << 30,
 		IntraNode: intra, InterNode: inter}
+	fillUsage(p, elapsed) // the declaration's load= values (record.gen.go)
 }
 
 // fillFunctions sets a rank's function rows in fs and appends them to dst.

@@ -161,21 +161,9 @@ type Process struct {
 	Seq        uint64    `json:"seq"`
 	Final      bool      `json:"final"`
 
-	CPUUser    float64 `json:"cpu_user_seconds"`
-	CPUSystem  float64 `json:"cpu_system_seconds"`
-	Wall       float64 `json:"wall_seconds"`
-	MPI        float64 `json:"mpi_seconds"`
-	VmSize     uint64  `json:"vm_size"`
-	VmPeak     uint64  `json:"vm_peak"`
-	VmRSS      uint64  `json:"vm_rss"`
-	VmHWM      uint64  `json:"vm_hwm"`
-	IORead     uint64  `json:"io_read_bytes"`
-	IOWrite    uint64  `json:"io_write_bytes"`
-	MPIIORead  uint64  `json:"mpiio_read_bytes"`
-	MPIIOWrite uint64  `json:"mpiio_write_bytes"`
-	IntraNode  Traffic `json:"intra_node"`
-	InterNode  Traffic `json:"inter_node"`
-	AgentDrops uint64  `json:"agent_datagrams_dropped"`
+	// ProcessUsage is the counters and gauges the agent reports
+	// (record.gen.go, generated from agent.proto's Process).
+	ProcessUsage
 
 	Functions      []Function `json:"functions"`
 	Regions        []Region   `json:"regions"`
@@ -366,6 +354,9 @@ type ProcessSample struct {
 	Traffic    Classes `json:"traffic"`
 	IntraNode  Traffic `json:"intra_node"`
 	InterNode  Traffic `json:"inter_node"`
+	// SampleExtra is the sampled fields declared after the sample's layout
+	// was frozen (record.gen.go; codec stores them in the row's tail).
+	SampleExtra
 
 	// Resolution is 0 for a raw sample. A rollup point (Resolution is its
 	// bucket width) sums the Samples raw samples of its bucket: CPU and
@@ -398,6 +389,7 @@ func (x *ProcessSample) AddUsage(u *ProcessSample) {
 	x.Traffic = x.Traffic.Add(u.Traffic)
 	x.IntraNode = x.IntraNode.Add(u.IntraNode)
 	x.InterNode = x.InterNode.Add(u.InterNode)
+	x.SampleExtra.Add(&u.SampleExtra)
 }
 
 // JobQuery selects and orders job summaries.

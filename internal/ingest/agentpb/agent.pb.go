@@ -1083,35 +1083,55 @@ func (x *Traffic) GetMsgs() uint64 {
 }
 
 // Process describes the rank and its resource use.
+//
+// Each field's annotation (the @ at the end of its comment) is read by
+// internal/recordgen, which generates the daemon's decoding, copies,
+// deltas, checks and stored rows of it, the load generator's fields and
+// the web's types (docs/architecture.md, "How to add a field"):
+//
+//	@ident    who the rank is (kept by hand in store.Process)
+//	@counter  cumulative since MPI_Init: checked never to decrease
+//	          (check="what the rejection says", or nocheck; tolerant:
+//	          within the tracker's time tolerance), sampled as deltas
+//	          (clamp: a negative delta is 0)
+//	@gauge    a value at the snapshot: sampled as its value
+//	@skip     not in the record (written by hand)
+//
+// and settings: go=NAME (the store's Go name), json=NAME, label="...",
+// unit=..., load=EXPR (the load generator's value, a Go expression of
+// elapsed seconds), sample (in every process sample), intern (strings).
+// Fields numbered up to frozen keep the positions stored rows gave them;
+// later ones are stored in each row's tail.
+// @record frozen=33
 type Process struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
-	Node       string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"` // NETLOOM_NODE, else SLURMD_NODENAME, else hostname
-	Host       string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"` // hostname
-	Pid        uint32                 `protobuf:"varint,3,opt,name=pid,proto3" json:"pid,omitempty"`
-	Cpu        int32                  `protobuf:"varint,4,opt,name=cpu,proto3" json:"cpu,omitempty"`                                // CPU the rank last ran on
-	MpiLibrary string                 `protobuf:"bytes,5,opt,name=mpi_library,json=mpiLibrary,proto3" json:"mpi_library,omitempty"` // "Open MPI 4.1.4", "MPICH 4.0", ...
-	Program    string                 `protobuf:"bytes,6,opt,name=program,proto3" json:"program,omitempty"`
-	User       string                 `protobuf:"bytes,7,opt,name=user,proto3" json:"user,omitempty"`
+	Node       string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`                               // NETLOOM_NODE, else SLURMD_NODENAME, else hostname @ident intern
+	Host       string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`                               // hostname @ident intern
+	Pid        uint32                 `protobuf:"varint,3,opt,name=pid,proto3" json:"pid,omitempty"`                                // @ident go=PID
+	Cpu        int32                  `protobuf:"varint,4,opt,name=cpu,proto3" json:"cpu,omitempty"`                                // CPU the rank last ran on @ident go=CPU
+	MpiLibrary string                 `protobuf:"bytes,5,opt,name=mpi_library,json=mpiLibrary,proto3" json:"mpi_library,omitempty"` // "Open MPI 4.1.4", "MPICH 4.0", ... @ident intern go=MPILibrary
+	Program    string                 `protobuf:"bytes,6,opt,name=program,proto3" json:"program,omitempty"`                         // @ident intern
+	User       string                 `protobuf:"bytes,7,opt,name=user,proto3" json:"user,omitempty"`                               // @ident intern
 	// /proc: CPU seconds and memory in bytes.
-	CpuUserSeconds   float64 `protobuf:"fixed64,10,opt,name=cpu_user_seconds,json=cpuUserSeconds,proto3" json:"cpu_user_seconds,omitempty"`
-	CpuSystemSeconds float64 `protobuf:"fixed64,11,opt,name=cpu_system_seconds,json=cpuSystemSeconds,proto3" json:"cpu_system_seconds,omitempty"`
-	WallSeconds      float64 `protobuf:"fixed64,12,opt,name=wall_seconds,json=wallSeconds,proto3" json:"wall_seconds,omitempty"` // since MPI_Init
-	MpiSeconds       float64 `protobuf:"fixed64,13,opt,name=mpi_seconds,json=mpiSeconds,proto3" json:"mpi_seconds,omitempty"`    // inside MPI calls
-	VmSize           uint64  `protobuf:"varint,14,opt,name=vm_size,json=vmSize,proto3" json:"vm_size,omitempty"`
-	VmPeak           uint64  `protobuf:"varint,15,opt,name=vm_peak,json=vmPeak,proto3" json:"vm_peak,omitempty"`
-	VmRss            uint64  `protobuf:"varint,16,opt,name=vm_rss,json=vmRss,proto3" json:"vm_rss,omitempty"`
-	VmHwm            uint64  `protobuf:"varint,17,opt,name=vm_hwm,json=vmHwm,proto3" json:"vm_hwm,omitempty"`
-	IoReadBytes      uint64  `protobuf:"varint,18,opt,name=io_read_bytes,json=ioReadBytes,proto3" json:"io_read_bytes,omitempty"` // /proc/self/io read_bytes
-	IoWriteBytes     uint64  `protobuf:"varint,19,opt,name=io_write_bytes,json=ioWriteBytes,proto3" json:"io_write_bytes,omitempty"`
-	MpiioReadBytes   uint64  `protobuf:"varint,20,opt,name=mpiio_read_bytes,json=mpiioReadBytes,proto3" json:"mpiio_read_bytes,omitempty"` // MPI-IO
-	MpiioWriteBytes  uint64  `protobuf:"varint,21,opt,name=mpiio_write_bytes,json=mpiioWriteBytes,proto3" json:"mpiio_write_bytes,omitempty"`
+	CpuUserSeconds   float64 `protobuf:"fixed64,10,opt,name=cpu_user_seconds,json=cpuUserSeconds,proto3" json:"cpu_user_seconds,omitempty"`       // @counter go=CPUUser unit=seconds label="CPU time, user" check="CPU time" sample load="0.85 * elapsed"
+	CpuSystemSeconds float64 `protobuf:"fixed64,11,opt,name=cpu_system_seconds,json=cpuSystemSeconds,proto3" json:"cpu_system_seconds,omitempty"` // @counter go=CPUSystem unit=seconds label="CPU time, system" check="CPU time" sample load="0.05 * elapsed"
+	WallSeconds      float64 `protobuf:"fixed64,12,opt,name=wall_seconds,json=wallSeconds,proto3" json:"wall_seconds,omitempty"`                  // since MPI_Init @counter go=Wall unit=seconds label="Wall time" check="wall or MPI time" tolerant load=elapsed
+	MpiSeconds       float64 `protobuf:"fixed64,13,opt,name=mpi_seconds,json=mpiSeconds,proto3" json:"mpi_seconds,omitempty"`                     // inside MPI calls @counter go=MPI unit=seconds label="MPI time" check="wall or MPI time" tolerant clamp sample load="0.1 * elapsed"
+	VmSize           uint64  `protobuf:"varint,14,opt,name=vm_size,json=vmSize,proto3" json:"vm_size,omitempty"`                                  // @gauge go=VmSize unit=bytes label="Virtual memory" sample load="2 << 30"
+	VmPeak           uint64  `protobuf:"varint,15,opt,name=vm_peak,json=vmPeak,proto3" json:"vm_peak,omitempty"`                                  // @gauge go=VmPeak unit=bytes label="Peak virtual memory" load="2 << 30"
+	VmRss            uint64  `protobuf:"varint,16,opt,name=vm_rss,json=vmRss,proto3" json:"vm_rss,omitempty"`                                     // @gauge go=VmRSS unit=bytes label="Resident memory" sample load="1 << 30"
+	VmHwm            uint64  `protobuf:"varint,17,opt,name=vm_hwm,json=vmHwm,proto3" json:"vm_hwm,omitempty"`                                     // @gauge go=VmHWM unit=bytes label="Peak RSS" load="1 << 30"
+	IoReadBytes      uint64  `protobuf:"varint,18,opt,name=io_read_bytes,json=ioReadBytes,proto3" json:"io_read_bytes,omitempty"`                 // /proc/self/io read_bytes @counter go=IORead unit=bytes label="I/O read" check="I/O bytes" sample
+	IoWriteBytes     uint64  `protobuf:"varint,19,opt,name=io_write_bytes,json=ioWriteBytes,proto3" json:"io_write_bytes,omitempty"`              // @counter go=IOWrite unit=bytes label="I/O written" check="I/O bytes" sample
+	MpiioReadBytes   uint64  `protobuf:"varint,20,opt,name=mpiio_read_bytes,json=mpiioReadBytes,proto3" json:"mpiio_read_bytes,omitempty"`        // MPI-IO @counter go=MPIIORead unit=bytes label="MPI-IO read" check="I/O bytes" sample
+	MpiioWriteBytes  uint64  `protobuf:"varint,21,opt,name=mpiio_write_bytes,json=mpiioWriteBytes,proto3" json:"mpiio_write_bytes,omitempty"`     // @counter go=MPIIOWrite unit=bytes label="MPI-IO written" check="I/O bytes" sample
 	// Totals sent, all peers, split by where the peer is.
-	IntraNode        *Traffic `protobuf:"bytes,30,opt,name=intra_node,json=intraNode,proto3" json:"intra_node,omitempty"`
-	InterNode        *Traffic `protobuf:"bytes,31,opt,name=inter_node,json=interNode,proto3" json:"inter_node,omitempty"`
-	DatagramsDropped uint64   `protobuf:"varint,32,opt,name=datagrams_dropped,json=datagramsDropped,proto3" json:"datagrams_dropped,omitempty"` // snapshots the agent could not send
+	IntraNode        *Traffic `protobuf:"bytes,30,opt,name=intra_node,json=intraNode,proto3" json:"intra_node,omitempty"`                       // @counter go=IntraNode label="Sent within the node" check="intra/inter-node traffic" sample
+	InterNode        *Traffic `protobuf:"bytes,31,opt,name=inter_node,json=interNode,proto3" json:"inter_node,omitempty"`                       // @counter go=InterNode label="Sent to other nodes" check="intra/inter-node traffic" sample
+	DatagramsDropped uint64   `protobuf:"varint,32,opt,name=datagrams_dropped,json=datagramsDropped,proto3" json:"datagrams_dropped,omitempty"` // snapshots the agent could not send @counter go=AgentDrops json=agent_datagrams_dropped unit=datagrams label="Agent drops" nocheck
 	// With NETLOOM_TRACE: the folder the rank writes its replay trace to
 	// at MPI_Finalize (rank-N.ti.gz beside the profile), for netloom model.
-	TraceDir      string `protobuf:"bytes,33,opt,name=trace_dir,json=traceDir,proto3" json:"trace_dir,omitempty"`
+	TraceDir      string `protobuf:"bytes,33,opt,name=trace_dir,json=traceDir,proto3" json:"trace_dir,omitempty"` // @skip (the job's, ingest's tracker)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

@@ -17,9 +17,10 @@ import (
 // bytes, strings as a length and bytes):
 //
 //	rank, node, host, pid, cpu, mpi_library, program, user, start_ns, time_ns,
-//	seq, flags (1 final, 2 peers truncated, 4 wait times, 8 region wait times, 16 a GPU section, 32 reorders), cpu_user, cpu_system, wall, mpi,
+//	seq, flags (1 final, 2 peers truncated, 4 wait times, 8 region wait times, 16 a GPU section, 32 reorders,
+//	64 a usage tail), the usage block (appendUsage, generated: cpu_user, cpu_system, wall, mpi,
 //	vm_size, vm_peak, vm_rss, vm_hwm, io_read, io_write, mpiio_read,
-//	mpiio_write, intra_node bytes and msgs, inter_node bytes and msgs, agent_drops,
+//	mpiio_write, intra_node bytes and msgs, inter_node bytes and msgs, agent_drops),
 //	functions: count, then name, calls, time_ns, bytes_sent, bytes_received
 //	(and wait_ns with flag 4),
 //	regions: count, then name, entries, time_ns, mpi_time_ns (and wait_ns
@@ -30,6 +31,8 @@ import (
 //	  classes, histogram (count and bins), monitored (0, or 1 and classes),
 //	with flag 16, the GPU section (appendGPU),
 //	with flag 32, the reorders (appendReorders),
+//	with flag 64, the usage fields declared after the frozen one
+//	  (appendUsageTail, generated), as a length and their protobuf encoding,
 //
 // where classes are a byte saying which of p2p, coll and rma bytes and
 // msgs are not zero, then those. It replaced rows of
@@ -105,15 +108,12 @@ func EncodeProcess(dst []byte, p *store.Process) []byte {
 	if len(p.Reorders) > 0 {
 		flags |= 32 // the reorders after the GPU section (process_reorder.go)
 	}
+	tail := appendUsageTail(nil, &p.ProcessUsage)
+	if len(tail) > 0 {
+		flags |= 64 // the usage fields after the frozen one, last (record.gen.go)
+	}
 	dst = binary.AppendUvarint(dst, flags)
-	for _, f := range [...]float64{p.CPUUser, p.CPUSystem, p.Wall, p.MPI} {
-		dst = appendFloat(dst, f)
-	}
-	for _, v := range [...]uint64{p.VmSize, p.VmPeak, p.VmRSS, p.VmHWM, p.IORead, p.IOWrite, p.MPIIORead, p.MPIIOWrite} {
-		dst = binary.AppendUvarint(dst, v)
-	}
-	dst = appendTraffic(appendTraffic(dst, p.IntraNode), p.InterNode)
-	dst = binary.AppendUvarint(dst, p.AgentDrops)
+	dst = appendUsage(dst, &p.ProcessUsage)
 
 	dst = binary.AppendUvarint(dst, uint64(len(p.Functions)))
 	for i := range p.Functions {
@@ -158,6 +158,10 @@ func EncodeProcess(dst []byte, p *store.Process) []byte {
 	}
 	if len(p.Reorders) > 0 {
 		dst = appendReorders(dst, p.Reorders)
+	}
+	if len(tail) > 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(tail)))
+		dst = append(dst, tail...)
 	}
 	return dst
 }
@@ -285,12 +289,7 @@ func DecodeProcess(b []byte) (store.Process, error) {
 	p.Seq = r.uvarint()
 	flags := r.uvarint()
 	p.Final, p.PeersTruncated = flags&1 != 0, flags&2 != 0
-	p.CPUUser, p.CPUSystem, p.Wall, p.MPI = r.float(), r.float(), r.float(), r.float()
-	for _, v := range [...]*uint64{&p.VmSize, &p.VmPeak, &p.VmRSS, &p.VmHWM, &p.IORead, &p.IOWrite, &p.MPIIORead, &p.MPIIOWrite} {
-		*v = r.uvarint()
-	}
-	p.IntraNode, p.InterNode = r.traffic(), r.traffic()
-	p.AgentDrops = r.uvarint()
+	r.usage(&p.ProcessUsage)
 
 	p.Functions = make([]store.Function, r.count("functions", 5))
 	for i := range p.Functions {
@@ -364,6 +363,11 @@ func DecodeProcess(b []byte) (store.Process, error) {
 	}
 	if flags&32 != 0 && r.err == nil {
 		p.Reorders = r.reorders()
+	}
+	if flags&64 != 0 && r.err == nil {
+		if err := readUsageTail(r.raw(), &p.ProcessUsage); err != nil && r.err == nil {
+			r.err = fmt.Errorf("usage tail: %w", err)
+		}
 	}
 	if r.err == nil && len(r.b) != 0 {
 		r.err = fmt.Errorf("%d bytes after the row", len(r.b))

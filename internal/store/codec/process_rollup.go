@@ -23,13 +23,14 @@ type ProcessRollup struct {
 	ioRead, ioWrite, mpiioRead, mpiioWrite uint64
 	traffic                                store.Classes
 	intra, inter                           store.Traffic
+	extra                                  rollupExtra // the fields declared after the frozen one (record.gen.go)
 }
 
 func (a *ProcessRollup) AddRaw(t int64, x *store.ProcessSample) {
 	b := ProcessRollup{Time: t, span: x.Span, n: 1, cpuUser: x.CPUUser, cpuSystem: x.CPUSystem, mpi: x.MPI, wait: x.Wait,
 		rssSum: x.VmRSS, sizeSum: x.VmSize, rssMax: x.VmRSS, sizeMax: x.VmSize,
 		ioRead: x.IORead, ioWrite: x.IOWrite, mpiioRead: x.MPIIORead, mpiioWrite: x.MPIIOWrite,
-		traffic: x.Traffic, intra: x.IntraNode, inter: x.InterNode}
+		traffic: x.Traffic, intra: x.IntraNode, inter: x.InterNode, extra: rollupExtra{sum: x.SampleExtra}}
 	if x.Span > 0 {
 		b.cpuPeak = (x.CPUUser + x.CPUSystem) / x.Span.Seconds()
 		b.bytesPeak = float64(x.Traffic.Total().Bytes) / x.Span.Seconds()
@@ -49,6 +50,7 @@ func (a *ProcessRollup) Add(b *ProcessRollup) {
 	a.bytesPeak = max(a.bytesPeak, b.bytesPeak)
 	a.rssMax = max(a.rssMax, b.rssMax)
 	a.sizeMax = max(a.sizeMax, b.sizeMax)
+	a.extra.add(&b.extra)
 	sums, more := a.sums(), b.sums()
 	for i, p := range sums {
 		*p = AddSat(*p, *more[i])
@@ -72,6 +74,7 @@ func (a *ProcessRollup) Sample(job string, rank int, width time.Duration) store.
 	if a.n > 0 {
 		x.VmRSS, x.VmSize = a.rssSum/a.n, a.sizeSum/a.n
 	}
+	a.extra.point(&x.SampleExtra, a.n)
 	return x
 }
 
@@ -81,7 +84,10 @@ func (a *ProcessRollup) Sample(job string, rank int, width time.Duration) store.
 // rate peak in bytes per second, the maxima of VmRSS and VmSize, then the
 // sums in the order of ProcessRollup.sums, then, only when not zero, the
 // wait seconds (NETLOOM_WAITS) in microseconds (zig-zag; rollups written
-// before them end with the sums). Rollups are summaries: microseconds
+// before them end with the sums), then, only when one is not zero, the
+// sums of the sampled fields declared after the frozen one
+// (appendSampleTail, generated; the wait is then written even when zero)
+// to the row's end. Rollups are summaries: microseconds
 // are plenty, and keep the row ~30 bytes shorter than float64 bits.
 func EncodeProcessRollup(dst []byte, a *ProcessRollup) []byte {
 	dst = append(dst, formatRollup)
@@ -97,10 +103,11 @@ func EncodeProcessRollup(dst []byte, a *ProcessRollup) []byte {
 	for _, p := range a.sums() {
 		dst = binary.AppendUvarint(dst, *p)
 	}
-	if a.wait != 0 {
+	tail := appendSampleTail(nil, &a.extra.sum)
+	if a.wait != 0 || len(tail) > 0 {
 		dst = binary.AppendUvarint(dst, zigzag(int64(math.Round(clampF(a.wait*1e6)))))
 	}
-	return dst
+	return append(dst, tail...)
 }
 
 // clampF keeps v within what an int64 holds.
@@ -157,8 +164,9 @@ func DecodeProcessRollup(b []byte, t int64) (ProcessRollup, error) {
 		}
 		a.wait = float64(unzigzag(v)) / 1e6
 	}
-	if r.off != len(r.b) {
-		return a, fmt.Errorf("%d trailing bytes", len(r.b)-r.off)
+	// the sums of the sampled fields declared after the frozen one, to the end
+	if err := readSampleTail(r.b[r.off:], &a.extra.sum); err != nil {
+		return a, fmt.Errorf("rollup's tail: %w", err)
 	}
 	return a, nil
 }

@@ -3,6 +3,7 @@ package codec
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -12,7 +13,10 @@ import (
 // EncodeProcessSample and DecodeProcessSample: a process sample is a format byte, then uvarints: span in nanoseconds,
 // the three float64 seconds as their bits, then the byte and message
 // counters in the order of sampleUints, then, only when not zero, the wait
-// seconds (NETLOOM_WAITS) as their bits (rows written before it end there).
+// seconds (NETLOOM_WAITS) as their bits (rows written before it end there),
+// then, only when one is not zero, the sampled fields declared after the
+// frozen one (appendSampleTail, generated; the wait is then written even
+// when zero) to the row's end.
 const formatSample = 0x01
 
 func sampleUints(x *store.ProcessSample) []*uint64 {
@@ -30,10 +34,11 @@ func EncodeProcessSample(dst []byte, x *store.ProcessSample) []byte {
 	for _, v := range sampleUints(x) {
 		dst = binary.AppendUvarint(dst, *v)
 	}
-	if x.Wait != 0 {
+	tail := appendSampleTail(nil, &x.SampleExtra)
+	if x.Wait != 0 || len(tail) > 0 {
 		dst = binary.AppendUvarint(dst, math.Float64bits(x.Wait))
 	}
-	return dst
+	return append(dst, tail...)
 }
 
 func DecodeProcessSample(b []byte) (store.ProcessSample, error) {
@@ -74,8 +79,8 @@ func DecodeProcessSample(b []byte) (store.ProcessSample, error) {
 		}
 		x.Wait = math.Float64frombits(v)
 	}
-	if len(b) > 0 {
-		return x, errors.New("trailing bytes after a process sample")
+	if err := readSampleTail(b, &x.SampleExtra); err != nil {
+		return x, fmt.Errorf("process sample's tail: %w", err)
 	}
 	return x, nil
 }

@@ -19,9 +19,9 @@ import (
 func bigProcess(nodes int) store.Process {
 	p := store.Process{Rank: 4711, Node: "c401-101", Host: "c401-101.stampede", PID: 12345, CPU: -1, MPILibrary: "Open MPI 4.1.4",
 		Program: "a.out", User: "alice", Start: storetest.T0, Time: storetest.T0.Add(90 * time.Second), Seq: 3, Final: true,
-		CPUUser: 88.5, CPUSystem: 1.25, Wall: 90, MPI: 40.125, VmSize: 1 << 32, VmPeak: 1 << 33, VmRSS: 1 << 30, VmHWM: 3 << 29,
-		IORead: 7, IOWrite: 1 << 40, MPIIORead: 0, MPIIOWrite: 99, IntraNode: store.Traffic{Bytes: 1e9, Msgs: 1e5},
-		InterNode: store.Traffic{Bytes: 5e10, Msgs: 3e6}, AgentDrops: 2, PeersTruncated: true,
+		ProcessUsage: store.ProcessUsage{CPUUser: 88.5, CPUSystem: 1.25, Wall: 90, MPI: 40.125, VmSize: 1 << 32, VmPeak: 1 << 33, VmRSS: 1 << 30, VmHWM: 3 << 29,
+			IORead: 7, IOWrite: 1 << 40, MPIIORead: 0, MPIIOWrite: 99, IntraNode: store.Traffic{Bytes: 1e9, Msgs: 1e5},
+			InterNode: store.Traffic{Bytes: 5e10, Msgs: 3e6}, AgentDrops: 2}, PeersTruncated: true,
 		Functions: []store.Function{{Name: "MPI_Alltoall", Calls: 90, TimeNS: 4e10, BytesSent: 5e10, BytesReceived: 5e10}, {Name: "MPI_Barrier", Calls: 3}},
 		Regions:   []store.Region{{Name: "solve", Entries: 9, TimeNS: 8e10, MPITimeNS: 4e10, Classes: store.Classes{Coll: store.Traffic{Bytes: 5e10, Msgs: 9e4}}}},
 	}

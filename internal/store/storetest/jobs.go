@@ -21,7 +21,7 @@ func Job(id string, n int, start time.Time, state string) *store.Job {
 	for i := range n {
 		b := uint64(i+1) * 1000
 		p := store.Process{Rank: i, Node: fmt.Sprintf("node%d", i%2), Host: "h", PID: uint32(100 + i), Start: start,
-			Time: start.Add(time.Minute), Seq: 3, CPUUser: 1.5, Wall: 60, MPI: 0.25, VmRSS: 1 << 20,
+			Time: start.Add(time.Minute), Seq: 3, ProcessUsage: store.ProcessUsage{CPUUser: 1.5, Wall: 60, MPI: 0.25, VmRSS: 1 << 20},
 			Functions: []store.Function{{Name: "MPI_Send", Calls: 1, TimeNS: 500, BytesSent: b}},
 			Regions:   []store.Region{{Name: "solve", Entries: 1, TimeNS: 1e9}},
 			ToNodes:   store.NewNodeRows([]store.NodeTraffic{{Node: fmt.Sprintf("node%d", (i+1)%2), Classes: store.Classes{P2P: store.Traffic{Bytes: b, Msgs: 1}}}}),

@@ -1,10 +1,10 @@
 // Types of the MPI job endpoints (docs/api.md, "Jobs").
 import { get } from "../api";
+import type { ProcessUsage, Traffic } from "./record.gen";
 
-export interface Traffic {
-  bytes: number;
-  msgs: number;
-}
+// The agent's per-process record, generated from agent.proto (record.gen.ts).
+export type { ProcessUsage, Traffic } from "./record.gen";
+export { processUsageFields } from "./record.gen";
 
 export interface Classes {
   p2p: Traffic;
@@ -56,7 +56,9 @@ export interface JobList {
   jobs: JobSummary[];
 }
 
-export interface ProcessView {
+/** One rank: who it is, its ratios, and every counter and gauge of its
+ * process block (ProcessUsage). */
+export interface ProcessView extends ProcessUsage {
   rank: number;
   node: string;
   host: string;
@@ -66,21 +68,9 @@ export interface ProcessView {
   seq: number;
   final: boolean;
   cpu_percent: number;
-  cpu_user_seconds: number;
-  cpu_system_seconds: number;
-  wall_seconds: number;
-  mpi_seconds: number;
   mpi_percent: number;
-  vm_size: number;
-  vm_peak: number;
-  vm_rss: number;
-  vm_hwm: number;
-  io_read_bytes: number;
-  io_write_bytes: number;
   traffic: Classes;
   total: Traffic;
-  intra_node: Traffic;
-  inter_node: Traffic;
   /** netloom_reorder calls the rank took part in (docs/reorder.md); absent when none. */
   reorders?: RankReorder[];
 }
