@@ -2,6 +2,7 @@
 // start (loading and empty states included) so pages never jump.
 import uPlot from "uplot";
 import { h } from "./dom";
+import { onThemeChange, themeColor } from "./theme";
 import { clock, dateOf, formatTime, zone, zoneName } from "./time";
 
 export interface Line {
@@ -53,11 +54,6 @@ function textWidth(s: string, font = AXIS_FONT): number {
   return measurer.measureText(s).width;
 }
 
-/** A colour of the page's theme (a CSS variable), for what is drawn on canvas. */
-export function themeColor(name: string, fallback: string): string {
-  return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || fallback;
-}
-
 /** Whole-number steps (1, 2, 5, 10, ...) for an axis of integer counts. */
 const INTEGER_INCRS = Array.from({ length: 16 }, (_, k) => [1, 2, 5].map((m) => m * 10 ** k)).flat();
 
@@ -104,8 +100,9 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
   // Counters (every value a whole number) tick at whole numbers only.
   const integer = spec.lines.every((l) => l.values.every((v) => v == null || Number.isInteger(v)));
   const unit = spec.unit ?? unitOf(spec.format);
-  const muted = themeColor("--muted", "#64748b");
-  const line = themeColor("--line", "#e2e8f0");
+  const axis = themeColor("chart-axis") || "#64748b";
+  const grid = themeColor("chart-grid") || "#eef2f7";
+  const tick = themeColor("chart-tick") || "#e2e8f0";
   const z = zone();
   const opts: uPlot.Options = {
     width,
@@ -121,11 +118,11 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
     },
     axes: [
       {
-        stroke: muted,
+        stroke: axis,
         font: AXIS_FONT,
         labelFont: LABEL_FONT,
-        grid: { stroke: line },
-        ticks: { stroke: line },
+        grid: { stroke: grid },
+        ticks: { stroke: tick },
         // Two lines (time, date); ticks no closer than the widest label.
         size: 50,
         space: Math.ceil(textWidth("2026-12-31")) + 24,
@@ -136,11 +133,11 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
         labelGap: 0,
       },
       {
-        stroke: muted,
+        stroke: axis,
         font: AXIS_FONT,
         labelFont: LABEL_FONT,
-        grid: { stroke: line },
-        ticks: { stroke: line },
+        grid: { stroke: grid },
+        ticks: { stroke: tick },
         ...(integer ? { incrs: INTEGER_INCRS } : {}),
         // As wide as the widest label, so none is cut.
         size: (_u, values) => Math.ceil(Math.max(24, ...(values ?? []).map((v) => textWidth(String(v ?? ""))))) + 18,
@@ -174,7 +171,11 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
     if (w > 0 && Math.abs(w - plot.width) > 4) plot.setSize({ width: w, height: height - 8 });
   });
   ro.observe(body);
+  // A change of theme draws the chart again in its colours.
+  const themed = new AbortController();
+  onThemeChange(() => drawChart(frame, spec, signal), themed.signal);
   const cleanup = () => {
+    themed.abort();
     ro.disconnect();
     plot.destroy();
     cleanups.delete(frame);

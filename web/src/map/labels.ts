@@ -6,6 +6,7 @@
 // switches from the top level down, then hosts. Each label has a halo of
 // the map's background so it reads over links.
 import type Sigma from "sigma";
+import type { NodeLabelDrawingFunction } from "sigma/rendering";
 import { MAP_THEME } from "./colors";
 
 /** A label as drawn, in the map's viewport pixels. */
@@ -33,39 +34,47 @@ const FONT = `${FONT_SIZE}px system-ui, -apple-system, sans-serif`;
 const MAX_LABELS = 400;
 const MAX_CHARS = 28;
 
-/** Hooks the labels into renderer: rank(key) orders them (lower first).
- * Returns the labels of the last frame. */
-export function tieredLabels(renderer: Sigma, rank: (key: string, forced: boolean) => number): () => DrawnLabel[] {
+/** The labels' two halves: drawLabel, sigma's defaultDrawNodeLabel
+ * setting (given when the renderer is made: setting it later would drop
+ * sigma's indices until the next frame), which collects sigma's proposals,
+ * and attach(renderer), which draws them after each frame and returns the
+ * labels of the last frame. rank(key, forced) orders them (lower first). */
+export function tieredLabels(rank: (key: string, forced: boolean) => number): {
+  drawLabel: NodeLabelDrawingFunction;
+  attach: (renderer: Sigma) => () => DrawnLabel[];
+} {
   let candidates: Candidate[] = [];
   let drawn: DrawnLabel[] = [];
-  // Sigma calls this for each label it proposes; nothing is drawn yet.
-  renderer.setSetting("defaultDrawNodeLabel", (_ctx, data) => {
+  const drawLabel: NodeLabelDrawingFunction = (_ctx, data) => {
     if (!data.label) return;
     const text = data.label.length > MAX_CHARS ? data.label.slice(0, MAX_CHARS - 1) + "…" : data.label;
     candidates.push({ key: data.key, text, x: data.x, y: data.y, size: data.size, rank: rank(data.key, data.forceLabel === true) });
-  });
-  renderer.on("beforeRender", () => (candidates = []));
-  renderer.on("afterRender", () => {
-    const ctx = renderer.getCanvases().labels?.getContext("2d");
-    if (!ctx) return;
-    candidates.sort((a, b) => a.rank - b.rank || b.size - a.size);
-    ctx.font = FONT;
-    ctx.textBaseline = "alphabetic";
-    ctx.lineJoin = "round";
-    ctx.lineWidth = 3;
-    ctx.strokeStyle = MAP_THEME.bg;
-    ctx.fillStyle = MAP_THEME.label;
-    drawn = [];
-    for (const c of candidates) {
-      if (drawn.length >= MAX_LABELS) break;
-      const w = ctx.measureText(c.text).width;
-      const box = { key: c.key, text: c.text, x: c.x + c.size + 3, y: c.y - FONT_SIZE * 0.75, w, h: FONT_SIZE + 2 };
-      if (drawn.some((d) => box.x < d.x + d.w + 2 && d.x < box.x + box.w + 2 && box.y < d.y + d.h && d.y < box.y + box.h)) continue;
-      const baseline = c.y + FONT_SIZE / 3;
-      ctx.strokeText(c.text, box.x, baseline);
-      ctx.fillText(c.text, box.x, baseline);
-      drawn.push(box);
-    }
-  });
-  return () => drawn;
+  };
+  const attach = (renderer: Sigma) => {
+    renderer.on("beforeRender", () => (candidates = []));
+    renderer.on("afterRender", () => {
+      const ctx = renderer.getCanvases().labels?.getContext("2d");
+      if (!ctx) return;
+      candidates.sort((a, b) => a.rank - b.rank || b.size - a.size);
+      ctx.font = FONT;
+      ctx.textBaseline = "alphabetic";
+      ctx.lineJoin = "round";
+      ctx.lineWidth = 3;
+      ctx.strokeStyle = MAP_THEME.bg;
+      ctx.fillStyle = MAP_THEME.label;
+      drawn = [];
+      for (const c of candidates) {
+        if (drawn.length >= MAX_LABELS) break;
+        const w = ctx.measureText(c.text).width;
+        const box = { key: c.key, text: c.text, x: c.x + c.size + 3, y: c.y - FONT_SIZE * 0.75, w, h: FONT_SIZE + 2 };
+        if (drawn.some((d) => box.x < d.x + d.w + 2 && d.x < box.x + box.w + 2 && box.y < d.y + d.h && d.y < box.y + box.h)) continue;
+        const baseline = c.y + FONT_SIZE / 3;
+        ctx.strokeText(c.text, box.x, baseline);
+        ctx.fillText(c.text, box.x, baseline);
+        drawn.push(box);
+      }
+    });
+    return () => drawn;
+  };
+  return { drawLabel, attach };
 }

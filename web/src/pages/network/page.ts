@@ -18,6 +18,7 @@ import { onSweep, onTopology } from "../../live";
 import type { PageContext } from "../../router";
 import { render } from "../../router";
 import { readMapTheme } from "../../map/colors";
+import { onThemeChange } from "../../theme";
 import { atParams, readTime } from "../../time";
 import { exposeMap } from "./debug";
 import { mapGraph, normalizeLayout } from "./graph";
@@ -62,16 +63,12 @@ export async function networkPage(ctx: PageContext): Promise<void> {
   interact(g, st, renderer, bar, container, t);
   const select = mapSearch(g, st, renderer, bar, t);
   exposeMap(g, st, renderer, jobId);
-  // The theme changed (theme.ts): its colours for the nodes, labels and legend.
-  window.addEventListener(
-    "netloom:theme",
-    () => {
-      readMapTheme();
-      bar.repaint();
-      renderer.refresh();
-    },
-    { signal },
-  );
+  // The theme changed: its colours for the nodes, labels and legend.
+  onThemeChange(() => {
+    readMapTheme();
+    bar.repaint();
+    renderer.refresh();
+  }, signal);
 
   // First frame: the whole map with whatever colours have arrived.
   apply = recolor;

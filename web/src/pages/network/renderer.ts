@@ -24,7 +24,16 @@ export function mapRenderer(g: MapGraph, st: MapState, container: HTMLElement): 
   const few = g.n <= FEW_NODES;
   let topLevel = 0;
   for (let i = 0; i < g.n; i++) topLevel = Math.max(topLevel, layout.level[i]!);
+  // Labels asked for first (the selection, a job's hosts), then switches
+  // from the top level down, then leaf groups, then hosts.
+  const labels = tieredLabels((key, forced) => {
+    if (forced) return 0;
+    if (key.charCodeAt(0) === 103 /* g */) return topLevel + 2;
+    const i = Number(key);
+    return layout.type[i] === 1 ? 1 + topLevel - layout.level[i]! : topLevel + 3;
+  });
   const renderer = new Sigma(g.graph, container, {
+    defaultDrawNodeLabel: labels.drawLabel,
     defaultEdgeType: "halves",
     edgeProgramClasses: { halves: HalfEdgeProgram },
     enableEdgeEvents: true,
@@ -88,14 +97,7 @@ export function mapRenderer(g: MapGraph, st: MapState, container: HTMLElement): 
       return out as typeof data;
     },
   });
-  // Labels asked for first (the selection, a job's hosts), then switches
-  // from the top level down, then leaf groups, then hosts.
-  st.labels = tieredLabels(renderer, (key, forced) => {
-    if (forced) return 0;
-    if (key.charCodeAt(0) === 103 /* g */) return topLevel + 2;
-    const i = Number(key);
-    return layout.type[i] === 1 ? 1 + topLevel - layout.level[i]! : topLevel + 3;
-  });
+  st.labels = labels.attach(renderer);
   return renderer;
 }
 
