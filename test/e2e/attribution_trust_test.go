@@ -431,6 +431,7 @@ func TestAttributionTrust(t *testing.T) {
 		if 100*n5Counted >= sent {
 			t.Fatalf("perfquery: n5's link counted %d bytes while the jobs sent %d through it; the test needs flat counters", n5Counted, sent)
 		}
+		t.Logf("perfquery: n5's link counted %d bytes while the jobs sent %d through it", n5Counted, sent)
 		for _, id := range []string{seq[1], seq[2], idD, idE} {
 			w := why(id, "")
 			for _, l := range w.Links {
