@@ -30,12 +30,13 @@ func (s *Server) ServeConnections(conns func(job string, limit int) (flowjobs.Jo
 			QP      uint32 `json:"qp,omitempty"`
 			SrcRank int    `json:"src_rank"`
 			DstRank int    `json:"dst_rank"`
+			Current bool   `json:"current"`
 		}
 		out := []connJSON{}
 		for _, c := range jc.Conns {
 			k := c.Key
 			cj := connJSON{Kind: "tcp", Src: netip.AddrPortFrom(k.Src, k.SrcPort).String(), Dst: netip.AddrPortFrom(k.Dst, k.DstPort).String(),
-				SrcRank: c.SrcRank, DstRank: c.DstRank}
+				SrcRank: c.SrcRank, DstRank: c.DstRank, Current: c.Current}
 			if k.Proto != 6 {
 				cj.Kind, cj.Src, cj.QP = "roce", k.Src.String(), k.QP
 			}

@@ -29,8 +29,9 @@ type Match struct {
 	User string // the job's owner as ingest knows it ("" when no datagram named one)
 	// SrcRank is the world rank at the flow key's Src end, DstRank at its
 	// Dst end; -1 where that end is no rank of the job that has reported
-	// it: a launcher's daemon (orted, hydra_pmi_proxy), mpirun, a process
-	// without the agent, or a rank whose snapshot has not come yet.
+	// it (a launcher's daemon, mpirun, a process without the agent, or a
+	// rank whose snapshot has not come yet), or a socket several ranks
+	// hold (inherited from the launcher).
 	SrcRank, DstRank int
 }
 
@@ -71,12 +72,30 @@ type run struct {
 	job, user  string
 	start, end time.Time // end zero: running
 	keys       []sflow.FlowKey
+	// last is each rank's latest report (unix ns): the connections it
+	// named are the ones it holds now.
+	last map[int]int64
 }
 
-// end is one run's view of a flow key: the ranks at its two ends.
+// end is one run's view of a flow key: the ranks at its two ends, and
+// whether more than one rank reported an end (a socket they share).
 type end struct {
-	run      *run
-	src, dst int
+	run                  *run
+	src, dst             int
+	srcShared, dstShared bool
+	// the latest report that named each end: its time (unix ns) and rank
+	seen [2]int64
+	by   [2]int
+}
+
+// current says whether a rank's latest report still named the key.
+func (e *end) current() bool {
+	for i := range 2 {
+		if t, ok := e.run.last[e.by[i]]; ok && t == e.seen[i] {
+			return true
+		}
+	}
+	return false
 }
 
 // New makes an empty index.
@@ -127,9 +146,14 @@ func (x *Index) Report(r ingest.ConnReport) {
 		ru = nil // a new launch under the job's id; the old run stays until pruned
 	}
 	if ru == nil {
-		ru = &run{job: r.Job, user: r.User, start: r.Start}
+		if len(r.Conns) == 0 {
+			return // nothing to hold: a job that has no connections (yet)
+		}
+		ru = &run{job: r.Job, user: r.User, start: r.Start, last: map[int]int64{}}
 		x.runs[r.Job] = ru
 	}
+	at := r.At.UnixNano()
+	ru.last[r.Rank] = at
 	if r.Start.Before(ru.start) {
 		ru.start = r.Start
 	}
@@ -141,13 +165,14 @@ func (x *Index) Report(r ingest.ConnReport) {
 		if !ok {
 			continue
 		}
-		x.side(ru, out, r.Rank, true)
-		x.side(ru, in, r.Rank, false)
+		x.side(ru, out, r.Rank, 0, at)
+		x.side(ru, in, r.Rank, 1, at)
 	}
 }
 
-// side records that rank is at k's source end (src) or its destination.
-func (x *Index) side(ru *run, k sflow.FlowKey, rank int, src bool) {
+// side records that rank is at k's source end (i 0) or its destination
+// (1), as its report of time at said.
+func (x *Index) side(ru *run, k sflow.FlowKey, rank, i int, at int64) {
 	k = norm(k)
 	var e *end
 	for _, o := range x.keys[k] {
@@ -161,15 +186,30 @@ func (x *Index) side(ru *run, k sflow.FlowKey, rank int, src bool) {
 			x.refused++
 			return
 		}
-		e = &end{run: ru, src: -1, dst: -1}
+		e = &end{run: ru, src: -1, dst: -1, by: [2]int{-1, -1}}
 		x.keys[k] = append(x.keys[k], e)
 		ru.keys = append(ru.keys, k)
 		x.nkeys++
 	}
-	if src {
-		e.src = rank
+	e.seen[i], e.by[i] = at, rank
+	if i == 0 {
+		claim(&e.src, &e.srcShared, rank)
 	} else {
-		e.dst = rank
+		claim(&e.dst, &e.dstShared, rank)
+	}
+}
+
+// claim makes rank the one at an end, unless another rank reported it
+// too: a socket that several processes hold (inherited from the
+// launcher's daemon, as Hydra's proxy passes its connection to mpiexec on
+// to the ranks it starts) is no one rank's.
+func claim(at *int, shared *bool, rank int) {
+	switch {
+	case *shared || *at == rank:
+	case *at == -1:
+		*at = rank
+	default:
+		*at, *shared = -1, true
 	}
 }
 
@@ -217,7 +257,10 @@ func (x *Index) Lookup(k sflow.FlowKey, at time.Time) (Match, bool) {
 // direction (each carries the receiving end's queue pair).
 type Conn struct {
 	Key              sflow.FlowKey
-	SrcRank, DstRank int // -1: no rank of the job reported that end
+	SrcRank, DstRank int // -1: no rank of the job reported that end, or several did
+	// Current: a rank's latest report named it (a connection since closed
+	// is kept for the samples of its time).
+	Current bool
 }
 
 // JobConns is a job's latest run and its connections.
@@ -244,7 +287,7 @@ func (x *Index) Connections(job string, limit int) (JobConns, bool) {
 		}
 		for _, e := range x.keys[k] {
 			if e.run == ru {
-				out.Conns = append(out.Conns, Conn{Key: k, SrcRank: e.src, DstRank: e.dst})
+				out.Conns = append(out.Conns, Conn{Key: k, SrcRank: e.src, DstRank: e.dst, Current: e.current()})
 			}
 		}
 	}

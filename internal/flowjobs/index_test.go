@@ -77,7 +77,7 @@ func TestPairs(t *testing.T) {
 	}
 	// Listed once a connection, from the end that sorts first.
 	jc, ok := x.Connections("j1", 10)
-	want := []Conn{{key("10.0.1.1:5000", "10.0.1.1:40001"), -1, 0}, {key("10.0.1.1:40000", "10.0.3.1:1024"), 0, 1}}
+	want := []Conn{{key("10.0.1.1:5000", "10.0.1.1:40001"), -1, 0, true}, {key("10.0.1.1:40000", "10.0.3.1:1024"), 0, 1, true}}
 	if !ok || jc.Total != 2 || jc.User != "alice" || !jc.Start.Equal(t0) || !jc.End.IsZero() || !slices.Equal(jc.Conns, want) {
 		t.Errorf("connections %+v %v, want %+v", jc, ok, want)
 	}
@@ -86,6 +86,47 @@ func TestPairs(t *testing.T) {
 	}
 	if _, ok := x.Connections("j2", 10); ok {
 		t.Error("connections of a job never reported")
+	}
+	// Rank 0's next report lacks the connection to its launcher: it was
+	// closed, no longer current, and still matches samples of its time.
+	x.Report(ingest.ConnReport{Job: "j1", Rank: 0, Start: t0, At: t0.Add(3 * time.Second),
+		Conns: []ingest.Conn{tcp("10.0.1.1:40000", "10.0.3.1:1024")}})
+	want[0].Current = false
+	if jc, _ := x.Connections("j1", 10); !slices.Equal(jc.Conns, want) {
+		t.Errorf("after rank 0's connection to 5000 closed: %+v, want %+v", jc.Conns, want)
+	}
+	if _, ok := x.Lookup(key("10.0.1.1:40001", "10.0.1.1:5000"), t0.Add(time.Second)); !ok {
+		t.Error("a closed connection no longer matches samples of its time")
+	}
+	// A report with none: rank 1's connection is still rank 0's.
+	x.Report(ingest.ConnReport{Job: "j1", Rank: 1, Start: t0, At: t0.Add(4 * time.Second)})
+	if jc, _ := x.Connections("j1", 10); !jc.Conns[1].Current {
+		t.Errorf("a connection rank 0 still reports: %+v", jc.Conns)
+	}
+	x.Report(ingest.ConnReport{Job: "j1", Rank: 0, Start: t0, At: t0.Add(5 * time.Second)})
+	if jc, _ := x.Connections("j1", 10); jc.Conns[1].Current {
+		t.Errorf("a connection neither rank reports: %+v", jc.Conns)
+	}
+	x.Report(ingest.ConnReport{Job: "j3", Rank: 0, Start: t0, At: t0})
+	if _, ok := x.Connections("j3", 10); ok {
+		t.Error("a job whose ranks reported no connection is held")
+	}
+}
+
+// TestShared: a socket two ranks both report (inherited from their
+// launcher's proxy) is neither's; the other end stays known.
+func TestShared(t *testing.T) {
+	x := New(Options{})
+	c := []ingest.Conn{tcp("10.0.1.1:47674", "10.0.0.1:36995")}
+	for _, r := range []int{0, 1, 0} {
+		x.Report(ingest.ConnReport{Job: "j", Rank: r, Start: t0, At: t0, Conns: c})
+	}
+	if m, ok := x.Lookup(key("10.0.1.1:47674", "10.0.0.1:36995"), t0); !ok || m.SrcRank != -1 || m.DstRank != -1 {
+		t.Errorf("a socket ranks 0 and 1 hold: %+v %v", m, ok)
+	}
+	x.Report(ingest.ConnReport{Job: "j", Rank: 2, Start: t0, At: t0, Conns: []ingest.Conn{tcp("10.0.0.1:36995", "10.0.1.1:47674")}})
+	if m, _ := x.Lookup(key("10.0.0.1:36995", "10.0.1.1:47674"), t0); m.SrcRank != 2 || m.DstRank != -1 {
+		t.Errorf("its far end reported by rank 2: %+v", m)
 	}
 }
 

@@ -132,9 +132,10 @@ func TestTrackerConnections(t *testing.T) {
 		}
 	}
 	add(withConns(snapshot("j", 0, 2, 0, false)))
-	add(snapshot("j", 1, 2, 0, false)) // none: nothing handed on
-	if len(got) != 1 || got[0].Job != "j" || got[0].User != "alice" || got[0].Rank != 0 || len(got[0].Conns) != 4 ||
-		!got[0].Truncated || !got[0].Start.Equal(t0) || !got[0].At.Equal(t0.Add(5*time.Second)) {
+	add(snapshot("j", 1, 2, 0, false)) // none: handed on too (any it had are closed)
+	if len(got) != 2 || got[0].Job != "j" || got[0].User != "alice" || got[0].Rank != 0 || len(got[0].Conns) != 4 ||
+		!got[0].Truncated || !got[0].Start.Equal(t0) || !got[0].At.Equal(t0.Add(5*time.Second)) ||
+		got[1].Rank != 1 || len(got[1].Conns) != 0 || got[1].Truncated {
 		t.Fatalf("reports %+v", got)
 	}
 	if len(ended) != 0 {
@@ -142,7 +143,7 @@ func TestTrackerConnections(t *testing.T) {
 	}
 	add(withConns(snapshot("j", 0, 2, 1, true)))
 	add(snapshot("j", 1, 2, 1, true))
-	if len(got) != 2 || len(ended) != 1 || ended[0] != "j "+t0.Add(10*time.Second).Format(time.RFC3339) {
+	if len(got) != 4 || len(ended) != 1 || ended[0] != "j "+t0.Add(10*time.Second).Format(time.RFC3339) {
 		t.Errorf("after the finals: %d reports, ended %v", len(got), ended)
 	}
 }

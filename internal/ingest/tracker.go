@@ -87,8 +87,9 @@ type Options struct {
 	// dropped too (its agent sends again). Called from Add for a job not
 	// live, so never for most datagrams.
 	PastOwner func(job string) (string, error)
-	// Connections, when set, receives the network connections a rank's
-	// snapshot carried (chunk 0, decode_conn.go), and JobEnded each job's
+	// Connections, when set, receives the network connections each
+	// rank's snapshot carried (chunk 0, decode_conn.go; none too: those it
+	// held before are closed), and JobEnded each job's
 	// end (every rank final, or timed out; by the agents' clocks): the
 	// daemon's flows-to-jobs index (internal/flowjobs). Called from Add
 	// and Tick; a report's Conns are the datagram's own, not to be kept.
@@ -332,7 +333,7 @@ func (t *Tracker) add(it Item) error {
 		t.opt.Admit.transfer("", user)
 		j.owner = user
 	}
-	if d.Chunk == 0 && t.opt.Connections != nil && (len(d.conns.list) > 0 || d.conns.truncated) {
+	if d.Chunk == 0 && t.opt.Connections != nil {
 		t.opt.Connections(d.conns.report(d, j.owner))
 	}
 	p.got[d.Chunk/64] |= 1 << (d.Chunk % 64)
