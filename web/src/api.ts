@@ -119,6 +119,9 @@ export interface Link {
   id: string;
   a: PortRef;
   b: PortRef;
+  /** The ends' port names where the fabric gives them (Ethernet: "swp1"). */
+  a_name?: string;
+  b_name?: string;
   width: string;
   speed: string;
   state: string;
@@ -133,6 +136,8 @@ export interface FabricNode {
   ports: number;
   /** The node's fabric, in a view of several (docs/postgres.md). */
   fabric?: string;
+  /** Port names by port number where the fabric gives them ("" where none). */
+  port_names?: string[];
 }
 
 export interface Direction {
@@ -140,6 +145,8 @@ export interface Direction {
   to: PortRef;
   from_description: string;
   to_description: string;
+  from_name?: string;
+  to_name?: string;
   bytes_per_second: number;
   utilization_pct: number;
   xmit_wait: number;
@@ -190,10 +197,13 @@ export interface LinkRoutes {
 
 export interface NodePort {
   port: number;
+  /** The port's name where the fabric gives one (Ethernet: "swp1"). */
+  name?: string;
   lid?: number;
   link?: Link;
   peer?: PortRef;
   peer_description?: string;
+  peer_name?: string;
   rates?: Record<string, number>;
   unreachable?: boolean;
   /** The link's other end's latest rates, when that end was read. */
@@ -227,8 +237,10 @@ export interface FabricEvent {
 export interface ErrorPort {
   port: PortRef;
   node: string;
+  port_name?: string;
   peer?: PortRef;
   peer_node?: string;
+  peer_name?: string;
   link?: string;
   total: number;
   counters: Record<string, number>;

@@ -57,3 +57,9 @@ export function compact(n: number): string {
   if (!Number.isFinite(n)) return "–";
   return n.toLocaleString("en-US", { notation: "compact", maximumFractionDigits: 1 });
 }
+
+/** A count with its noun in the number it takes: "1 port", "2 ports",
+ * "1,024 rows"; many is the plural where it is not noun + "s". */
+export function plural(n: number, noun: string, many = `${noun}s`): string {
+  return `${count(n)} ${n === 1 ? noun : many}`;
+}

@@ -1,6 +1,7 @@
 // A sortable, paged table. Sorting is by column key; the sort and page
 // live in the URL (sort=key, dir=asc|desc, page=N) so a view can be shared.
 import { h } from "./dom";
+import { plural } from "./format";
 import { setQuery } from "./router";
 
 export interface Column<T> {
@@ -87,10 +88,10 @@ export function table<T>(opt: TableOptions<T>): HTMLElement {
             "div",
             { class: "pager" },
             h("button", { type: "button", class: "btn", disabled: page === 0, onclick: () => ((page = Math.max(0, page - 1)), save(), draw()) }, "‹ Previous"),
-            h("span", {}, `Page ${page + 1} of ${pages} · ${rows.length} rows`),
+            h("span", {}, `Page ${page + 1} of ${pages} · ${plural(rows.length, "row")}`),
             h("button", { type: "button", class: "btn", disabled: page >= pages - 1, onclick: () => ((page = Math.min(pages - 1, page + 1)), save(), draw()) }, "Next ›"),
           )
-        : h("div", { class: "pager" }, h("span", {}, `${rows.length} rows`));
+        : h("div", { class: "pager" }, h("span", {}, plural(rows.length, "row")));
     wrap.replaceChildren(h("table", { class: "data", "aria-label": opt.label }, h("thead", {}, head), h("tbody", {}, ...body)), pager);
   };
   const save = () => {

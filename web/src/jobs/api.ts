@@ -218,6 +218,8 @@ export interface LinkRef {
   id: string;
   a: { guid: string; port: number };
   b: { guid: string; port: number };
+  a_name?: string;
+  b_name?: string;
   capacity_bytes_per_second: number;
 }
 

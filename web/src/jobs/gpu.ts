@@ -29,7 +29,7 @@ export function buffersView(b: GpuBuffers): HTMLElement {
   const note = h(
     "p",
     { class: "panel-note gpu-source" },
-    `Source: ${b.source}; ${fmt.count(b.probed_ranks)} of ${fmt.count(b.ranks)} ranks probed. `,
+    `Source: ${b.source}; ${fmt.count(b.probed_ranks)} of ${fmt.plural(b.ranks, "rank")} probed. `,
     "H is host memory (pageable or pinned), D device or managed memory; a path is the sender's memory → the receiver's. ",
     "Point-to-point messages. Exact: both sides counted the same messages and bytes and one side used one kind of memory, so the other side's split is the paths'. ",
     "Mixed: both sides used both kinds, so the paths are not determined — H->? and D->? give the sender's count, ?->H and ?->D the receiver's, of the same messages. Counts differ: the two sides did not count the same messages and bytes (a receive posted larger than its message, or in flight), so the paths are not determined either. ",

@@ -76,7 +76,7 @@ export function heatmap(title: string): Heatmap {
     const what = m!.level === "rank" ? "rank" : "node";
     return lo === hi ? `${what} ${name(lo)}` : `${what}s ${name(lo)}–${name(hi)}`;
   };
-  const valueText = (v: number) => (m!.metric === "bytes" ? `${fmt.bytes(v)} (${fmt.count(v)} bytes)` : `${fmt.count(v)} messages`);
+  const valueText = (v: number) => (m!.metric === "bytes" ? `${fmt.bytes(v)} (${fmt.count(v)} bytes)` : fmt.plural(v, "message"));
   const describeCell = (r: number, c: number) => `${label(r)} → ${label(c)}: ${valueText(agg[r * grid + c]!)}`;
 
   const show = (r: number, c: number, x?: number, y?: number) => {

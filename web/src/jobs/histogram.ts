@@ -48,8 +48,8 @@ export function histogramBars(counts: number[], mins: number[], emptyText: strin
   }
   return h(
     "div",
-    { class: "histo", role: "img", "aria-label": `Message sizes: ${fmt.count(total)} messages` },
+    { class: "histo", role: "img", "aria-label": `Message sizes: ${fmt.plural(total, "message")}` },
     h("div", { class: "histo-bars" }, ...bars),
-    h("div", { class: "histo-axis" }, `message size (lower edge of each power-of-two bin) · ${fmt.count(total)} messages`),
+    h("div", { class: "histo-axis" }, `message size (lower edge of each power-of-two bin) · ${fmt.plural(total, "message")}`),
   );
 }

@@ -5,6 +5,7 @@
 import { get } from "../api";
 import { h, link, loading } from "../dom";
 import * as fmt from "../format";
+import { dirLabel } from "../ports";
 import { setQuery } from "../router";
 import { table } from "../table";
 import type { TimeView } from "../time";
@@ -116,7 +117,7 @@ export function linkJobs(linkId: string, t: TimeView, signal: AbortSignal): { el
         h(
           "div",
           { class: "card", "data-from": `${d.from.guid}:${d.from.port}` },
-          h("div", { class: "card-title" }, `${d.from_description}:${d.from.port} → ${d.to_description}:${d.to.port}`),
+          h("div", { class: "card-title" }, dirLabel(d, r.link)),
           h(
             "div",
             { class: "metrics" },

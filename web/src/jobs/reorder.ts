@@ -40,7 +40,7 @@ export function reorderView(rs: JobReorder[]): HTMLElement {
       const cut = r.inter_node_before > 0 ? 100 * (1 - r.inter_node_after / r.inter_node_before) : 0;
       const how =
         r.method === "scotch"
-          ? `Scotch's order: ${r.moved} of ${r.ranks} ranks moved`
+          ? `Scotch's order: ${r.moved} of ${fmt.plural(r.ranks, "rank")} moved`
           : "order kept: nothing to gain";
       const moves = [...r.moves].sort((a, b) => a.rank - b.rank);
       return h(
@@ -50,14 +50,14 @@ export function reorderView(rs: JobReorder[]): HTMLElement {
           "p",
           {},
           h("strong", {}, fmt.time(r.time)),
-          ` · ${r.comm_world ? "MPI_COMM_WORLD" : "a communicator"} of ${r.ranks} ranks on ${r.nodes} nodes · ${how}`,
+          ` · ${r.comm_world ? "MPI_COMM_WORLD" : "a communicator"} of ${fmt.plural(r.ranks, "rank")} on ${fmt.plural(r.nodes, "node")} · ${how}`,
         ),
         h(
           "p",
           {},
           `Predicted inter-node bytes ${fmt.bytes(r.inter_node_before)} → ${fmt.bytes(r.inter_node_after)} (${cut.toFixed(1)}% less) of ${fmt.bytes(r.total_bytes)}, `,
           `from the matrix since ${r.since ? `mark "${r.since}"` : "MPI_Init"}; the call took ${r.seconds.toFixed(3)} s (mapping ${r.map_seconds.toFixed(3)} s); `,
-          `${r.reported} of ${r.ranks} ranks reported it.`,
+          `${r.reported} of ${fmt.plural(r.ranks, "rank")} reported it.`,
         ),
         r.method === "scotch"
           ? h("p", { class: "reorder-moves" }, "World rank: old → new rank: ", moves.map((m) => `${m.rank}: ${m.old_rank}→${m.new_rank}`).join(", "))

@@ -10,6 +10,7 @@ import { get } from "../api";
 import type { PortRef } from "../api";
 import { h, link, loading, panel } from "../dom";
 import * as fmt from "../format";
+import { portDetail } from "../ports";
 import type { PageContext } from "../router";
 import { table } from "../table";
 
@@ -28,7 +29,7 @@ export interface Alert {
   kind: string;
   severity: "info" | "warning" | "critical";
   state: "pending" | "firing" | "resolved";
-  subject: { kind: string; port?: PortRef; node?: string; remote?: PortRef; remote_node?: string; link?: string };
+  subject: { kind: string; port?: PortRef; node?: string; remote?: PortRef; remote_node?: string; link?: string; port_name?: string; remote_name?: string };
   counter?: string;
   event?: string;
   value: number;
@@ -67,9 +68,9 @@ function severity(a: Alert): HTMLElement {
 
 function subject(a: Alert): Node {
   const s = a.subject;
-  const end = (p: PortRef | undefined, name: string | undefined) => (p ? `${name || p.guid} port ${p.port}` : "");
-  let text = s.kind === "daemon" ? "the daemon" : s.kind === "fabric" ? "the fabric" : end(s.port, s.node);
-  if (s.remote) text += (s.kind === "direction" ? " → " : " — ") + end(s.remote, s.remote_node);
+  const end = (p: PortRef | undefined, name: string | undefined, port: string | undefined) => (p ? portDetail(name || p.guid, p.port, port) : "");
+  let text = s.kind === "daemon" ? "the daemon" : s.kind === "fabric" ? "the fabric" : end(s.port, s.node, s.port_name);
+  if (s.remote) text += (s.kind === "direction" ? " → " : " — ") + end(s.remote, s.remote_node, s.remote_name);
   return s.link ? link(`/links/${encodeURIComponent(s.link)}`, text) : h("span", {}, text);
 }
 
@@ -116,6 +117,9 @@ function dur(s: number): string {
   return `${hh ? `${hh}h` : ""}${mm ? `${mm}m` : ""}${ss ? `${ss}s` : ""}`;
 }
 
+/** A bit error rate as the specifications write it: 1e-12, 2.5e-10. */
+const ber = (v: number): string => v.toExponential();
+
 /** What a rule fires on, in words: a rise while the daemon watches, or a
  * counter's reading (counted since the counters were last cleared). */
 export function ruleSentence(r: AlertRule): string {
@@ -128,7 +132,7 @@ export function ruleSentence(r: AlertRule): string {
     case "counter_total":
       return `${counters} read ${fmt.count(r.threshold)} or more (a total since the counters were last cleared, however long ago)`;
     case "link_flap":
-      return `a link goes down or up ${fmt.count(r.threshold)} times or more within ${w}`;
+      return `a link goes down or up ${fmt.plural(r.threshold, "time")} or more within ${w}`;
     case "link_degraded":
       return `a link is up below its expected width or speed${holds}`;
     case "congestion":
@@ -141,8 +145,11 @@ export function ruleSentence(r: AlertRule): string {
       return `a node or link comes or goes, a LID or the routes change (fires for ${w})`;
     case "daemon_behind":
       return `the daemon drops data or its queues fill${holds}`;
+    case "error_trend":
+      return `a link direction's errors rise and its bit error rate, fitted over the last ${w} of sweeps, reaches ${ber(r.threshold)} within ${w} (or has reached it while rising)`;
   }
-  return r.kind;
+  // A kind this page does not know yet (a newer daemon): its name and figures.
+  return `${r.kind.replace(/_/g, " ")}${counters ? ` of ${counters}` : ""}${r.threshold ? ` at ${fmt.count(r.threshold)}` : ""}${holds}`;
 }
 
 export async function alertsPage(ctx: PageContext): Promise<void> {

@@ -4,6 +4,7 @@ import type { ErrorPort, ErrorsResponse } from "../api";
 import { get } from "../api";
 import { h, link, loading, panel } from "../dom";
 import * as fmt from "../format";
+import { portOnly } from "../ports";
 import { refreshOnSweep } from "../live";
 import type { PageContext } from "../router";
 import { navigate } from "../router";
@@ -73,7 +74,7 @@ export async function errorsPage(ctx: PageContext): Promise<void> {
   const load = async () => {
     const r = await get<ErrorsResponse>("/fabric/errors", { ...range, min: minErrors, limit: 5000 }, signal);
     const bad = r.ports.filter((p) => over(p).length > 0).length;
-    summary.textContent = `${fmt.count(r.total)} ports with errors from ${fmt.time(r.from)} to ${fmt.time(r.to)}; ${bad} over a threshold.`;
+    summary.textContent = `${fmt.plural(r.total, "port")} with errors from ${fmt.time(r.from)} to ${fmt.time(r.to)}; ${bad} over a threshold.`;
     body.replaceChildren(
       table({
         label: "Ports with errors",
@@ -83,8 +84,8 @@ export async function errorsPage(ctx: PageContext): Promise<void> {
         empty: "No port's error counters rose in this range.",
         rowClass: (p) => (over(p).length ? "bad" : "warn"),
         columns: [
-          { key: "node", label: "Port", value: (p) => `${p.node}:${p.port.port}`, cell: (p) => link(`/nodes/${p.port.guid}${timeQuery(t)}`, p.node, ` port ${p.port.port}`) },
-          { key: "peer", label: "Peer", value: (p) => p.peer_node ?? "", cell: (p) => (p.peer ? link(`/nodes/${p.peer.guid}${timeQuery(t)}`, p.peer_node ?? p.peer.guid, ` port ${p.peer.port}`) : "—") },
+          { key: "node", label: "Port", value: (p) => `${p.node}:${p.port.port}`, cell: (p) => link(`/nodes/${p.port.guid}${timeQuery(t)}`, p.node, ` ${portOnly(p.port.port, p.port_name)}`) },
+          { key: "peer", label: "Peer", value: (p) => p.peer_node ?? "", cell: (p) => (p.peer ? link(`/nodes/${p.peer.guid}${timeQuery(t)}`, p.peer_node ?? p.peer.guid, ` ${portOnly(p.peer.port, p.peer_name)}`) : "—") },
           { key: "total", label: "Errors", value: (p) => p.total, cell: (p) => fmt.count(p.total), numeric: true },
           {
             key: "counters",

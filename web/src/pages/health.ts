@@ -242,7 +242,7 @@ export async function healthPage(ctx: PageContext): Promise<void> {
         "div",
         { id: "health-hurt" },
         h("h3", {}, "Jobs hurt in the last 7 days"),
-        h("p", { class: "sub", "data-field": "spans" }, `${n(hurt.error_spans.length)} spans with errors`),
+        h("p", { class: "sub", "data-field": "spans" }, `${fmt.plural(hurt.error_spans.length, "span")} with errors`),
         table({
           label: "Jobs whose traffic crossed the link while it counted errors",
           rows: hurt.jobs,

@@ -9,6 +9,7 @@ import { linkJobs } from "../jobs/linkjobs";
 import { chartError, chartFrame, drawChart, PALETTE } from "../chart";
 import { h, link, loading, metric, panel } from "../dom";
 import * as fmt from "../format";
+import { portLabel, portOnly } from "../ports";
 import { refreshOnSweep } from "../live";
 import type { PageContext } from "../router";
 import { table } from "../table";
@@ -44,7 +45,7 @@ export async function linkPage(ctx: PageContext): Promise<void> {
   const loadNow = async () => {
     const r = await get<LinkResponse>(`/links/${encodeURIComponent(id)}`, atParams(t), signal);
     const l = r.link;
-    title.textContent = `${r.directions[0].from_description}:${l.a.port} ↔ ${r.directions[0].to_description}:${l.b.port}`;
+    title.textContent = `${portLabel(r.directions[0].from_description, l.a.port, l.a_name)} ↔ ${portLabel(r.directions[0].to_description, l.b.port, l.b_name)}`;
     sub.replaceChildren(
       `${fmt.linkRate(l)} · ${l.state} · capacity ${fmt.rate(l.capacity_bytes_per_second)} each way · `,
       h("code", {}, l.id),
@@ -58,9 +59,9 @@ export async function linkPage(ctx: PageContext): Promise<void> {
             "div",
             { class: "card-title" },
             nodeName(d.from.guid, d.from_description),
-            ` port ${d.from.port} → `,
+            ` ${portOnly(d.from.port, d.from_name)}${d.from_name ? ` (port ${d.from.port})` : ""} → `,
             nodeName(d.to.guid, d.to_description),
-            ` port ${d.to.port}`,
+            ` ${portOnly(d.to.port, d.to_name)}${d.to_name ? ` (port ${d.to.port})` : ""}`,
           ),
           d.measured
             ? h(
@@ -142,7 +143,7 @@ export async function linkPage(ctx: PageContext): Promise<void> {
         return h(
           "div",
           { class: "route-dir" },
-          h("h3", {}, `${k === 0 ? first.directions[0].from_description + " → " + first.directions[0].to_description : first.directions[1].from_description + " → " + first.directions[1].to_description}: ${fmt.count(d.total)} routes${d.total > d.pairs.length ? ` (first ${d.pairs.length} shown)` : ""}`),
+          h("h3", {}, `${k === 0 ? first.directions[0].from_description + " → " + first.directions[0].to_description : first.directions[1].from_description + " → " + first.directions[1].to_description}: ${fmt.plural(d.total, "route")}${d.total > d.pairs.length ? ` (first ${d.pairs.length} shown)` : ""}`),
           table({
             label: `Routes ${k === 0 ? "A to B" : "B to A"}`,
             param: k === 0 ? "ra" : "rb",

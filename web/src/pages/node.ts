@@ -2,12 +2,18 @@
 // node's counters over time. A linked port without rates of its own (a
 // host adapter the daemon does not sweep, a port that did not answer) says
 // why and how to fill it, and shows its link's traffic as the other end
-// measured it, labelled so.
+// measured it, labelled so. Ports go by the names their fabric gives them
+// (an Ethernet interface, "swp1"), their numbers beside; InfiniBand's by
+// number. Then the jobs that ran on the node over the page's range
+// (GET /nodes/{node}/jobs), each linked to its page.
 import type { FabricNode, NodeCounters, NodePort, NodeResponse, PortCounters, Series } from "../api";
 import { ERROR_COUNTERS, get } from "../api";
 import { chartError, chartFrame, drawChart, PALETTE } from "../chart";
 import { h, link, loading, metric, panel } from "../dom";
 import * as fmt from "../format";
+import type { JobSummary } from "../jobs/api";
+import { duration, stateBadge } from "../jobs/state";
+import { portOnly } from "../ports";
 import { refreshOnSweep } from "../live";
 import type { PageContext } from "../router";
 import { table } from "../table";
@@ -22,6 +28,7 @@ export async function nodePage(ctx: PageContext): Promise<void> {
   const sub = h("p", { class: "sub" }, "\u00a0");
   const cards = h("div", { class: "cards one" }, loading());
   const ports = h("div", {}, loading("Loading ports…"));
+  const jobs = h("div", { class: "node-jobs" }, loading("Loading jobs…"));
   const notes = h("div", { class: "no-rates-notes" });
   const charts = { xmit: chartFrame("Transmit per port"), rcv: chartFrame("Receive per port"), errors: chartFrame("Errors per interval, all ports"), wait: chartFrame("Transmit wait per interval, all ports") };
   root.append(
@@ -29,6 +36,7 @@ export async function nodePage(ctx: PageContext): Promise<void> {
     notes,
     cards,
     panel("Ports", ports),
+    panel("Jobs on this node", jobs),
     h("div", { class: "grid2" }, charts.xmit, charts.rcv, charts.errors, charts.wait),
   );
 
@@ -43,7 +51,7 @@ export async function nodePage(ctx: PageContext): Promise<void> {
     // there is an LLDP neighbour, not an InfiniBand channel adapter.
     const eth = r.ports.some((p) => p.link && fmt.isEthernetSpeed(p.link.speed));
     title.textContent = n.description;
-    sub.replaceChildren(`${n.type === "switch" ? "Switch" : n.type === "ca" ? (eth ? "Host" : "Host channel adapter") : "Router"}${n.fabric ? ` · fabric ${n.fabric}` : ""} · GUID `, h("code", {}, n.guid), ` · LID ${n.lid} · ${n.ports} ports`);
+    sub.replaceChildren(`${n.type === "switch" ? "Switch" : n.type === "ca" ? (eth ? "Host" : "Host channel adapter") : "Router"}${n.fabric ? ` · fabric ${n.fabric}` : ""} · GUID `, h("code", {}, n.guid), ` · LID ${n.lid} · ${fmt.plural(n.ports, "port")}`);
     const linked = r.ports.filter((p) => p.link);
     endName = n.type === "ca" ? "switch end" : "other end";
     borrowed = linked.filter((p) => !p.rates && p.peer_rates);
@@ -73,6 +81,9 @@ export async function nodePage(ctx: PageContext): Promise<void> {
         ),
       ),
     );
+    // Ports the fabric names (Ethernet): the name, its number beside.
+    const named = r.ports.some((p) => p.name);
+    const portCell = (p: NodePort) => (p.name ? h("span", { class: "port-name", title: `port ${p.port}` }, p.name, h("span", { class: "dim-text" }, ` · ${p.port}`)) : String(p.port));
     const rateCell = (p: NodePort, v: number) =>
       p.rates || !Number.isFinite(v) ? fmt.rate(v) : h("span", { class: "peer-measured", title: `Measured at the ${endName} of the link: this port's own counters are not read` }, fmt.rate(v), h("span", { class: "dim-text" }, ` · ${endName}`));
     ports.replaceChildren(
@@ -85,8 +96,13 @@ export async function nodePage(ctx: PageContext): Promise<void> {
         empty: "This node has no ports.",
         rowClass: (p) => (!p.link ? "dim" : p.unreachable ? "bad" : ""),
         columns: [
-          { key: "port", label: "Port", value: (p) => p.port, numeric: true },
-          { key: "peer", label: "Peer", value: (p) => p.peer_description ?? "", cell: (p) => (p.peer ? link(`/nodes/${p.peer.guid}${timeQuery(t)}`, `${p.peer_description ?? p.peer.guid}`, ` port ${p.peer.port}`) : "—") },
+          { key: "port", label: "Port", value: (p) => p.port, cell: portCell, numeric: !named },
+          {
+            key: "peer",
+            label: "Peer",
+            value: (p) => p.peer_description ?? "",
+            cell: (p) => (p.peer ? link(`/nodes/${p.peer.guid}${timeQuery(t)}`, `${p.peer_description ?? p.peer.guid}`, ` ${portOnly(p.peer.port, p.peer_name)}`) : "—"),
+          },
           { key: "link", label: "Link", value: (p) => (p.link ? fmt.linkRate(p.link) : ""), cell: (p) => (p.link ? link(`/links/${p.link.id}${timeQuery(t)}`, fmt.linkRate(p.link)) : "not connected") },
           { key: "out", label: "Out", value: out, cell: (p) => rateCell(p, out(p)), numeric: true },
           { key: "in", label: "In", value: inn, cell: (p) => rateCell(p, inn(p)), numeric: true },
@@ -118,7 +134,7 @@ export async function nodePage(ctx: PageContext): Promise<void> {
           }),
       );
       const traffic = [...withData, ...others.filter((s) => s.time.length)];
-      const label = (s: Series) => `port ${s.port.port}${own.has(s.port.port) ? "" : ` (${endName})`}`;
+      const label = (s: Series) => `${portOnly(s.port.port, c.node.port_names?.[s.port.port])}${own.has(s.port.port) ? "" : ` (${endName})`}`;
       const { time: ttime, col: tcol } = align(traffic);
       const perPort = (counter: string) =>
         traffic.slice(0, 40).map((s, k) => ({ label: label(s), values: tcol(k, "rate", counter), color: PALETTE[k % PALETTE.length]!, dash: k >= PALETTE.length ? [4, 3] : undefined }));
@@ -145,14 +161,74 @@ export async function nodePage(ctx: PageContext): Promise<void> {
     }
   };
   await loadSeries();
-  if (t.mode === "live") refreshOnSweep(() => void loadNow().then(loadSeries), signal, 5000);
+  const loadJobs = () => nodeJobs(jobs, key, t, signal).catch((err) => {
+    if (!signal.aborted) jobs.replaceChildren(h("div", { class: "state error" }, `Could not load the node's jobs: ${err instanceof Error ? err.message : String(err)}`));
+  });
+  await loadJobs();
+  if (t.mode === "live") refreshOnSweep(() => void loadNow().then(loadSeries).then(loadJobs), signal, 5000);
+}
+
+/** A job as GET /nodes/{node}/jobs lists it: with its ranks on the node. */
+interface NodeJob extends JobSummary {
+  ranks_on_node: number;
+  node_names: string[];
+}
+
+interface NodeJobs {
+  node: string;
+  names: string[];
+  from: string;
+  to: string;
+  scanned: number;
+  scan_truncated: boolean;
+  total: number;
+  limit: number;
+  truncated: boolean;
+  jobs: NodeJob[];
+}
+
+/** The jobs that ran on the node over the page's range (live: the last
+ * 24 hours; at a past time: those running then), each with its time range
+ * and a link to its page. */
+async function nodeJobs(el: HTMLElement, key: string, t: ReturnType<typeof readTime>, signal: AbortSignal): Promise<void> {
+  const params: Record<string, string> = t.mode === "range" ? { from: String(t.from), to: String(t.to) } : t.mode === "at" ? { from: String(t.at), to: String(t.at) } : { from: "-24h" };
+  const r = await get<NodeJobs>(`/nodes/${encodeURIComponent(key)}/jobs`, { ...params, limit: "200" }, signal);
+  const when = t.mode === "live" ? "in the last 24 hours" : t.mode === "at" ? `running at ${fmt.time(r.to)}` : `between ${fmt.time(r.from)} and ${fmt.time(r.to)}`;
+  const q = timeQuery(t);
+  el.replaceChildren(
+    h(
+      "p",
+      { class: "panel-note node-jobs-summary" },
+      `${fmt.plural(r.total, "job")} ran on ${r.node} ${when}`,
+      r.truncated ? ` (the newest ${fmt.count(r.jobs.length)} shown)` : "",
+      r.scan_truncated ? ` among the newest ${fmt.plural(r.scanned, "job")} of the range; older ones are not searched` : "",
+      ".",
+    ),
+    table({
+      label: "Jobs on this node",
+      rows: r.jobs,
+      defaultSort: "start",
+      pageSize: 20,
+      param: "nj",
+      empty: `No job ran on ${r.node} ${when}.`,
+      columns: [
+        { key: "id", label: "Job", value: (j: NodeJob) => j.id, cell: (j: NodeJob) => link(`/jobs/${encodeURIComponent(j.id)}${q}`, j.id) },
+        { key: "user", label: "User", value: (j: NodeJob) => j.user ?? "" },
+        { key: "state", label: "State", value: (j: NodeJob) => j.state, cell: stateBadge },
+        { key: "ranks", label: "Ranks here", value: (j: NodeJob) => j.ranks_on_node, cell: (j: NodeJob) => `${fmt.count(j.ranks_on_node)} of ${fmt.count(j.ranks)}`, numeric: true },
+        { key: "start", label: "Started", value: (j: NodeJob) => Date.parse(j.start), cell: (j: NodeJob) => h("time", { datetime: j.start }, fmt.time(j.start)) },
+        { key: "end", label: "Ended", value: (j: NodeJob) => (j.end ? Date.parse(j.end) : Infinity), cell: (j: NodeJob) => (j.end ? h("time", { datetime: j.end }, fmt.time(j.end)) : "running") },
+        { key: "duration", label: "Duration", value: (j: NodeJob) => j.duration_seconds, cell: (j: NodeJob) => duration(j.duration_seconds), numeric: true },
+      ],
+    }),
+  );
 }
 
 /** What a page says about linked ports without rates of their own: why,
  * and how to fill them. */
 function noRatesNotes(n: FabricNode, linked: NodePort[], endName: string, eth: boolean): HTMLElement[] {
-  const ports = (ps: NodePort[]) => (ps.length === 1 ? `Port ${ps[0]!.port}` : `Ports ${ps.map((p) => p.port).join(", ")}`);
-  const peers = (ps: NodePort[]) => ps.filter((p) => p.peer_rates).map((p) => `${p.peer_description ?? p.peer?.guid} port ${p.peer?.port}`);
+  const ports = (ps: NodePort[]) => (ps.length === 1 ? (ps[0]!.name ? `Port ${ps[0]!.name} (${ps[0]!.port})` : `Port ${ps[0]!.port}`) : `Ports ${ps.map((p) => (p.name ? `${p.name} (${p.port})` : p.port)).join(", ")}`);
+  const peers = (ps: NodePort[]) => ps.filter((p) => p.peer_rates).map((p) => `${p.peer_description ?? p.peer?.guid} ${portOnly(p.peer?.port ?? 0, p.peer_name)}`);
   const out: HTMLElement[] = [];
   const by = (why: NodePort["no_rates"]) => linked.filter((p) => !p.rates && p.no_rates === why);
   const notSwept = by("not_swept");

@@ -4,6 +4,7 @@
 import { ApiError, get } from "../../api";
 import { h, link, loading, panel } from "../../dom";
 import * as fmt from "../../format";
+import { dirLabel } from "../../ports";
 import { table } from "../../table";
 import type { JobOnLink, Why, WhyLink } from "../api";
 import { jobPath } from "../api";
@@ -52,7 +53,7 @@ export function linksPanel(ctx: JobContext): JobPanel & { el: HTMLElement } {
         ? h(
             "p",
             { class: "panel-note links-note" },
-            `${fmt.bytes(a.bytes)} of inter-node traffic routed over links in ${fmt.count(a.intervals)} intervals`,
+            `${fmt.bytes(a.bytes)} of inter-node traffic routed over links in ${fmt.plural(a.intervals, "interval")}`,
             r.traffic_model ? h("span", { class: "traffic-model", title: trafficModelHelp[r.traffic_model] ?? "" }, ` · ${r.traffic_model === "physical" ? "as the MPI library sent it" : "as the application called MPI"} (${r.traffic_model})`) : "",
             a.unmapped_nodes.length ? h("span", { class: "warn-text" }, ` · nodes not found in the fabric: ${a.unmapped_nodes.join(", ")} (${fmt.bytes(a.unmapped_bytes)} left out)`) : "",
             // Only jobs that ran at the same time share a link: the jobs
@@ -81,7 +82,7 @@ export function linksPanel(ctx: JobContext): JobPanel & { el: HTMLElement } {
           rowClass: (x) => (flagged(x) ? "bad" : ""),
           empty: "No attributed link traffic: the job sent nothing between nodes yet, or its nodes are not in this fabric.",
           columns: [
-            { key: "dir", label: "Link direction", value: (x) => `${x.from_description} → ${x.to_description}`, cell: (x) => link(`/links/${x.link.id}?job=${encodeURIComponent(id)}&${win.slice(1)}`.replace(/&$/, ""), `${x.from_description}:${x.from.port} → ${x.to_description}:${x.to.port}`) },
+            { key: "dir", label: "Link direction", value: (x) => `${x.from_description} → ${x.to_description}`, cell: (x) => link(`/links/${x.link.id}?job=${encodeURIComponent(id)}&${win.slice(1)}`.replace(/&$/, ""), dirLabel(x)) },
             { key: "bytes", label: "Job bytes", value: (x) => x.job_bytes, cell: (x) => fmt.bytes(x.job_bytes), numeric: true },
             { key: "share", label: "Job share", value: (x) => x.job_share_pct, cell: (x) => fmt.pct(x.job_share_pct), numeric: true, title: "Of the traffic monitored jobs put on this direction over the range; the rest is the other jobs' named beside it" },
             { key: "util", label: "Measured load", value: (x) => x.measured_utilization_pct, cell: (x) => (x.measured.measured ? fmt.pct(x.measured_utilization_pct) : "–"), numeric: true, title: "What the counters measured, as a share of capacity over the range above" },
@@ -107,7 +108,7 @@ export function linksPanel(ctx: JobContext): JobPanel & { el: HTMLElement } {
       );
       // The consistency check under each explained figure: where the jobs'
       // bytes and the counters disagree, say so with the likely cause.
-      const checks = r.links.filter((x) => x.check?.status !== "not_carried").map((x) => checkNote(x, `${x.from_description}:${x.from.port} → ${x.to_description}:${x.to.port}: `)).filter((x): x is HTMLElement => x !== null);
+      const checks = r.links.filter((x) => x.check?.status !== "not_carried").map((x) => checkNote(x, `${dirLabel(x)}: `)).filter((x): x is HTMLElement => x !== null);
       if (checks.length) box.append(h("div", { class: "explained-checks pad" }, ...checks));
       linksBox.replaceChildren(box);
     } catch (err) {

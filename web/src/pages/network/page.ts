@@ -74,7 +74,7 @@ export async function networkPage(ctx: PageContext): Promise<void> {
   apply = recolor;
   if (pending) recolor(pending);
   else renderer.refresh();
-  bar.stats.textContent ||= `${fmt.count(g.n)} nodes · ${fmt.count(g.m)} links`;
+  bar.stats.textContent ||= `${fmt.plural(g.n, "node")} · ${fmt.plural(g.m, "link")}`;
   overlay.remove();
   const initial = search.get("node");
   if (initial) {

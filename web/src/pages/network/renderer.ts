@@ -131,9 +131,9 @@ export function recolorer(g: MapGraph, st: MapState, renderer: Sigma, stats: HTM
     st.lastUpdateMs = performance.measure("netloom:map:update", "netloom:map:update-start", "netloom:map:update-end").duration;
     const hot = countHot(st.util);
     stats.textContent =
-      `${fmt.count(n)} nodes · ${fmt.count(m)} links · ` +
+      `${fmt.plural(n, "node")} · ${fmt.plural(m, "link")} · ` +
       (t.mode === "live" ? `sweep ${msg.sweep} · ` : `${fmt.time(msg.time)} · `) +
-      `${hot} link directions ≥ 80% · ${msg.error_nodes} nodes with errors`;
+      `${hot} link directions ≥ 80% · ${fmt.plural(msg.error_nodes, "node")} with errors`;
     container.dataset.sweep = String(msg.sweep);
   };
 }
