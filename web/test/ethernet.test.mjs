@@ -16,6 +16,13 @@
 //    jobs with the bytes of /links/{link}/jobs; over a range that holds the
 //    switches' counters of the whole job, the measured bytes it shows (the
 //    API's) hold the job's.
+// Every port is named as the lab's namespaces name its interface (the
+// oracle: `ip -n NS -o link`, each veth paired with its peer by their
+// ifindexes): the API's a_name/b_name, the node pages' ports and peers,
+// the job's link directions and the link page's title ("leaf1 swp3 ↔
+// spine1 swp1"), numbers only in the detail. h1's page lists the ring among
+// the jobs that ran on it, with its times and a link, as /nodes/h1/jobs and
+// /jobs/{job}/nodes have it.
 // No page error, CSP violation or failed request. Runs as root; skipped
 // otherwise or without the lab's tools or Open MPI. Screenshots go to
 // test-results/.
@@ -45,7 +52,31 @@ const skip = skipReason();
 // The pages' formats (web/src/format.ts).
 const bytes = fmtBytes;
 const pct = (v) => (Number.isFinite(v) ? (v >= 10 ? `${v.toFixed(0)}%` : `${v.toFixed(1)}%`) : "–");
-const dirKey = (x) => `${x.from_description}:${x.from.port} → ${x.to_description}:${x.to.port}`;
+/** A port as the pages name it (web/src/ports.ts): "leaf1 swp1", or "leaf1:2" without a name. */
+const portLabel = (node, port, name) => (name ? `${node} ${name}` : `${node}:${port}`);
+/** A direction's label; names from its own fields or its link's ends. */
+const endName = (l, p) => (l && l.a.guid === p.guid && l.a.port === p.port ? l.a_name : l && l.b.guid === p.guid && l.b.port === p.port ? l.b_name : undefined);
+const dirKey = (x, l = x.link) => `${portLabel(x.from_description, x.from.port, x.from_name ?? endName(l, x.from))} → ${portLabel(x.to_description, x.to.port, x.to_name ?? endName(l, x.to))}`;
+
+/** The lab's cables as its namespaces have them: each node's veths from
+ * `ip -n NS -o link`, paired with their peers by namespace, ifindex and
+ * peer ifindex ("swp1@if7: … link-netns NS2"). Nodes and namespaces from
+ * ethlab up's node lines. */
+function ipWiring(out) {
+  const nodes = [...out.matchAll(/^\s+\S+\s+(\S+)\s+ns (\S+)\s+mgmt/gm)].map((m) => ({ name: m[1], ns: m[2] }));
+  const ifs = [];
+  for (const n of nodes) {
+    const links = execFileSync("ip", ["-n", n.ns, "-o", "link", "show"], { encoding: "utf8" });
+    for (const m of links.matchAll(/^(\d+): ([^@:\s]+)@if(\d+):.* link-netns (\S+)/gm)) ifs.push({ node: n.name, ns: n.ns, idx: Number(m[1]), name: m[2], peer: Number(m[3]), peerNs: m[4] });
+  }
+  const out2 = [];
+  for (const x of ifs) {
+    for (const y of ifs) {
+      if (x.node < y.node && x.peer === y.idx && y.peer === x.idx && x.peerNs === y.ns && y.peerNs === x.ns) out2.push({ a: x.node, aif: x.name, b: y.node, bif: y.name });
+    }
+  }
+  return { nodes, wires: out2 };
+}
 
 /** The lab's wiring as `up` printed it: "link h1 eth0 <-> leaf1 swp1". */
 function parseWiring(out) {
@@ -89,6 +120,13 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
   let page;
   let jobOut = "";
   let portNames = {}; // "GUID:PORT" -> interface name, as `netloom fabric discover` reads them
+  let ipw = { nodes: [], wires: [] }; // the oracle: the namespaces' own veths
+  /** The interface of node's end of its cable to peer, as `ip link` names it. */
+  const ipName = (node, peer) => {
+    const w = ipw.wires.filter((x) => (x.a === node && x.b === peer) || (x.b === node && x.a === peer));
+    assert.equal(w.length, 1, `one cable ${node}—${peer} in the namespaces: ${JSON.stringify(ipw.wires)}`);
+    return w[0].a === node ? w[0].aif : w[0].bif;
+  };
   const errors = [];
   const down = () => {
     if (!labUp) return;
@@ -118,6 +156,9 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
     const [, mgmtCidr, mgmtIp] = m;
     wiring = parseWiring(labOut);
     assert.equal(wiring.length, 6, `the two-leaf lab's links:\n${labOut}`);
+    ipw = ipWiring(labOut);
+    assert.equal(ipw.nodes.length, 7, `the lab's nodes and namespaces:\n${labOut}`);
+    assert.equal(ipw.wires.length, 6, `the namespaces' cables: ${JSON.stringify(ipw.wires)}`);
     const cfg = join(dir, "eth.yaml");
     writeFileSync(cfg, execFileSync(ethlab, ["config", id], { cwd: repo, encoding: "utf8", timeout: 60_000 }));
     portNames = JSON.parse(execFileSync(netloomBin, ["fabric", "discover", "--fabric", `eth:${cfg}`, "--json"], { encoding: "utf8", timeout: 60_000 })).port_names;
@@ -236,14 +277,20 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
     const cells = await rows.evaluateAll((trs) => trs.map((tr) => Array.from(tr.cells, (c) => c.innerText)));
     const linked = r.ports.filter((p) => p.link);
     assert.equal(linked.length, 3, "leaf1 has three cables: h1, h2, spine1");
+    const nsIfs = execFileSync("ip", ["-n", ipw.nodes.find((n) => n.name === "leaf1").ns, "-o", "link", "show"], { encoding: "utf8" });
     for (const p of r.ports) {
-      const row = cells.find((c) => c[0] === String(p.port));
-      assert.ok(row, `a row for port ${p.port}`);
+      // Each port by its interface's name, its number beside.
+      assert.ok(p.name && new RegExp(`^\\d+: ${p.name}[@:]`, "m").test(nsIfs), `leaf1 port ${p.port} named ${p.name}, an interface of leaf1's namespace`);
+      const row = cells.find((c) => c[0] === `${p.name} · ${p.port}`);
+      assert.ok(row, `a row for port ${p.port} (${p.name}): ${cells.map((c) => c[0])}`);
       if (!p.link) {
         assert.deepEqual(row.slice(1, 3), ["—", "not connected"]);
         continue;
       }
-      assert.equal(row[1], `${p.peer_description} port ${p.peer.port}`);
+      // The oracle: the namespaces' veth pair of this cable.
+      assert.equal(p.name, ipName("leaf1", p.peer_description), `leaf1's end of its cable to ${p.peer_description}`);
+      assert.equal(p.peer_name, ipName(p.peer_description, "leaf1"), `${p.peer_description}'s end of its cable to leaf1`);
+      assert.equal(row[1], `${p.peer_description} ${p.peer_name}`);
       assert.equal(row[2], p.link.speed);
       assert.equal(row[8], p.link.state);
       // The lab's wiring: the interface this port is (as the switch names
@@ -271,16 +318,43 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
     const w = wiring.find((x) => x.a === "h1" || x.b === "h1");
     assert.equal(p.peer_description, w.a === "h1" ? w.b : w.a, "h1's LLDP peer is the switch it is wired to");
     const cells = await rows.first().evaluate((tr) => Array.from(tr.cells, (c) => c.innerText));
-    assert.equal(cells[1], `${p.peer_description} port ${p.peer.port}`);
+    assert.equal(p.name, ipName("h1", p.peer_description), "h1's interface, as its namespace names it");
+    assert.equal(p.peer_name, ipName(p.peer_description, "h1"));
+    assert.equal(cells[0], `${p.name} · ${p.port}`);
+    assert.equal(cells[1], `${p.peer_description} ${p.peer_name}`);
     assert.equal(cells[2], p.link.speed);
     assert.equal(cells[8], p.link.state);
-    assert.equal(await page.locator(".page-head .sub").innerText(), `Host · GUID ${h1.guid} · LID ${r.node.lid} · ${r.node.ports} ports`);
+    assert.equal(await page.locator(".page-head .sub").innerText(), `Host · GUID ${h1.guid} · LID ${r.node.lid} · 1 port`);
     // A host's own counters cannot be read on Ethernet (an LLDP neighbour,
     // no SNMP agent): the page says so and gives no InfiniBand advice.
     assert.equal(p.no_rates, "not_swept");
     const note = page.locator('.no-rates[data-reason="not_swept"]');
-    assert.match(await note.innerText(), new RegExp(`measured at the switch end \\(${p.peer_description} port ${p.peer.port}\\)`));
+    assert.match(await note.innerText(), new RegExp(`measured at the switch end \\(${p.peer_description} ${p.peer_name}\\)`));
     assert.doesNotMatch(await note.innerText(), /sweep-ca-ports|sweep_ca_ports|adapter/);
+    // The jobs that ran on h1: the ring, with its times and a link to its
+    // page, as /nodes/h1/jobs and the jobs API's record of its nodes say.
+    const nodes = await daemon.api(`/jobs/${JOB}/nodes`);
+    const onH1 = nodes.nodes.find((n) => n.node === "h1");
+    assert.ok(onH1, `the ring had ranks on h1: ${JSON.stringify(nodes.nodes)}`);
+    const nj = await daemon.api("/nodes/h1/jobs");
+    const mine = nj.jobs.find((j) => j.id === JOB);
+    assert.ok(mine, `/nodes/h1/jobs lists ${JOB}: ${nj.jobs.map((j) => j.id)}`);
+    assert.equal(mine.ranks_on_node, onH1.ranks.length);
+    const job = (await daemon.api(`/jobs/${JOB}`)).job;
+    assert.equal(mine.start, job.start);
+    assert.equal(mine.end, job.end);
+    const jobRows = page.locator('table[aria-label="Jobs on this node"] tbody tr');
+    await jobRows.first().waitFor();
+    const jcells = await jobRows.evaluateAll((trs) => trs.map((tr) => Array.from(tr.cells, (c) => c.innerText)));
+    assert.equal(jcells.length, nj.jobs.length, "one row per job the API lists");
+    const row = jcells.find((c) => c[0] === JOB);
+    assert.ok(row, `a row for ${JOB}: ${jcells.map((c) => c[0])}`);
+    const shownTime = (iso) => page.evaluate((t) => document.querySelector(`table[aria-label="Jobs on this node"] time[datetime="${t}"]`)?.textContent, iso);
+    assert.equal(row[3], `${mine.ranks_on_node} of ${job.ranks}`);
+    assert.equal(row[4], await shownTime(job.start));
+    assert.equal(row[5], await shownTime(job.end));
+    assert.match(await page.locator(".node-jobs-summary").innerText(), new RegExp(`^${nj.total} jobs? ran on h1 in the last 24 hours\\.$`));
+    assert.equal(await jobRows.locator(`a[href^="/jobs/${JOB}"]`).count(), 1, "the job links to its page");
     await shot(page, "ethernet-host");
     assert.deepEqual(errors, []);
   });
@@ -314,6 +388,9 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
     assert.equal(cells.length, links.links.length);
     assert.equal(why.links.length, links.links.length);
     for (const l of links.links) {
+      // Both ends named as the namespaces name them.
+      assert.equal(endName(l.link, l.from), ipName(l.from_description, l.to_description), `the sending end of ${dirKey(l)}`);
+      assert.equal(endName(l.link, l.to), ipName(l.to_description, l.from_description), `the receiving end of ${dirKey(l)}`);
       const row = cells.find((c) => c[0] === dirKey(l));
       assert.ok(row, `no row for ${dirKey(l)}: ${cells.map((c) => c[0]).join("; ")}`);
       assert.equal(row[1], bytes(l.bytes), `job bytes of ${dirKey(l)}`);
@@ -328,7 +405,7 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
       assert.equal(row[5], (x.explained_pct == null ? "–" : pct(x.explained_pct)) + (bad ? " ⚠" : ""));
       assert.equal(row[6], "none");
     }
-    assert.match(await page.locator(".links-note").innerText(), new RegExp(`^${bytes(4 * PAYLOAD).replace(".", "\\.")} of inter-node traffic routed over links in \\d+ intervals`));
+    assert.match(await page.locator(".links-note").innerText(), new RegExp(`^${bytes(4 * PAYLOAD).replace(".", "\\.")} of inter-node traffic routed over links in \\d+ intervals?`));
     await shot(page, "ethernet-job");
     assert.deepEqual(errors, []);
   });
@@ -361,7 +438,11 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
     assert.equal(lr.link.id, l.id);
     assert.equal(lr.link.speed, "10GbE");
     await page.waitForFunction(() => document.querySelector(".page-head .sub code"));
-    assert.equal(await page.locator("h1").innerText(), `${lr.directions[0].from_description}:${lr.link.a.port} ↔ ${lr.directions[0].to_description}:${lr.link.b.port}`);
+    // The title by the interfaces' names (the oracle's), the numbers in the id below it.
+    const [an, bn] = [lr.directions[0].from_description, lr.directions[0].to_description];
+    assert.equal(lr.link.a_name, ipName(an, bn));
+    assert.equal(lr.link.b_name, ipName(bn, an));
+    assert.equal(await page.locator("h1").innerText(), `${an} ${ipName(an, bn)} ↔ ${bn} ${ipName(bn, an)}`);
     assert.equal(await page.locator(".page-head .sub").innerText(), `${lr.link.speed} · ${lr.link.state} · capacity 1.25 GB/s each way · ${l.id}`);
     assert.doesNotMatch(await page.locator(".page-head").innerText(), /\b\dX\b|EDR|HDR|FDR/, "no InfiniBand width or rate on an Ethernet link");
 
@@ -381,7 +462,8 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
       assert.equal(mine.bytes, PAYLOAD, "one ring pair crosses each direction of the uplink");
       const card = page.locator(`.link-jobs .card[data-from="${d.from.guid}:${d.from.port}"]`);
       const metric = (label) => card.locator(`[data-metric="${label}"] .metric-value`).innerText();
-      assert.equal(await card.locator(".card-title").innerText(), dirKey(d));
+      assert.equal(await card.locator(".card-title").innerText(), dirKey(d, onLink.link));
+      assert.match(dirKey(d, onLink.link), new RegExp(`^${d.from_description} ${ipName(d.from_description, d.to_description)} → ${d.to_description} ${ipName(d.to_description, d.from_description)}$`));
       assert.equal(await metric("Measured"), d.measured.measured ? bytes(d.measured.bytes) : "not swept");
       assert.equal(await metric("By monitored jobs"), bytes(d.monitored_bytes));
       assert.equal(await metric("Other traffic"), bytes(d.unmonitored_bytes));
