@@ -211,6 +211,17 @@ describe("the link health page", { skip }, () => {
     assert.equal(await page.locator("#health-degraded").innerText(), "No degraded link: every link runs at its peers' width and speed.");
     await shot(page, "health");
     assert.deepEqual(errors, []);
+
+    // The page asking for the riskiest 3 says the daemon's list was cut.
+    const cutP = capture("/api/v1/health");
+    await page.goto(`${daemon.base}/health?window=2m&limit=3`);
+    const cutRep = (await cutP).body;
+    assert.deepEqual([cutRep.directions.length, cutRep.limit, cutRep.truncated], [3, 3, true]);
+    const cutShown = cutRep.directions.filter((d) => d.status !== "clean" && d.status !== "no_history").length;
+    await page.locator("#health-ranked .health-listed").waitFor();
+    assert.equal(await page.locator("#health-ranked .health-listed").innerText(), `The daemon listed the riskiest 3 of the ${n(cutRep.total)} directions; ranked below: ${n(cutShown)} of them with errors or retrains.`);
+    assert.equal(await page.locator("#health-ranked tr.health-row").count(), cutShown);
+    assert.deepEqual(errors, []);
   });
 
   it("answers the repair-impact question for the spine with the API's figures", async () => {

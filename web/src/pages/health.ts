@@ -268,7 +268,10 @@ export async function healthPage(ctx: PageContext): Promise<void> {
   };
 
   try {
-    const r = await get<HealthResponse>("/health", { window, limit: 1000 }, signal);
+    // ?limit= asks the daemon for fewer directions (the riskiest); the
+    // ranking then says the list was cut.
+    const asked = Number.parseInt(search.get("limit") ?? "", 10);
+    const r = await get<HealthResponse>("/health", { window, limit: asked >= 1 && asked <= 1000 ? asked : 1000 }, signal);
     const c = r.counts;
     // Every status's count, clean and no history included: they add up to
     // the directions.
