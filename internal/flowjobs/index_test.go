@@ -2,6 +2,7 @@ package flowjobs
 
 import (
 	"net/netip"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -229,4 +230,30 @@ func BenchmarkLookup(b *testing.B) {
 			b.Fatal("no match")
 		}
 	}
+}
+
+// TestMemory measures the heap the index holds per flow key (two a TCP
+// connection) with 100,000 connections of one job, and bounds it.
+func TestMemory(t *testing.T) {
+	var conns []ingest.Conn
+	for i := range 100_000 {
+		conns = append(conns, ingest.Conn{Kind: "tcp", Local: netip.AddrPortFrom(h1, uint16(1024+i%60000)),
+			Remote: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i / 60000), 3}), 5000)})
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	x := New(Options{})
+	for r := range 100 { // 100 ranks of 1,000 connections each
+		x.Report(ingest.ConnReport{Job: "j", Rank: r, Start: t0, At: t0, Conns: conns[r*1000 : (r+1)*1000]})
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	keys := x.Stats().Keys
+	per := float64(after.HeapAlloc-before.HeapAlloc) / float64(keys)
+	t.Logf("%d keys: %.0f bytes of heap each", keys, per)
+	if keys != 200_000 || per > 400 {
+		t.Errorf("%d keys, %.0f bytes each (want 200,000, at most 400)", keys, per)
+	}
+	runtime.KeepAlive(x)
 }
