@@ -16,6 +16,7 @@ import type { JobDetail } from "../jobs/api";
 import { jobPath } from "../jobs/api";
 import { jobContext } from "../jobs/panels/context";
 import type { JobPanel } from "../jobs/panels/context";
+import { collisionsPanel } from "../jobs/panels/collisions";
 import { functionsPanel } from "../jobs/panels/functions";
 import { gpuPanels } from "../jobs/panels/gpu";
 import { headPanel } from "../jobs/panels/head";
@@ -56,6 +57,7 @@ export async function jobPage(page: PageContext): Promise<void> {
   const functions = functionsPanel(ctx, waits);
   const gpu = gpuPanels(ctx);
   const links = linksPanel(ctx);
+  const collisions = collisionsPanel(ctx);
   const placement = placementPanel(ctx);
   const model = modelPanel(ctx);
   root.append(
@@ -73,6 +75,7 @@ export async function jobPage(page: PageContext): Promise<void> {
     gpu.nccl,
     waits.el,
     links.el,
+    collisions.el,
     placement.el,
     model.el,
   );
@@ -80,7 +83,7 @@ export async function jobPage(page: PageContext): Promise<void> {
   // What the job's detail shows, and what each refresh reloads (placement
   // advice and the model's replay: once).
   const showing: JobPanel[] = [reorder, head, summary, nodes, processes, histogram];
-  const live: JobPanel[] = [series, matrix, histogram, regions, functions, gpu, links];
+  const live: JobPanel[] = [series, matrix, histogram, regions, functions, gpu, links, collisions];
   const loadDetail = async () => {
     const d = await get<JobDetail>(jobPath(id), {}, signal);
     detail = d;
