@@ -335,6 +335,21 @@ func appendUsage(dst []byte, u *store.ProcessUsage) []byte {
 	}
 	b.WriteString("}\n\n")
 
+	if len(tail) == 0 || len(stail) == 0 {
+		b.WriteString(`// emptyTail reads a tail where nothing is declared: any field is an error.
+func emptyTail(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 {
+		return protowire.ParseError(n)
+	}
+	return fmt.Errorf("field %d (wire type %d): not in the declaration", num, typ)
+}
+
+`)
+	}
 	tailCodec(b, "usageTail", "store.ProcessUsage", "the usage fields after the frozen one", tail)
 	tailCodec(b, "sampleTail", "store.SampleExtra", "a sample's fields after the frozen one", stail)
 
@@ -400,17 +415,7 @@ func tailCodec(b *bytes.Buffer, name, typ, what string, fs []Field) {
 	fmt.Fprintf(b, "\treturn dst\n}\n\n// read%s reads what append%[1]s wrote; a field it does not know is an\n// error (a row from a newer declaration, or a corrupt one).\n", up)
 	fmt.Fprintf(b, "func read%s(b []byte, u *%s) error {\n", up, typ)
 	if len(fs) == 0 {
-		b.WriteString(`	if len(b) == 0 {
-		return nil
-	}
-	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 {
-		return protowire.ParseError(n)
-	}
-	return fmt.Errorf("field %d (wire type %d): not in the declaration", num, typ)
-}
-
-`)
+		b.WriteString("\treturn emptyTail(b)\n}\n\n")
 		return
 	}
 	b.WriteString(`	for len(b) > 0 {

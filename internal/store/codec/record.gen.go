@@ -52,6 +52,18 @@ func (r *rowReader) usage(u *store.ProcessUsage) {
 	u.AgentDrops = r.uvarint()
 }
 
+// emptyTail reads a tail where nothing is declared: any field is an error.
+func emptyTail(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 {
+		return protowire.ParseError(n)
+	}
+	return fmt.Errorf("field %d (wire type %d): not in the declaration", num, typ)
+}
+
 // appendUsageTail appends the usage fields after the frozen one, the nonzero ones,
 // as protobuf encodes them; nothing when all are zero.
 func appendUsageTail(dst []byte, u *store.ProcessUsage) []byte {
@@ -61,14 +73,7 @@ func appendUsageTail(dst []byte, u *store.ProcessUsage) []byte {
 // readUsageTail reads what appendUsageTail wrote; a field it does not know is an
 // error (a row from a newer declaration, or a corrupt one).
 func readUsageTail(b []byte, u *store.ProcessUsage) error {
-	if len(b) == 0 {
-		return nil
-	}
-	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 {
-		return protowire.ParseError(n)
-	}
-	return fmt.Errorf("field %d (wire type %d): not in the declaration", num, typ)
+	return emptyTail(b)
 }
 
 // appendSampleTail appends a sample's fields after the frozen one, the nonzero ones,
@@ -80,14 +85,7 @@ func appendSampleTail(dst []byte, u *store.SampleExtra) []byte {
 // readSampleTail reads what appendSampleTail wrote; a field it does not know is an
 // error (a row from a newer declaration, or a corrupt one).
 func readSampleTail(b []byte, u *store.SampleExtra) error {
-	if len(b) == 0 {
-		return nil
-	}
-	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 {
-		return protowire.ParseError(n)
-	}
-	return fmt.Errorf("field %d (wire type %d): not in the declaration", num, typ)
+	return emptyTail(b)
 }
 
 // rollupExtra sums a rollup's SampleExtra fields.

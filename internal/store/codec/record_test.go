@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/netloom/netloom/internal/store"
 )
 
@@ -65,5 +67,21 @@ func TestRowsBeforeRecordgen(t *testing.T) {
 	}
 	if n != 5 {
 		t.Fatalf("%d rows, want 5", n)
+	}
+}
+
+// TestTailUndeclaredRefused: a sample or rollup whose tail holds a field
+// the declaration does not (a newer daemon's row, or corruption) is an
+// error naming the field, not silently dropped.
+func TestTailUndeclaredRefused(t *testing.T) {
+	x := sample(2.75)
+	tail := protowire.AppendVarint(protowire.AppendTag(nil, 40, protowire.VarintType), 7)
+	if _, err := DecodeProcessSample(append(EncodeProcessSample(nil, &x), tail...)); err == nil || !strings.Contains(err.Error(), "field 40") {
+		t.Errorf("sample: %v", err)
+	}
+	var a ProcessRollup
+	a.AddRaw(1, &x)
+	if _, err := DecodeProcessRollup(append(EncodeProcessRollup(nil, &a), tail...), 1); err == nil || !strings.Contains(err.Error(), "field 40") {
+		t.Errorf("rollup: %v", err)
 	}
 }
