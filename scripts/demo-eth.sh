@@ -16,9 +16,10 @@
 # Environment: DEMO_LISTEN (default localhost:8466), DEMO_LAB (lab id,
 # default nldem), DEMO_DIR (its files, default var/demo-eth), DEMO_SIZE (bytes per message, default 4194304),
 # DEMO_ITERS (messages per rank per job, default 200), DEMO_SFLOW_RATE
-# (the switches sample 1 packet in N, default 100), DEMO_SECONDS (stop
-# after this many seconds and print the first round's jobs, collisions and
-# uplink counters; default: run until Ctrl-C).
+# (the switches sample 1 packet in N, default 100), DEMO_SECONDS (run one
+# round only, stop after it or after this many seconds, whichever is later,
+# and print the round's jobs, collisions and uplink counters; default: run
+# until Ctrl-C).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -100,8 +101,10 @@ job() { # NAME HOSTS
     job "beta-$n" h2,h4 & b=$!
     wait $a || sleep 5
     wait $b || sleep 5
-    uplinks > "$dir/uplinks-$n.after"
-    sleep 12 # the switches' counters of one round apart from the next's
+    uplinks > "$dir/uplinks.tmp" && mv "$dir/uplinks.tmp" "$dir/uplinks-$n.after"
+    # The switches' counters and samples of one round apart from the
+    # next's: a job's range ends 10 s after it, the samples' buckets are 10 s.
+    sleep 25
   done
 ) & pids+=($!)
 
@@ -126,10 +129,17 @@ Netloom Ethernet demo is running.
 Logs in $dir. Press Ctrl-C to stop (the lab is removed).
 MSG
 if [ -n "${DEMO_SECONDS:-}" ]; then
-  sleep "$DEMO_SECONDS"
+  t0=$SECONDS
+  # The first round alone: the jobs' loop stops once it is over, then the
+  # switches' counters are served (net-snmp's are up to 5 s old) and the
+  # jobs' last reports attributed.
+  for _ in $(seq 1200); do [ -f "$dir/uplinks-1.after" ] && break; sleep 0.5; done
+  kill "${pids[-1]}" 2>/dev/null || true
+  sleep 12
+  left=$((DEMO_SECONDS - (SECONDS - t0)))
+  if [ "$left" -gt 0 ]; then sleep "$left"; fi
   curl -s "${auth[@]}" "http://$listen/api/v1/status"; echo
-  rounds=$(ls "$dir"/uplinks-*.after 2>/dev/null | wc -l || true)
-  echo "demo-eth: $rounds rounds of alpha and beta ran; the first round, measured by the switches:"
+  echo "demo-eth: the first round of alpha and beta, measured by the switches:"
   python3 - "http://$listen" "$token" "$dir" <<'PY'
 import datetime, json, sys, urllib.request
 base, token, dir = sys.argv[1:]
@@ -161,7 +171,12 @@ for name in ("alpha-1", "beta-1"):
         rm = f"  ({l['route_model']})" if l.get("route_model") else ""
         print(f"  {l['from_description']:>7} -> {l['to_description']:<7} measured {l['measured']['bytes']:>13,} B"
               f"  job {l['job_bytes']:>13,} B  explained {'-' if e is None else format(e, '.2f') + '%'}{rm}")
-h = get(f"/hotspots?min_utilization=0&from={fmt(min(span))}&to={fmt(max(span))}")
+    for c in w.get("collisions") or []:
+        print(f"  {name}'s collision: {c['switch_description']} -> {c['to_description']} shared by {', '.join(c['jobs'])};"
+              f" idle alternative {c['switch_description']} -> {c['least_loaded']['to_description']}")
+# The hot spots from the round's start until now (no round after it).
+now = datetime.datetime.now(datetime.timezone.utc)
+h = get(f"/hotspots?min_utilization=0&window={int((now - min(span)).total_seconds()) + 1}s")
 json.dump(h, open(f"{dir}/hotspots.json", "w"))
 cs = h.get("collisions")
 if cs is None:

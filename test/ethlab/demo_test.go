@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +25,11 @@ import (
 // spine1 carried both jobs' bytes, the ones to spine2 next to nothing. Each
 // job's links are listed whole; the directions between a host and its leaf
 // carry that job alone and are explained by its bytes (payload only; the
-// rest is framing); the uplinks' measured bytes are the counters'. The lab
-// is gone afterwards.
+// rest is framing); the uplinks' measured bytes are the counters'. The
+// collision the daemon names on the hot spots and on each job's why is
+// each leaf's uplink to spine1, shared by alpha-1 and beta-1, with the one
+// to spine2 as the idle alternative and the imbalance the counters give.
+// The lab is gone afterwards.
 func TestDemoEth(t *testing.T) {
 	skipUnlessLab(t)
 	for _, tool := range []string{"go", "mpicc", "mpirun", "curl", "pmacctd", "python3"} {
@@ -59,13 +64,13 @@ func TestDemoEth(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "scripts/demo-eth.sh")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "DEMO_SECONDS=40", "DEMO_LISTEN="+listen, "DEMO_LAB="+id, "DEMO_DIR="+dir)
+	cmd.Env = append(os.Environ(), "DEMO_SECONDS=20", "DEMO_LISTEN="+listen, "DEMO_LAB="+id, "DEMO_DIR="+dir)
 	out, err := cmd.CombinedOutput()
 	t.Logf("scripts/demo-eth.sh:\n%s", out)
 	if err != nil {
 		t.Fatalf("scripts/demo-eth.sh: %v", err)
 	}
-	for _, want := range []string{"Netloom Ethernet demo is running.", "rounds of alpha and beta ran", "explained",
+	for _, want := range []string{"Netloom Ethernet demo is running.", "the first round of alpha and beta, measured by the switches:", "explained",
 		"alpha-N (h1 <-> h3) and beta-N (h2 <-> h4) both cross leaf1's uplink to spine1", "sflow_listen"} {
 		if !bytes.Contains(out, []byte(want)) {
 			t.Errorf("the demo's output lacks %q", want)
@@ -147,6 +152,71 @@ func TestDemoEth(t *testing.T) {
 		if edges != 4 {
 			t.Errorf("%s: %d directions between a host and its leaf, want 4: %+v", job.name, edges, why.Links)
 		}
+	}
+	// The collision the daemon names, against the counters: on each leaf,
+	// the uplink to spine1 shared by both jobs, the one to spine2 the idle
+	// alternative, the imbalance of the pair the counters'.
+	type port struct {
+		To       string `json:"to_description"`
+		Measured uint64 `json:"measured_bytes"`
+	}
+	type collision struct {
+		Switch    string `json:"switch_description"`
+		To        string `json:"to_description"`
+		Jobs      []string
+		Group     []port
+		Least     port    `json:"least_loaded"`
+		Imbalance float64 `json:"imbalance"`
+		Basis     string  `json:"imbalance_basis"`
+	}
+	checkCollisions := func(where string, cs []collision) {
+		for _, leaf := range []string{"leaf1", "leaf2"} {
+			on, off := up[leaf+">spine1"], up[leaf+">spine2"]
+			var c *collision
+			for i := range cs {
+				if cs[i].Switch == leaf {
+					c = &cs[i]
+				}
+			}
+			if c == nil {
+				t.Errorf("%s: no collision on %s: %+v", where, leaf, cs)
+				continue
+			}
+			t.Logf("%s: %s -> %s shared by %v, least loaded %s (%d bytes), imbalance %.3f (%s)", where, leaf, c.To, c.Jobs, c.Least.To, c.Least.Measured, c.Imbalance, c.Basis)
+			if c.To != "spine1" || !slices.Contains(c.Jobs, "alpha-1") || !slices.Contains(c.Jobs, "beta-1") || c.Least.To != "spine2" {
+				t.Errorf("%s: %s's collision: shared uplink to %s by %v, least loaded to %s; want spine1 by alpha-1 and beta-1, spine2 idle", where, leaf, c.To, c.Jobs, c.Least.To)
+			}
+			if c.Least.Measured > payload/100 {
+				t.Errorf("%s: %s's idle alternative measured %d bytes; the kernel counted %d", where, leaf, c.Least.Measured, off)
+			}
+			for _, g := range c.Group {
+				if g.To == "spine1" && (float64(g.Measured) < 0.97*float64(on) || float64(g.Measured) > 1.03*float64(on)+1e6) {
+					t.Errorf("%s: %s's shared uplink measured %d bytes; the kernel counted %d", where, leaf, g.Measured, on)
+				}
+			}
+			// max over mean of the two uplinks' loads, by the kernel.
+			want := float64(max(on, off)) / (float64(on+off) / 2)
+			if c.Basis != "counters" || math.Abs(c.Imbalance-want) > 0.02 {
+				t.Errorf("%s: %s's imbalance %.3f (%s); the kernel's counters give %.3f", where, leaf, c.Imbalance, c.Basis, want)
+			}
+		}
+		for _, c := range cs {
+			if c.To != "spine1" {
+				t.Errorf("%s: a collision on %s's uplink to %s, which carried no job", where, c.Switch, c.To)
+			}
+		}
+	}
+	var hot struct{ Collisions []collision }
+	if b, err := os.ReadFile(filepath.Join(dir, "hotspots.json")); err != nil || json.Unmarshal(b, &hot) != nil {
+		t.Fatalf("hotspots.json: %v\n%s", err, b)
+	}
+	checkCollisions("hot spots", hot.Collisions)
+	for _, job := range []string{"alpha-1", "beta-1"} {
+		var why struct{ Collisions []collision }
+		if b, err := os.ReadFile(filepath.Join(dir, job+"-why.json")); err != nil || json.Unmarshal(b, &why) != nil {
+			t.Fatalf("%s-why.json: %v\n%s", job, err, b)
+		}
+		checkCollisions(job+"'s why", why.Collisions)
 	}
 	for _, st := range Labs() {
 		if st.ID == id {
