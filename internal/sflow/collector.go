@@ -156,15 +156,7 @@ func (s *Store) Flows(dir fabric.PortRef, from, to time.Time) []Flow {
 		if df.dir != dir {
 			continue
 		}
-		e := el.Value.(*entry)
-		f := Flow{FlowKey: df.key, InPort: e.inPort}
-		for _, b := range e.buckets {
-			if b.start+step > lo && b.start <= hi {
-				f.Bytes += b.bytes
-				f.Samples += b.samples
-			}
-		}
-		if f.Samples > 0 {
+		if f := el.Value.(*entry).flow(lo, hi, step); f.Samples > 0 {
 			out = append(out, f)
 		}
 	}
@@ -176,6 +168,19 @@ func (s *Store) Flows(dir fabric.PortRef, from, to time.Time) []Flow {
 		return out[i].Src.Compare(out[j].Src) < 0 || out[i].Src == out[j].Src && out[i].SrcPort < out[j].SrcPort
 	})
 	return out
+}
+
+// flow is e's samples in the buckets that overlap [lo, hi] (unix
+// seconds; buckets step seconds long).
+func (e *entry) flow(lo, hi, step int64) Flow {
+	f := Flow{FlowKey: e.key, InPort: e.inPort}
+	for _, b := range e.buckets {
+		if b.start+step > lo && b.start <= hi {
+			f.Bytes += b.bytes
+			f.Samples += b.samples
+		}
+	}
+	return f
 }
 
 // Tracked is how many flows the store holds; Evicted how many it let go

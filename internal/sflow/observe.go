@@ -28,16 +28,8 @@ func (s *Store) All(from, to time.Time) []DirFlow {
 	defer s.mu.Unlock()
 	out := make([]DirFlow, 0, min(len(s.flows), 1024))
 	for df, el := range s.flows {
-		e := el.Value.(*entry)
-		f := DirFlow{Dir: df.dir, Flow: Flow{FlowKey: df.key, InPort: e.inPort}}
-		for _, b := range e.buckets {
-			if b.start+step > lo && b.start <= hi {
-				f.Bytes += b.bytes
-				f.Samples += b.samples
-			}
-		}
-		if f.Samples > 0 {
-			out = append(out, f)
+		if f := el.Value.(*entry).flow(lo, hi, step); f.Samples > 0 {
+			out = append(out, DirFlow{Dir: df.dir, Flow: f})
 		}
 	}
 	return out

@@ -21,11 +21,25 @@ import (
 // with every switch port exporting sFlow through a real pmacctd, and a
 // daemon collecting it.
 
+// sflowLab is the ecmp preset with every switch port exporting sFlow, a
+// daemon collecting it, and test/ethlab's ring built for Open MPI.
+type sflowLab struct {
+	lab             *ethlab.Lab
+	cfg             string
+	d               *daemon
+	agentAddr, prog string
+	m               mpiImpl
+}
+
 // startSFlowLab starts the ecmp preset with every switch port exporting
 // sFlow 1 in rate to a free UDP port of the management address, and a
 // daemon collecting it there (with agents on the management network).
-func startSFlowLab(t *testing.T, rate int) (*ethlab.Lab, string, *daemon, string) {
+func startSFlowLab(t *testing.T, rate int) sflowLab {
 	t.Helper()
+	buildAgent(t)
+	m := impls(t)[0]
+	needMPI(t, m)
+	prog := compile(t, m, filepath.Join(repoRoot(t), "test/ethlab/testdata/ring.c"))
 	pc, err := net.ListenPacket("udp", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
@@ -39,25 +53,8 @@ func startSFlowLab(t *testing.T, rate int) (*ethlab.Lab, string, *daemon, string
 		t.Fatal(err)
 	}
 	cfg := ethConfig(t, lab, false, "", nil)
-	d, agentAddr := serveEthWith(t, lab, cfg, "--sflow-listen", fmt.Sprintf("%s:%d", lab.MgmtAddr(), port))
-	return lab, cfg, d, agentAddr
-}
-
-// serveEthWith is serveEth with more arguments for netloom serve.
-func serveEthWith(t *testing.T, lab *ethlab.Lab, cfg string, args ...string) (*daemon, string) {
-	t.Helper()
-	dir := t.TempDir()
-	d, agentAddr := serve(t, dir, nil, append([]string{"--fabric", "eth:" + cfg, "--db", filepath.Join(dir, "netloom.db"),
-		"--agent-listen", lab.MgmtAddr() + ":0", "--agent-address-file", "-",
-		"--sweep-interval", "1s", "--discover-interval", "10m"}, args...)...)
-	d.waitFor(func() bool {
-		var st struct {
-			Routes bool
-			Sweep  struct{ Count int } `json:"sweep"`
-		}
-		return d.get("/api/v1/status", &st) == 200 && st.Sweep.Count >= 2 && st.Routes
-	}, "two sweeps")
-	return d, agentAddr
+	d, agentAddr := serveEth(t, lab, cfg, "--sflow-listen", fmt.Sprintf("%s:%d", lab.MgmtAddr(), port))
+	return sflowLab{lab: lab, cfg: cfg, d: d, agentAddr: agentAddr, prog: prog, m: m}
 }
 
 // ringJob runs test/ethlab's ring under the agent on two hosts (one rank
@@ -126,11 +123,8 @@ func allDirections(t *testing.T, d *daemon, from, to time.Time) []linkDir {
 // samples and sFlow's error bound. A second daemon on the same lab
 // without a collector keeps the even split and says "ecmp-even".
 func TestEthObservedSplit(t *testing.T) {
-	buildAgent(t)
-	m := impls(t)[0]
-	needMPI(t, m)
-	prog := compile(t, m, filepath.Join(repoRoot(t), "test/ethlab/testdata/ring.c"))
-	lab, cfg, d, agentAddr := startSFlowLab(t, 10)
+	sl := startSFlowLab(t, 10)
+	lab, cfg, d, agentAddr, m, prog := sl.lab, sl.cfg, sl.d, sl.agentAddr, sl.m, sl.prog
 
 	from := time.Now().Add(-time.Second)
 	job := "obs-" + lab.ID
@@ -183,7 +177,7 @@ func TestEthObservedSplit(t *testing.T) {
 	}
 
 	// No collector: the even split, said.
-	d2, agent2 := serveEthWith(t, lab, cfg)
+	d2, agent2 := serveEth(t, lab, cfg)
 	job2 := "even-" + lab.ID
 	from2 := time.Now().Add(-time.Second)
 	ringJob(t, lab, d2, m, prog, agent2, job2, []string{"h2", "h4"}, 4<<20, 10)
@@ -259,11 +253,8 @@ func hotspotCollisions(t *testing.T, d *daemon, window time.Duration) []collisio
 // jobs and the idle spine's uplink beside; pinned onto one spine each,
 // the same two jobs show no collision.
 func TestEthCollision(t *testing.T) {
-	buildAgent(t)
-	m := impls(t)[0]
-	needMPI(t, m)
-	prog := compile(t, m, filepath.Join(repoRoot(t), "test/ethlab/testdata/ring.c"))
-	lab, _, d, agentAddr := startSFlowLab(t, 10)
+	sl := startSFlowLab(t, 10)
+	lab, d, agentAddr, m, prog := sl.lab, sl.d, sl.agentAddr, sl.m, sl.prog
 	ctx := context.Background()
 
 	run := func(tag string) (string, string, time.Duration) {

@@ -1099,12 +1099,12 @@ func TestEthFabricsPostgres(t *testing.T) {
 // serveEth starts a daemon on the lab (the Ethernet source of cfg, swept
 // every second, MPI agents reporting over the lab's management network)
 // and waits for its routes and two sweeps.
-func serveEth(t *testing.T, lab *ethlab.Lab, cfg string) (*daemon, string) {
+func serveEth(t *testing.T, lab *ethlab.Lab, cfg string, args ...string) (*daemon, string) {
 	t.Helper()
 	dir := t.TempDir()
-	d, agentAddr := serve(t, dir, nil, "--fabric", "eth:"+cfg, "--db", filepath.Join(dir, "netloom.db"),
-		"--agent-listen", lab.MgmtAddr()+":0", "--agent-address-file", "-",
-		"--sweep-interval", "1s", "--discover-interval", "10m")
+	d, agentAddr := serve(t, dir, nil, append([]string{"--fabric", "eth:" + cfg, "--db", filepath.Join(dir, "netloom.db"),
+		"--agent-listen", lab.MgmtAddr() + ":0", "--agent-address-file", "-",
+		"--sweep-interval", "1s", "--discover-interval", "10m"}, args...)...)
 	d.waitFor(func() bool {
 		var st struct {
 			Routes bool
