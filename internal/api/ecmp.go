@@ -156,6 +156,50 @@ func (a *attribAPI) observe(ctx context.Context, t *fabric.Topology, from, to ti
 	if t.RouteModel() == "" || a.opt.Nodes == nil {
 		return nil, nil
 	}
+	// One answer asks for each link it shows (why: up to its limit):
+	// what was seen over a range is read once a second at most.
+	key := obsKey{a: a, t: t, from: from.UnixNano(), to: to.UnixNano()}
+	now := time.Now()
+	obsCache.Lock()
+	if c, ok := obsCache.m[key]; ok && now.Sub(c.at) < time.Second {
+		obsCache.Unlock()
+		return c.o, nil
+	}
+	obsCache.Unlock()
+	o, err := a.observeNow(ctx, t, from, to)
+	if err != nil || o == nil {
+		return o, err
+	}
+	obsCache.Lock()
+	for k, c := range obsCache.m {
+		if now.Sub(c.at) >= time.Second {
+			delete(obsCache.m, k)
+		}
+	}
+	obsCache.m[key] = obsEntry{o: o, at: now}
+	obsCache.Unlock()
+	return o, nil
+}
+
+type obsKey struct {
+	a        *attribAPI
+	t        *fabric.Topology
+	from, to int64
+}
+
+type obsEntry struct {
+	o  *observation
+	at time.Time
+}
+
+// obsCache keeps each range's observation for a second.
+var obsCache = struct {
+	sync.Mutex
+	m map[obsKey]obsEntry
+}{m: map[obsKey]obsEntry{}}
+
+// observeNow is observe without the cache.
+func (a *attribAPI) observeNow(ctx context.Context, t *fabric.Topology, from, to time.Time) (*observation, error) {
 	// Samples are the live collector's: the live fabric's routes.
 	st := a.s.opt.State()
 	if st == nil || st.Topology != t || st.Routes == nil {
