@@ -1,6 +1,7 @@
 // A map a person can read (issue 43 item 3), against a real daemon on the
 // synthetic fat tree (16 switches, 64 hosts): every switch is labelled at
-// the default zoom, next to where it is drawn, and no label covers another
+// the default zoom, next to where it is drawn, no label covers another or is
+// cut by the map's edge
 // (the labels as the browser paints them, canvastext.mjs); the legend
 // gives the utilization scale in numbers with the colours the map draws;
 // the details sit in a panel beside the map that covers no node, the host
@@ -69,10 +70,14 @@ describe("map", () => {
       const i = layout.guid.indexOf(s.guid);
       const p = pos.find((q) => q.i === i);
       const t = labels.find((l) => l.text === s.description);
-      // Right of the node's mark, on its line.
-      assert.ok(t.x0 > p.x && t.x0 - p.x < 16 && t.y0 < p.y + 2 && t.y1 > p.y - 8, `${s.description}'s label (${t.x0},${t.y0})-(${t.x1},${t.y1}) beside its node at (${p.x},${p.y})`);
+      // Right of the node's mark (or left of it at the map's right edge), on its line.
+      const beside = (t.x0 > p.x && t.x0 - p.x < 16) || (t.x1 < p.x && p.x - t.x1 < 16);
+      assert.ok(beside && t.y0 < p.y + 2 && t.y1 > p.y - 8, `${s.description}'s label (${t.x0},${t.y0})-(${t.x1},${t.y1}) beside its node at (${p.x},${p.y})`);
     }
     assert.deepEqual(overlaps(labels), []);
+    // None cut by the map's edges.
+    const map = await page.locator("#map").boundingBox();
+    for (const t of labels) assert.ok(t.x0 >= map.x - 1 && t.x1 <= map.x + map.width + 1 && t.y0 >= map.y - 1 && t.y1 <= map.y + map.height + 1, `label ${t.text} inside the map`);
     // Hosts (few nodes): labelled too, where there is room.
     const hostNames = new Set(layout.name.filter((_, i) => layout.level[i] === 0));
     assert.ok(labels.some((t) => hostNames.has(t.text)), "some host labelled");

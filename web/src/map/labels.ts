@@ -4,7 +4,8 @@
 // frame, those that do not overlap a label already drawn, in order of
 // importance: labels asked for (selected node, a job's hosts), then
 // switches from the top level down, then hosts. Each label has a halo of
-// the map's background so it reads over links.
+// the map's background so it reads over links; one that the map's right
+// edge would cut goes left of its node.
 import type Sigma from "sigma";
 import type { NodeLabelDrawingFunction } from "sigma/rendering";
 import { MAP_THEME } from "./colors";
@@ -63,10 +64,13 @@ export function tieredLabels(rank: (key: string, forced: boolean) => number): {
       ctx.strokeStyle = MAP_THEME.bg;
       ctx.fillStyle = MAP_THEME.label;
       drawn = [];
+      const width = renderer.getDimensions().width;
       for (const c of candidates) {
         if (drawn.length >= MAX_LABELS) break;
         const w = ctx.measureText(c.text).width;
-        const box = { key: c.key, text: c.text, x: c.x + c.size + 3, y: c.y - FONT_SIZE * 0.75, w, h: FONT_SIZE + 2 };
+        // Right of the node, or left of it where the map's edge would cut it.
+        const right = c.x + c.size + 3;
+        const box = { key: c.key, text: c.text, x: right + w > width ? c.x - c.size - 3 - w : right, y: c.y - FONT_SIZE * 0.75, w, h: FONT_SIZE + 2 };
         if (drawn.some((d) => box.x < d.x + d.w + 2 && d.x < box.x + box.w + 2 && box.y < d.y + d.h && d.y < box.y + box.h)) continue;
         const baseline = c.y + FONT_SIZE / 3;
         ctx.strokeText(c.text, box.x, baseline);
