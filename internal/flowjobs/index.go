@@ -13,6 +13,7 @@
 package flowjobs
 
 import (
+	"hash/maphash"
 	"net/netip"
 	"slices"
 	"sync"
@@ -72,9 +73,12 @@ type run struct {
 	job, user  string
 	start, end time.Time // end zero: running
 	keys       []sflow.FlowKey
-	// last is each rank's latest report (unix ns): the connections it
-	// named are the ones it holds now.
+	// last is each rank's latest report that changed its connections
+	// (unix ns): the connections it named are the ones it holds now; sum
+	// is that report's list's hash, so that the same list again (every
+	// snapshot of a rank whose connections did not change) costs a look.
 	last map[int]int64
+	sum  map[int]uint64
 }
 
 // end is one run's view of a flow key: the ranks at its two ends, and
@@ -138,6 +142,7 @@ func Keys(c ingest.Conn) (out, in sflow.FlowKey, ok bool) {
 // connection reported again changes nothing; one its peer reported first
 // gets its far rank filled in.
 func (x *Index) Report(r ingest.ConnReport) {
+	sum := hashConns(r.Conns)
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.pruneLocked()
@@ -149,11 +154,14 @@ func (x *Index) Report(r ingest.ConnReport) {
 		if len(r.Conns) == 0 {
 			return // nothing to hold: a job that has no connections (yet)
 		}
-		ru = &run{job: r.Job, user: r.User, start: r.Start, last: map[int]int64{}}
+		ru = &run{job: r.Job, user: r.User, start: r.Start, last: map[int]int64{}, sum: map[int]uint64{}}
 		x.runs[r.Job] = ru
 	}
+	if _, ok := ru.last[r.Rank]; ok && ru.sum[r.Rank] == sum {
+		return // what the rank reported last time
+	}
 	at := r.At.UnixNano()
-	ru.last[r.Rank] = at
+	ru.last[r.Rank], ru.sum[r.Rank] = at, sum
 	if r.Start.Before(ru.start) {
 		ru.start = r.Start
 	}
@@ -168,6 +176,18 @@ func (x *Index) Report(r ingest.ConnReport) {
 		x.side(ru, out, r.Rank, 0, at)
 		x.side(ru, in, r.Rank, 1, at)
 	}
+}
+
+var seed = maphash.MakeSeed()
+
+// hashConns is a hash of a list of connections, in its order.
+func hashConns(cs []ingest.Conn) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	for _, c := range cs {
+		maphash.WriteComparable(&h, c)
+	}
+	return h.Sum64()
 }
 
 // side records that rank is at k's source end (i 0) or its destination

@@ -108,6 +108,14 @@ func TestPairs(t *testing.T) {
 	if jc, _ := x.Connections("j1", 10); jc.Conns[1].Current {
 		t.Errorf("a connection neither rank reports: %+v", jc.Conns)
 	}
+	// Named again, twice (the second the same list as the first): current.
+	for _, sec := range []time.Duration{6, 7} {
+		x.Report(ingest.ConnReport{Job: "j1", Rank: 0, Start: t0, At: t0.Add(sec * time.Second),
+			Conns: []ingest.Conn{tcp("10.0.1.1:40000", "10.0.3.1:1024")}})
+		if jc, _ := x.Connections("j1", 10); !jc.Conns[1].Current || jc.Conns[0].Current {
+			t.Errorf("rank 0 names its connection to rank 1 again (%v): %+v", sec, jc.Conns)
+		}
+	}
 	x.Report(ingest.ConnReport{Job: "j3", Rank: 0, Start: t0, At: t0})
 	if _, ok := x.Connections("j3", 10); ok {
 		t.Error("a job whose ranks reported no connection is held")
@@ -256,4 +264,42 @@ func TestMemory(t *testing.T) {
 		t.Errorf("%d keys, %.0f bytes each (want 200,000, at most 400)", keys, per)
 	}
 	runtime.KeepAlive(x)
+}
+
+// BenchmarkReport: one rank's snapshot of 64 connections, the same as
+// its last (every snapshot of a rank whose connections did not change), in
+// a job of 1,000 such ranks; BenchmarkReportChanged: one that differs
+// from its last by one connection, all of whose keys the index holds.
+func BenchmarkReport(b *testing.B) {
+	x := New(Options{})
+	conns := make([][]ingest.Conn, 1000)
+	for r := range conns {
+		for i := range 64 {
+			conns[r] = append(conns[r], ingest.Conn{Kind: "tcp", Local: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(r >> 8), byte(r)}), uint16(1024+i)),
+				Remote: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, byte(i), 1}), 5000)})
+		}
+		x.Report(ingest.ConnReport{Job: "j", Rank: r, Start: t0, At: t0, Conns: conns[r]})
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		r := i % len(conns)
+		x.Report(ingest.ConnReport{Job: "j", Rank: r, Start: t0, At: t0.Add(time.Duration(i) * time.Millisecond), Conns: conns[r]})
+		i++
+	}
+}
+
+func BenchmarkReportChanged(b *testing.B) {
+	x := New(Options{})
+	conns := make([]ingest.Conn, 65)
+	for i := range conns {
+		conns[i] = ingest.Conn{Kind: "tcp", Local: netip.AddrPortFrom(h1, uint16(1024+i)), Remote: netip.AddrPortFrom(h3, 5000)}
+	}
+	x.Report(ingest.ConnReport{Job: "j", Rank: 0, Start: t0, At: t0, Conns: conns})
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		x.Report(ingest.ConnReport{Job: "j", Rank: 0, Start: t0, At: t0.Add(time.Duration(i) * time.Millisecond), Conns: conns[i%2 : 64+i%2]})
+		i++
+	}
 }
