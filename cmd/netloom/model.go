@@ -44,12 +44,15 @@ The platform (--platform):
   flat        every node on a non-blocking switch: --bandwidth and
               --latency between nodes (the default otherwise)
   calibrated  flat, at the latency and bandwidth --calibration FILE holds
-              (netloom model calibrate), between and within nodes: for
-              ranks that shared one machine
-Ranks on one node talk through its loopback: by default never slower than
-the network (10 GB/s and 300 ns, or the fastest link's bandwidth and the
-quickest route's latency where faster); the calibration's when
-calibrated; --loopback-bandwidth and --loopback-latency set it as given.
+              (netloom model calibrate) between nodes; within a node, its
+              loopback as calibrated on the node
+Ranks on one node talk through its loopback, which its messages in flight
+at once share: by default never slower than the network (10 GB/s and
+300 ns, or the fastest link's bandwidth and the quickest route's latency
+where faster); when calibrated, the node's aggregate bandwidth (a window
+of 64 messages in flight), each message at most one pair's ping-pong
+bandwidth, after one pair's latency; --loopback-bandwidth and
+--loopback-latency set it as given.
 
 Without --network the what-ifs are a perfect network and twice the
 bandwidth. Warnings say what the prediction is worth: a host that ran
@@ -134,6 +137,7 @@ docs/model.md, "What a prediction is worth".`,
 				return usagef("--platform calibrated takes the loopback's bandwidth and latency from the calibration, not --loopback-*")
 			}
 			loop.NoSlowerThanNetwork = false
+			loop.From = "given (--loopback-bandwidth, --loopback-latency)"
 			if c.Flags().Changed("loopback-bandwidth") {
 				lo, err := model.ParseRate(loBW)
 				if err != nil {
@@ -162,7 +166,14 @@ docs/model.md, "What a prediction is worth".`,
 			if err != nil {
 				return fmt.Errorf("--calibration: %w", err)
 			}
-			loop = model.Link{ID: "loopback", Bandwidth: cal.Bandwidth, Latency: cal.Latency}
+			loop = model.Link{ID: "loopback", Bandwidth: cal.Bandwidth, Latency: cal.Latency,
+				From: "the calibration's ping-pong (" + calib + " holds no measurement of the node)"}
+			if cal.Node != nil {
+				loop = cal.Node.Loopback()
+			} else {
+				warnings = append(warnings, fmt.Sprintf("the calibration %s holds no measurement of the node's loopback (written before netloom model calibrate measured it): ranks on one node talk at its ping-pong's %s and %s, and a node's messages in flight at once share that; run netloom model calibrate again to measure the node",
+					calib, model.Rate(cal.Bandwidth), model.Duration(cal.Latency)))
+			}
 			warnings = append(warnings, cal.Check(calib)...)
 			req.Platform = model.Flat(fmt.Sprintf("calibrated (%s): %.3g GB/s, %.3g us", calib, cal.Bandwidth/1e9, cal.Latency*1e6),
 				hosts, cores, cal.Latency, cal.Bandwidth, loop)
@@ -206,27 +217,40 @@ func calibrateCmd() *cobra.Command {
 	var mpi, out, mpicc string
 	c := &cobra.Command{
 		Use:   "calibrate [flags] [-- LAUNCHER ARGS...]",
-		Short: "measure latency and bandwidth between two MPI ranks (for --platform calibrated)",
+		Short: "measure latency and bandwidth between two MPI ranks and within a node (for --platform calibrated)",
 		Long: `Compiles a ping-pong with mpicc, runs it on two ranks (by default on this
 machine: mpirun -np 2, or mpiexec.mpich -n 2 with --mpi mpich; after "--",
 any launcher command line that starts two ranks), and prints or writes
 the one-way latency (1-byte messages) and bandwidth (4 MiB messages) as
-JSON, for netloom model --platform calibrated --calibration FILE.`,
+JSON, for netloom model --platform calibrated --calibration FILE.
+
+It measures the node's loopback too ("node" in the file): one pair's
+latency and bandwidth, and the aggregate bandwidth of 64 messages of
+1 MiB in flight at once (osu_bw's window), with two ranks on one node:
+the same run when its ranks shared one, else a second run with
+--node-launcher (default: this machine's mpirun/mpiexec.mpich).`,
 		Example: `  netloom model calibrate -o calib.json
   netloom model calibrate --mpi mpich -- mpiexec.mpich -n 2 -hosts n1,n2`,
 	}
+	var nodeLauncher string
 	f := c.Flags()
 	enumFlag(c, &mpi, "mpi", "ompi", "MPI `flavour`: ompi or mpich", "ompi", "mpich")
 	f.StringVarP(&out, "output", "o", "", "write the calibration to `FILE` (default: standard output)")
 	f.StringVar(&mpicc, "mpicc", "", "MPI C compiler (default: mpicc, or mpicc.mpich with --mpi mpich)")
+	f.StringVar(&nodeLauncher, "node-launcher", "", "the launcher `line` that starts two ranks on one node, to measure its loopback when the ranks after -- ran on two (default: this machine's)")
 	c.RunE = func(c *cobra.Command, args []string) error {
+		here := []string{"mpirun", "--oversubscribe", "-np", "2"}
+		if mpi == "mpich" {
+			here = []string{"mpiexec.mpich", "-n", "2"}
+		}
 		launcher := args
 		local := len(launcher) == 0
 		if local {
-			launcher = []string{"mpirun", "--oversubscribe", "-np", "2"}
-			if mpi == "mpich" {
-				launcher = []string{"mpiexec.mpich", "-n", "2"}
-			}
+			launcher = here
+		}
+		node := here
+		if nodeLauncher != "" {
+			node = strings.Fields(nodeLauncher)
 		}
 		if mpicc == "" {
 			mpicc = map[string]string{"ompi": "mpicc", "mpich": "mpicc.mpich"}[mpi]
@@ -236,7 +260,7 @@ JSON, for netloom model --platform calibrated --calibration FILE.`,
 		if local {
 			cores, load = model.LocalLoad()
 		}
-		cal, err := model.Calibrate(c.Context(), mpicc, launcher, "")
+		cal, err := model.Calibrate(c.Context(), mpicc, launcher, node, "")
 		if err != nil {
 			return err
 		}
@@ -258,6 +282,10 @@ JSON, for netloom model --platform calibrated --calibration FILE.`,
 			return err
 		}
 		c.PrintErrf("latency %.3g us, bandwidth %.3g GB/s (%s)\n", cal.Latency*1e6, cal.Bandwidth/1e9, cal.Launcher)
+		if n := cal.Node; n != nil {
+			c.PrintErrf("node %s: latency %.3g us, bandwidth %.3g GB/s one pair, %.3g GB/s with %d messages of %d bytes in flight (%s)\n",
+				n.Host, n.Latency*1e6, n.Bandwidth/1e9, n.AggregateBandwidth/1e9, n.Window, n.WindowBytes, n.Launcher)
+		}
 		return os.WriteFile(out, append(b, '\n'), 0o644)
 	}
 	return c
@@ -272,8 +300,12 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 
 // writePrediction prints the predictions beside the measurement.
 func writePrediction(w io.Writer, r *model.Result) error {
-	fmt.Fprintf(w, "Job %s: %d ranks on %d nodes, %d trace events; platform: %s; ranks on one node: loopback %s, %s\n",
-		r.Job, r.Ranks, r.Hosts, r.Events, r.Platform, model.Rate(r.Loopback.Bandwidth), model.Duration(r.Loopback.Latency))
+	pair := ""
+	if r.Loopback.PairBandwidth > 0 {
+		pair = fmt.Sprintf(" shared, %s a message", model.Rate(r.Loopback.PairBandwidth))
+	}
+	fmt.Fprintf(w, "Job %s: %d ranks on %d nodes, %d trace events; platform: %s; ranks on one node: loopback %s%s, %s (%s)\n",
+		r.Job, r.Ranks, r.Hosts, r.Events, r.Platform, model.Rate(r.Loopback.Bandwidth), pair, model.Duration(r.Loopback.Latency), r.Loopback.From)
 	if x := r.Window; x != nil {
 		fmt.Fprintf(w, "Replayed in part: every rank repeats %d times a period of up to %d events; replayed every %d-th of them (%d) and the run without them, and extrapolated (--full-replay replays all)\n",
 			x.Periods, x.PeriodEvents, x.Stride, x.Kept)

@@ -151,6 +151,12 @@ type Result struct {
 type LoopbackUse struct {
 	Bandwidth float64 `json:"bandwidth_bytes_per_second"`
 	Latency   float64 `json:"latency_seconds"`
+	// PairBandwidth is what one message gets at most (left out: all of
+	// Bandwidth, which its messages in flight at once share).
+	PairBandwidth float64 `json:"pair_bandwidth_bytes_per_second,omitempty"`
+	// From says where the figures came from: "calibrated on HOST at
+	// TIME", the default's rule, or given.
+	From string `json:"from"`
 }
 
 // Measure is the run as measured, on the replay's span.
@@ -219,7 +225,8 @@ func Predict(ctx context.Context, j *Job, req Request) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Job: j.ID, Ranks: j.Ranks, Events: j.Events, Platform: req.Platform.Name, Warnings: []string{},
-		Loopback: LoopbackUse{Bandwidth: req.Platform.Loopback.Bandwidth, Latency: req.Platform.Loopback.Latency}}
+		Loopback: LoopbackUse{Bandwidth: req.Platform.Loopback.Bandwidth, Latency: req.Platform.Loopback.Latency,
+			PairBandwidth: req.Platform.Loopback.PairBandwidth, From: req.Platform.Loopback.From}}
 	hosts := map[string]bool{}
 	for _, h := range req.Platform.HostsOf(req.HostOf) {
 		hosts[h] = true

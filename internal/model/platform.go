@@ -31,7 +31,8 @@ const HostFlops = 1e9
 // messages in flight at once divide its bandwidth (SimGrid's SHARED).
 var (
 	DefaultHopLatency = 100e-9
-	DefaultLoopback   = Link{ID: "loopback", Bandwidth: 10e9, Latency: 300e-9, NoSlowerThanNetwork: true}
+	DefaultLoopback   = Link{ID: "loopback", Bandwidth: 10e9, Latency: 300e-9, NoSlowerThanNetwork: true,
+		From: "default: 10 GB/s and 300 ns, no slower than the network"}
 )
 
 // Link is one network resource: a fabric link (both directions apart) or
@@ -44,6 +45,12 @@ type Link struct {
 	// it raise the loopback's bandwidth to its fastest link's and lower
 	// its latency to its quickest route's, where they are slower.
 	NoSlowerThanNetwork bool
+	// PairBandwidth, on a loopback, is what one message gets of it at
+	// most (0: all of Bandwidth): a calibrated node's messages in flight
+	// at once share Bandwidth, its aggregate, each at most one pair's.
+	PairBandwidth float64
+	// From, on a loopback, says where its figures came from.
+	From string
 }
 
 // Use is a link crossed in one direction: Up is from the link's A side.
@@ -264,7 +271,8 @@ func (p *Platform) Scaled(name string, bw, lat float64) *Platform {
 	for i, l := range p.Links {
 		q.Links[i] = Link{ID: l.ID, Bandwidth: l.Bandwidth * bw, Latency: l.Latency * lat}
 	}
-	q.Loopback = Link{ID: p.Loopback.ID, Bandwidth: p.Loopback.Bandwidth * bw, Latency: p.Loopback.Latency * lat}
+	q.Loopback = Link{ID: p.Loopback.ID, Bandwidth: p.Loopback.Bandwidth * bw, Latency: p.Loopback.Latency * lat,
+		PairBandwidth: p.Loopback.PairBandwidth * bw, From: p.Loopback.From}
 	return &q
 }
 
@@ -291,7 +299,7 @@ const perfectBandwidth = 1e15
 // bandwidth limit, between hosts and within them (MPInside's bound).
 func (p *Platform) Perfect(name string) *Platform {
 	q := p.With(name, perfectBandwidth, 0)
-	q.Loopback = Link{ID: p.Loopback.ID, Bandwidth: perfectBandwidth}
+	q.Loopback = Link{ID: p.Loopback.ID, Bandwidth: perfectBandwidth, From: p.Loopback.From}
 	return q
 }
 
@@ -352,10 +360,17 @@ func (p *Platform) WriteXML(w io.Writer) error {
 	// (SHARED: they copy through the node's one memory). A FATPIPE, as
 	// SimGrid's own cluster loopback, gave each message in flight the
 	// whole bandwidth: 64 messages of a window crossed a node 64 times as
-	// fast as one (issue 42).
+	// fast as one (issue 42). With a PairBandwidth, each message also
+	// crosses a FATPIPE at it: one message at a time goes at one pair's
+	// bandwidth, many at once share the aggregate.
 	for _, h := range p.Hosts {
 		z.Links = append(z.Links, xmlLink{ID: "lo-" + h, Bandwidth: bps(p.Loopback.Bandwidth), Latency: sec(p.Loopback.Latency), Sharing: "SHARED"})
-		z.Routes = append(z.Routes, xmlRoute{Src: h, Dst: h, Sym: "NO", Links: []xmlLinkCtn{{ID: "lo-" + h}}})
+		route := xmlRoute{Src: h, Dst: h, Sym: "NO", Links: []xmlLinkCtn{{ID: "lo-" + h}}}
+		if pb := p.Loopback.PairBandwidth; pb > 0 && pb < p.Loopback.Bandwidth {
+			z.Links = append(z.Links, xmlLink{ID: "lop-" + h, Bandwidth: bps(pb), Latency: "0s", Sharing: "FATPIPE"})
+			route.Links = append(route.Links, xmlLinkCtn{ID: "lop-" + h})
+		}
+		z.Routes = append(z.Routes, route)
 	}
 	keys := make([][2]string, 0, len(p.Routes))
 	for k := range p.Routes {

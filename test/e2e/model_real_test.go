@@ -35,6 +35,7 @@ type modelJSON struct {
 	Loopback struct {
 		Bandwidth float64 `json:"bandwidth_bytes_per_second"`
 		Latency   float64 `json:"latency_seconds"`
+		From      string  `json:"from"`
 	}
 	Oversubscribed []struct {
 		Host   string
@@ -161,7 +162,7 @@ func TestModelOnRealRuns(t *testing.T) {
 				t.Logf("measured %.4f s, as ran %.4f s: %s", r.Measured.Elapsed, r.AsRan.Elapsed, r.warning(head))
 				// the text output says the same, the loopback on its first line
 				o, e := must(t, nil, "model", dir)
-				if !strings.Contains(e, "netloom model: warning: "+head) || !strings.Contains(o, "ranks on one node: loopback 12.5 GB/s, 300 ns\n") {
+				if !strings.Contains(e, "netloom model: warning: "+head) || !strings.Contains(o, "ranks on one node: loopback 12.5 GB/s, 300 ns (default: 10 GB/s and 300 ns, no slower than the network)\n") {
 					t.Errorf("text output:\n%s%s", o, e)
 				}
 			})
@@ -171,8 +172,12 @@ func TestModelOnRealRuns(t *testing.T) {
 				os.WriteFile(calib, []byte(`{"latency_seconds": 0.001, "bandwidth_bytes_per_second": 2e9}`), 0o644)
 				r := predict(t, dir, "--platform", "calibrated", "--calibration", calib)
 				want := "the calibration " + calib + " measured a latency of 1 ms (more than 100 us): implausible"
-				if r.warning(want) == "" {
-					t.Errorf("warnings %q; want %q", r.Warnings, want)
+				// a file without the node's loopback (written before it was
+				// measured): the ping-pong's figures, and said
+				old := "the calibration " + calib + " holds no measurement of the node's loopback"
+				if r.warning(want) == "" || r.warning(old) == "" || r.Loopback.Bandwidth != 2e9 || r.Loopback.Latency != 0.001 ||
+					r.Loopback.From != "the calibration's ping-pong ("+calib+" holds no measurement of the node)" {
+					t.Errorf("warnings %q, loopback %+v; want %q, %q, the ping-pong's 2 GB/s and 1 ms", r.Warnings, r.Loopback, want, old)
 				}
 			})
 
