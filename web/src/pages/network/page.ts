@@ -27,6 +27,7 @@ import { showJobOnMap } from "./jobbar";
 import { mapRenderer, recolorer } from "./renderer";
 import { mapSearch } from "./search";
 import { mapState } from "./state";
+import { mapTableView } from "./tableview";
 import { mapToolbar } from "./toolbar";
 
 export async function networkPage(ctx: PageContext): Promise<void> {
@@ -69,6 +70,12 @@ export async function networkPage(ctx: PageContext): Promise<void> {
     bar.repaint();
     renderer.refresh();
   }, signal);
+  // The map's text alternative: the table view under it.
+  const tv = mapTableView(g, st);
+  root.append(tv.el);
+  container.setAttribute("role", "img");
+  container.setAttribute("aria-label", `Network map of ${tv.summary}; the table view under the map lists them`);
+  for (const c of container.querySelectorAll("canvas")) c.setAttribute("aria-hidden", "true"); // sigma's layers: the label speaks for them
 
   // First frame: the whole map with whatever colours have arrived.
   apply = recolor;
