@@ -3,6 +3,8 @@ package model
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -200,5 +202,67 @@ func TestNodeSharesItsLoopback(t *testing.T) {
 	slow = Flat("flat", hosts, cores, 1e-6, 12.5e9, Link{ID: "loopback", Bandwidth: 20e9, Latency: 2e-6})
 	if w := slow.LoopbackSlower(); w != "its latency 2 us is above the quickest route's 1 us" {
 		t.Errorf("a slower loopback: %q", w)
+	}
+}
+
+// A calibrated node's loopback (NodeCalibration.Loopback) carries the
+// aggregate its messages in flight at once share, each at most one pair's
+// bandwidth: osu_bw's window of 64 MiB crosses the node at the aggregate,
+// one 4 MiB ping-pong message at the pair's; a pair faster than the
+// aggregate leaves one shared link. A file without node still reads, and
+// bad node figures are refused naming them.
+func TestCalibratedLoopback(t *testing.T) {
+	needSmpirun(t)
+	one := []string{"n1", "n1"}
+	n := &NodeCalibration{Host: "n1", MeasuredAt: "2026-11-29T10:48:35Z", Latency: 2e-7, Bandwidth: 2.5e9, AggregateBandwidth: 5e9}
+	lo := n.Loopback()
+	if lo.Bandwidth != 5e9 || lo.PairBandwidth != 2.5e9 || lo.Latency != 2e-7 || lo.From != "calibrated on n1 at 2026-11-29T10:48:35Z" {
+		t.Fatalf("loopback %+v", lo)
+	}
+	p := Flat("calibrated", Hosts(one), Cores(one), 1e-6, 2.5e9, lo)
+	var xml strings.Builder
+	p.WriteXML(&xml)
+	if !regexp.MustCompile(`<route src="n1" dst="n1" symmetrical="NO">\s*<link_ctn id="lo-n1"></link_ctn>\s*<link_ctn id="lop-n1"></link_ctn>`).MatchString(xml.String()) ||
+		!regexp.MustCompile(`id="lop-n1" bandwidth="2.5e\+09Bps" [^>]*sharing_policy="FATPIPE"`).MatchString(xml.String()) {
+		t.Errorf("the loopback's route is not the shared link and the pair's:\n%s", xml.String())
+	}
+	w, err := replayWhole(context.Background(), t, traceJob(t, one, window()), p, one, "window", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp, err := replayWhole(context.Background(), t, traceJob(t, one, pingPong8()), p, one, "ping-pong", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agg, pair := 64*1048576/5e9, 6*4194304/2.5e9
+	t.Logf("window %.6f s (aggregate: %.6f s), ping-pong %.6f s (pair: %.6f s)", w.Elapsed, agg, pp.Elapsed, pair)
+	if w.Elapsed < 0.95*agg || w.Elapsed > 1.1*agg || pp.Elapsed < 0.95*pair || pp.Elapsed > 1.1*pair {
+		t.Errorf("window %.6f s, ping-pong %.6f s; want about %.6f s (64 MiB at the aggregate 5 GB/s) and %.6f s (6 x 4 MiB at the pair's 2.5 GB/s)", w.Elapsed, pp.Elapsed, agg, pair)
+	}
+	n.Bandwidth = 8e9
+	if lo := n.Loopback(); lo.Bandwidth != 5e9 || lo.PairBandwidth != 0 {
+		t.Errorf("a pair faster than the aggregate: loopback %+v; want one shared link at 5 GB/s", lo)
+	}
+	dir := t.TempDir()
+	for name, c := range map[string]struct {
+		file, err string
+		node      bool
+	}{
+		"old": {file: `{"latency_seconds": 1e-6, "bandwidth_bytes_per_second": 2e9}`},
+		"new": {file: `{"latency_seconds": 1e-6, "bandwidth_bytes_per_second": 2e9, "node": {"host": "n1", "latency_seconds": 2e-7, "bandwidth_bytes_per_second": 2.5e9, "aggregate_bandwidth_bytes_per_second": 5e9}}`, node: true},
+		"bad":  {file: `{"latency_seconds": 1e-6, "bandwidth_bytes_per_second": 2e9, "node": {"latency_seconds": 2e-7, "bandwidth_bytes_per_second": 2.5e9}}`, err: "node: latency_seconds 2e-07, bandwidth_bytes_per_second 2.5e+09, aggregate_bandwidth_bytes_per_second 0: want"},
+	} {
+		f := filepath.Join(dir, name+".json")
+		os.WriteFile(f, []byte(c.file), 0o644)
+		cal, err := ReadCalibration(f)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: %v; want %q", name, err, c.err)
+			}
+			continue
+		}
+		if err != nil || (cal.Node != nil) != c.node {
+			t.Errorf("%s: %+v, %v", name, cal, err)
+		}
 	}
 }
