@@ -88,18 +88,20 @@ export function onThemeChange(fn: (t: Theme) => void, signal?: AbortSignal): voi
   window.addEventListener(THEME_EVENT, (e) => fn((e as CustomEvent<Theme>).detail), { signal });
 }
 
-/** The header's switch: System (light or dark, as it is now), Light, Dark. */
+/** The header's switch: Auto (the system's setting), Light, Dark; its
+ * title says which the system's is now. */
 export function themeSwitch(): HTMLSelectElement {
   const system = h("option", { value: "system" }, "");
   const sel = h(
     "select",
-    { class: "theme-switch", "aria-label": "Colour theme", title: "Colour theme" },
+    { class: "theme-switch", "aria-label": "Colour theme" },
     system,
     h("option", { value: "light" }, "Light"),
     h("option", { value: "dark" }, "Dark"),
   );
   const paint = () => {
-    system.textContent = `System (${dark.matches ? "dark" : "light"})`;
+    system.textContent = "Auto";
+    sel.title = `Colour theme: ${choice === "system" ? `as the system's (${dark.matches ? "dark" : "light"} now)` : choice}`;
     sel.value = themeChoice();
   };
   sel.addEventListener("change", () => setThemeChoice(sel.value as ThemeChoice));

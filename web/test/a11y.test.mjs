@@ -260,6 +260,7 @@ describe("accessibility and themes", () => {
       const light = await vars();
       assert.equal(light[0], "light");
       const sw = page.getByRole("combobox", { name: "Colour theme" });
+      assert.match(await sw.getAttribute("title"), /as the system.s \(light now\)/);
       assert.equal(await sw.inputValue(), "system");
       // The system turns dark: the page follows at once (no reload).
       await page.emulateMedia({ colorScheme: "dark" });
