@@ -25,6 +25,7 @@ interface NavItem {
 const NAV: NavItem[] = [
   { key: "network", label: "Network", admin: true },
   { key: "jobs", label: "Jobs", admin: false },
+  { key: "hotspots", label: "Hot spots", admin: true },
   { key: "errors", label: "Errors", admin: true },
   { key: "health", label: "Health", admin: true },
   { key: "events", label: "Events", admin: true },

@@ -9,6 +9,7 @@ import { alertsPage } from "./pages/alerts";
 import { errorsPage } from "./pages/errors";
 import { eventsPage } from "./pages/events";
 import { healthPage } from "./pages/health";
+import { hotspotsPage } from "./pages/hotspots";
 import { jobPage } from "./pages/job";
 import { jobsPage } from "./pages/jobs";
 import { linkPage } from "./pages/link";
@@ -26,6 +27,7 @@ export function registerRoutes(): void {
   route("/links/{id}", "network", linkPage);
   route("/nodes/{node}", "network", nodePage, "admin");
   route("/health", "health", healthPage, "admin");
+  route("/hotspots", "hotspots", hotspotsPage, "admin");
   route("/jobs", "jobs", jobsPage);
   route("/jobs/{job}", "jobs", jobPage);
   route("/errors", "errors", errorsPage, "admin");

@@ -6,8 +6,8 @@ import { h, link, loading, panel } from "../dom";
 import * as fmt from "../format";
 import { portOnly } from "../ports";
 import { refreshOnSweep } from "../live";
+import { minFilter } from "../minfilter";
 import type { PageContext } from "../router";
-import { navigate } from "../router";
 import { table } from "../table";
 import { DEFAULT_WINDOW_S, readTime, timeQuery } from "../time";
 
@@ -36,23 +36,7 @@ export async function errorsPage(ctx: PageContext): Promise<void> {
   const minErrors = Math.max(1, Number(search.get("min") ?? 1) || 1);
   const range =
     t.mode === "range" ? { from: String(t.from), to: String(t.to) } : t.mode === "at" ? { from: String(t.at! - 4 * DEFAULT_WINDOW_S), to: String(t.at) } : { from: "-1h" };
-  const minInput = h("input", { type: "number", min: "1", value: String(minErrors), class: "num-input", id: "min-errors" });
-  const form = h(
-    "form",
-    {
-      class: "filters",
-      onsubmit: (e: Event) => {
-        e.preventDefault();
-        const q = new URLSearchParams(location.search);
-        q.set("min", String(Math.max(1, Number(minInput.value) || 1)));
-        navigate(location.pathname + "?" + q.toString());
-      },
-    },
-    h("label", { for: "min-errors" }, "Show ports with at least"),
-    minInput,
-    h("span", {}, "errors in the range"),
-    h("button", { type: "submit", class: "btn" }, "Filter"),
-  );
+  const form = minFilter({ id: "min-errors", label: "Show ports with at least", unit: "errors in the range", value: minErrors, min: 1 });
   const summary = h("p", { class: "sub" }, "\u00a0");
   const body = h("div", {}, loading("Summing error counters…"));
   root.append(

@@ -2,10 +2,11 @@
 // docs/sflow.md): large flows sharing one uplink of a switch while an
 // equal-cost uplink of it carried less, seen by the switches' sFlow
 // samples. Shown only when there is one: the shared uplink, the flows on
-// it (job, ranks, hosts), every uplink of the group with what its counters
-// measured, and the group's imbalance.
+// it (job, ranks, hosts; each job linked to its page), every uplink of the
+// group with what its counters measured, and the group's imbalance. The hot-spots page
+// (pages/hotspots.ts) shows the fabric's collisions with the same view.
 import { get } from "../../api";
-import { h, panel } from "../../dom";
+import { h, link, panel } from "../../dom";
 import * as fmt from "../../format";
 import { table } from "../../table";
 import { jobPath } from "../api";
@@ -63,6 +64,15 @@ export function flowWho(f: CollisionFlow): string {
   return `job ${f.job ?? "?"}${ranks}`;
 }
 
+/** A flow's "who" with its job linked to the job's page (another user's
+ * job, "other-N", names no page a user may open). */
+function flowCell(f: CollisionFlow): Node | string {
+  const who = flowWho(f);
+  if (!f.job || f.other_traffic || f.ambiguous || f.anonymized) return who;
+  const name = `job ${f.job}`;
+  return h("span", {}, "job ", link(`/jobs/${encodeURIComponent(f.job)}`, f.job), who.slice(name.length));
+}
+
 /** The sentence that says a collision: the shared uplink, its flows, the
  * least loaded uplink of the group and the imbalance. */
 export function collisionText(c: Collision): string {
@@ -80,7 +90,7 @@ export function collisionView(c: Collision): HTMLElement {
     h("p", { class: "collision-text warn-text" }, collisionText(c)),
     table<CollisionFlow>({
       columns: [
-        { key: "who", label: "Flow", value: (f) => flowWho(f) },
+        { key: "who", label: "Flow", value: (f) => flowWho(f), cell: flowCell },
         { key: "hosts", label: "Hosts", value: (f) => (f.src_node && f.dst_node ? `${f.src_node} → ${f.dst_node}` : "") },
         { key: "addr", label: "Addresses", value: (f) => (f.src ? `${f.src}:${f.src_port} → ${f.dst}:${f.dst_port}` : "") },
         { key: "bytes", label: "Estimated", value: (f) => f.estimated_bytes, cell: (f) => fmt.bytes(f.estimated_bytes), numeric: true, title: "Sampled frame bytes × sampling rate" },
