@@ -55,6 +55,7 @@ export async function startAllPages() {
       ["events", "/events"],
       ["alerts", "/alerts"],
       ["errors", "/errors"],
+      ["hotspots", "/hotspots?min=0"],
       ["login", "/login"],
     ];
     return {
