@@ -10,7 +10,8 @@
 # MPI_Waitall, on each rank) that timing every call adds and that tracing
 # adds in all.
 # With BASE=<git revision>, that revision's agent is built apart and traced
-# in the same rounds ("base"), printed beside this build's.
+# in the same rounds ("base"), printed beside this build's. Each round runs
+# the configurations in another order (rotated by one).
 #   [BASE=rev] bench/agent/trace_small.sh [windows] [rounds]
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -51,8 +52,18 @@ run() { # mpi config
 }
 i=0
 while [ $i -lt "$rounds" ]; do
+	# each round starts one configuration further on: none always runs
+	# after the same one (this pattern's rate drifts within a round on a
+	# shared machine)
+	set -- $configs
+	k=$((i % $#))
+	while [ $k -gt 0 ]; do
+		set -- "$@" "$1"
+		shift
+		k=$((k - 1))
+	done
 	for m in ompi mpich; do
-		for c in $configs; do
+		for c in "$@"; do
 			run $m $c >>"$tmp/results"
 		done
 	done
