@@ -4,7 +4,7 @@
 // - every control has an accessible name, as Chromium computes it (the
 //   accessibility tree over CDP): buttons, links, text fields, selects,
 //   check boxes, images; every canvas is an image with a name or lies
-//   inside one;
+//   inside one (a chart says what it plots and how many samples);
 // - the map's text alternative: the map is an image named after what it
 //   shows, and its table view lists every node and link of /fabric/nodes
 //   and /fabric/links with the utilization of /fabric/utilization at the
@@ -38,8 +38,14 @@ async function unnamed(cdp) {
     let html = "?";
     if (n.backendDOMNodeId) {
       const { object } = await cdp.send("DOM.resolveNode", { backendNodeId: n.backendDOMNodeId });
-      const r = await cdp.send("Runtime.callFunctionOn", { objectId: object.objectId, functionDeclaration: "function () { return this.outerHTML.slice(0, 160); }", returnByValue: true });
+      // A canvas inside a named image (a chart, the map) is what that name speaks for.
+      const r = await cdp.send("Runtime.callFunctionOn", {
+        objectId: object.objectId,
+        functionDeclaration: "function () { return this.tagName === 'CANVAS' && this.parentElement?.closest(\"[role='img'][aria-label]\") ? '' : this.outerHTML.slice(0, 160); }",
+        returnByValue: true,
+      });
       html = r.result.value;
+      if (html === "") continue;
     }
     out.push(`${n.role.value}: ${html}`);
   }
