@@ -95,7 +95,7 @@ type dirJob struct {
 	InRangeSeconds *float64 `json:"in_range_seconds,omitempty"`
 	// logical: the job's bytes are the application's calls, collectives
 	// among them (the consistency check names it as a likely cause).
-	logical bool
+	logical    bool
 	splitModel // how its bytes were split over equal-cost paths (ecmp.go)
 }
 
@@ -347,7 +347,7 @@ type directionJSON struct {
 	// within counter granularity and timing, else the likely cause.
 	Check analysis.ExplainedCheck `json:"check"`
 	// What the check weighs beside the bytes (checkInput).
-	check analysis.ExplainedInput
+	check      analysis.ExplainedInput
 	splitModel // how the jobs' bytes were split over equal-cost paths (ecmp.go)
 }
 

@@ -1,7 +1,6 @@
 package loadgen
 
 import (
-
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/netloom/netloom/internal/ingest/agentpb"

@@ -250,7 +250,7 @@ func TestCalibratedLoopback(t *testing.T) {
 	}{
 		"old": {file: `{"latency_seconds": 1e-6, "bandwidth_bytes_per_second": 2e9}`},
 		"new": {file: `{"latency_seconds": 1e-6, "bandwidth_bytes_per_second": 2e9, "node": {"host": "n1", "latency_seconds": 2e-7, "bandwidth_bytes_per_second": 2.5e9, "aggregate_bandwidth_bytes_per_second": 5e9}}`, node: true},
-		"bad":  {file: `{"latency_seconds": 1e-6, "bandwidth_bytes_per_second": 2e9, "node": {"latency_seconds": 2e-7, "bandwidth_bytes_per_second": 2.5e9}}`, err: "node: latency_seconds 2e-07, bandwidth_bytes_per_second 2.5e+09, aggregate_bandwidth_bytes_per_second 0: want"},
+		"bad": {file: `{"latency_seconds": 1e-6, "bandwidth_bytes_per_second": 2e9, "node": {"latency_seconds": 2e-7, "bandwidth_bytes_per_second": 2.5e9}}`, err: "node: latency_seconds 2e-07, bandwidth_bytes_per_second 2.5e+09, aggregate_bandwidth_bytes_per_second 0: want"},
 	} {
 		f := filepath.Join(dir, name+".json")
 		os.WriteFile(f, []byte(c.file), 0o644)

@@ -135,7 +135,9 @@ func testEthLinkDown(t *testing.T, lab *ethlab.Lab) {
 		Node         fabric.GUID
 	}
 	var links struct{ Links []fabric.Link }
-	d.waitFor(func() bool { return d.get("/api/v1/fabric/links", &links) == 200 && len(links.Links) == len(lab.Wiring()) }, "every link")
+	d.waitFor(func() bool {
+		return d.get("/api/v1/fabric/links", &links) == 200 && len(links.Links) == len(lab.Wiring())
+	}, "every link")
 	var h4 fabric.Node
 	var nodes struct{ Nodes []fabric.Node }
 	d.get("/api/v1/fabric/nodes", &nodes)

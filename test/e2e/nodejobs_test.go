@@ -133,7 +133,9 @@ func TestNodeJobs(t *testing.T) {
 		}
 	}
 	// By GUID, as the node page asks: the same list.
-	var nodes struct{ Nodes []struct{ GUID, Description string } }
+	var nodes struct {
+		Nodes []struct{ GUID, Description string }
+	}
 	admin.get("/api/v1/fabric/nodes?type=ca", &nodes)
 	for _, n := range nodes.Nodes {
 		if strings.HasPrefix(n.Description, "n2 ") {

@@ -129,14 +129,14 @@ type fakeRem struct {
 
 // fakeSwitch is a switch's agent: IF-MIB, LLDP-MIB local and remote data.
 type fakeSwitch struct {
-	name    string
+	name string
 	// sysName and lldpName, when set, are its agent's sysName and its
 	// LLDP system name (lldpLocSysName) instead of name.
 	sysName, lldpName string
-	addr    string
-	chassis []byte
-	ifs     []fakeIf
-	rems    []fakeRem
+	addr              string
+	chassis           []byte
+	ifs               []fakeIf
+	rems              []fakeRem
 	// counters by ifIndex: in/out octets, ucast in/out, errors; wide
 	// says 64-bit ifHC* (else the 32-bit ifTable columns only).
 	upTime   uint32

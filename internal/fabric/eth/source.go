@@ -33,8 +33,8 @@ type Source struct {
 	last   map[int]*view // by switch in the configuration: its last good read
 	sw     map[fabric.GUID]*swState
 	named  map[fabric.GUID]SwitchName // the switches' names the last discovery logged
-	errs   map[[2]string]uint64 // (switch, field) -> errors
-	logged map[[2]string]logged // what was last logged per (switch, field)
+	errs   map[[2]string]uint64       // (switch, field) -> errors
+	logged map[[2]string]logged       // what was last logged per (switch, field)
 }
 
 // logged is the last message logged for a (switch, field), and when: the
