@@ -59,11 +59,25 @@ func (l *Lab) agentScript() (string, error) {
 	}
 	b.WriteString("  *) echo \"ethlab rsh-agent: unknown host $h\" >&2; exit 255;;\nesac\n")
 	b.WriteString("exec ip netns exec \"$ns\" unshare --uts sh -c \"hostname $name; $*\"\n")
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o700); err != nil {
+	// Written apart and renamed into place: launchers started at once
+	// (two jobs of a test) each write it, and none may see it half
+	// written or lose its temporary file to the other's rename.
+	f, err := os.CreateTemp(l.Dir, "rsh-agent.*.tmp")
+	if err != nil {
 		return "", err
 	}
-	return path, os.Rename(tmp, path)
+	_, err = f.WriteString(b.String())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o700)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return path, os.Rename(f.Name(), path)
 }
 
 // MPICommand returns the launcher command for spec without running it (for
