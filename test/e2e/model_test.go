@@ -30,6 +30,7 @@ type modelPrediction struct {
 	Elapsed        float64            `json:"elapsed_seconds"`
 	MPISeconds     float64            `json:"mpi_seconds"`
 	InterNodeBytes uint64             `json:"inter_node_p2p_bytes"`
+	IntraNodeBytes uint64             `json:"intra_node_p2p_bytes"`
 	RankMPI        []float64          `json:"rank_mpi_seconds"`
 	Functions      map[string]float64 `json:"functions"`
 	VsAsRan        *float64           `json:"vs_as_ran_pct"`
