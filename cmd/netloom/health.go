@@ -107,22 +107,25 @@ func runHealth(ctx context.Context, w io.Writer, db string, args []string, windo
 		}{rep, health.FindDegraded(t)})
 	}
 	fmt.Fprintf(w, "link health over the last %s: %d links, BER limit %g", window, rep.Links, rep.BERLimit)
-	for _, s := range []string{health.StatusRising, health.StatusOverLimit, health.StatusRetrained, health.StatusErrors, health.StatusNoHistory} {
-		if n := rep.Counts[s]; n > 0 {
+	// Every status's count, clean and no history included (0 where none
+	// but for the error statuses, which are left out at 0).
+	for _, s := range []string{health.StatusRising, health.StatusOverLimit, health.StatusRetrained, health.StatusErrors, health.StatusClean, health.StatusNoHistory} {
+		if n := rep.Counts[s]; n > 0 || s == health.StatusClean || s == health.StatusNoHistory {
 			fmt.Fprintf(w, ", %d %s", n, strings.ReplaceAll(s, "_", " "))
 		}
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RANK\tRISK\tSTATUS\tTREND\tBER NOW\tBER MEAN\tSYMBOL/s\tINTEGRITY\tRCV ERR\tRECOVERS\tDOWNED\tPREDICTION\tDIRECTION")
-	shown := 0
+	shown, listed := 0, 0
 	for i := range rep.Directions {
 		d := &rep.Directions[i]
 		if !all && d.Status == health.StatusClean || !all && d.Status == health.StatusNoHistory {
 			continue
 		}
+		listed++
 		if limit > 0 && shown >= limit {
-			break
+			continue
 		}
 		shown++
 		fmt.Fprintf(tw, "%d\t%.3g\t%s\t%s\t%.3g\t%.3g\t%.3g\t%d\t%d\t%d\t%d\t%s\t%s\n", shown, d.Risk, d.Status, d.Trend, d.BERNow, d.BER,
@@ -131,6 +134,13 @@ func runHealth(ctx context.Context, w io.Writer, db string, args []string, windo
 	tw.Flush()
 	if shown == 0 {
 		fmt.Fprintln(w, "no link direction counted errors in the window")
+	}
+	if shown < listed {
+		what := "that counted errors"
+		if all {
+			what = "in all"
+		}
+		fmt.Fprintf(w, "showing the riskiest %d of %d directions %s (--limit %d; --limit 0 shows them all)\n", shown, listed, what, limit)
 	}
 	deg := health.FindDegraded(t)
 	for i := range deg {

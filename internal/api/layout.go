@@ -36,10 +36,14 @@ type Layout struct {
 	Y       []float32 `json:"y"`
 	// Group is, for a host, the index of the leaf switch it hangs from
 	// (the UI collapses a leaf's hosts into one mark until zoomed), else -1.
-	Group    []int32   `json:"group"`
-	Edges    []int32   `json:"edges"`
-	Ports    []uint8   `json:"ports"`
-	Capacity []float32 `json:"capacity"` // bytes/s one direction, per link
+	Group []int32 `json:"group"`
+	Edges []int32 `json:"edges"`
+	Ports []uint8 `json:"ports"`
+	// PortNames are the ports' names where the fabric gives them
+	// (Ethernet: "swp1"), PortNames[2j] and [2j+1] for link j's ends, ""
+	// where a port has only its number; absent when no port has a name.
+	PortNames []string  `json:"port_names,omitempty"`
+	Capacity  []float32 `json:"capacity"` // bytes/s one direction, per link
 	// Fabrics names the fabrics of a view of several (docs/postgres.md)
 	// and Fabric[i] is node i's index in it; both absent with one fabric.
 	Fabrics []string `json:"fabrics,omitempty"`
@@ -167,6 +171,12 @@ func ComputeLayout(t *fabric.Topology) *Layout {
 		a, b := index[lk.A.GUID], index[lk.B.GUID]
 		l.Edges[2*j], l.Edges[2*j+1] = a, b
 		l.Ports[2*j], l.Ports[2*j+1] = uint8(lk.A.Port), uint8(lk.B.Port)
+		if lk.AName != "" || lk.BName != "" {
+			if l.PortNames == nil {
+				l.PortNames = make([]string, 2*len(t.Links))
+			}
+			l.PortNames[2*j], l.PortNames[2*j+1] = lk.AName, lk.BName
+		}
 		l.Capacity[j] = float32(lk.Capacity())
 		if a != b {
 			adj[a] = append(adj[a], b)

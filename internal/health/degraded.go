@@ -22,6 +22,8 @@ type Degraded struct {
 	B        fabric.PortRef `json:"b"`
 	ANode    string         `json:"a_node"`
 	BNode    string         `json:"b_node"`
+	AName    string         `json:"a_name,omitempty"` // the ports' names where the fabric gives them
+	BName    string         `json:"b_name,omitempty"`
 	Kind     string         `json:"kind"` // "switch-switch" or "switch-host"
 	Width    string         `json:"width"`
 	Speed    string         `json:"speed"`
@@ -134,7 +136,7 @@ func FindDegraded(t *fabric.Topology) []Degraded {
 		if !narrower && !slower {
 			continue
 		}
-		d := Degraded{Link: l.ID(), A: l.A, B: l.B, ANode: describeNode(t, l.A.GUID), BNode: describeNode(t, l.B.GUID), Kind: linkKind(t, l),
+		d := Degraded{Link: l.ID(), A: l.A, B: l.B, ANode: describeNode(t, l.A.GUID), BNode: describeNode(t, l.B.GUID), AName: t.PortName(l.A), BName: t.PortName(l.B), Kind: linkKind(t, l),
 			Width: l.Width, Speed: l.Speed, Narrower: narrower, Slower: slower, Capacity: l.Capacity(),
 			ExpectedCapacity: fabric.LinkCapacity(ew, es), Jobs: []JobImpact{}}
 		d.Expected.Width, d.Expected.Speed, d.Expected.Peers, d.Expected.Links = ew, es, modeN[k], totals[k]

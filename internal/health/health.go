@@ -160,6 +160,8 @@ type Direction struct {
 	To            fabric.PortRef `json:"to"`
 	FromNode      string         `json:"from_node,omitempty"`
 	ToNode        string         `json:"to_node,omitempty"`
+	FromName      string         `json:"from_name,omitempty"` // the port's name where the fabric gives one (Ethernet: the interface)
+	ToName        string         `json:"to_name,omitempty"`
 	Width         string         `json:"width,omitempty"`
 	Speed         string         `json:"speed,omitempty"`
 	BitsPerSecond float64        `json:"bits_per_second"`
@@ -452,6 +454,7 @@ func Directions(t *fabric.Topology, l *fabric.Link) [2]Direction {
 		if n, ok := t.Node(e[1].GUID); ok {
 			d.ToNode = n.Description
 		}
+		d.FromName, d.ToName = t.PortName(e[0]), t.PortName(e[1])
 		out[i] = d
 	}
 	return out

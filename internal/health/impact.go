@@ -376,6 +376,8 @@ type DirLoad struct {
 	To          fabric.PortRef `json:"to"`
 	FromNode    string         `json:"from_node,omitempty"`
 	ToNode      string         `json:"to_node,omitempty"`
+	FromName    string         `json:"from_name,omitempty"` // the port's name where the fabric gives one
+	ToName      string         `json:"to_name,omitempty"`
 	Bytes       uint64         `json:"bytes"`
 	Utilization float64        `json:"utilization_pct"`
 }
@@ -823,11 +825,12 @@ func heavier(x, y *DirLoad) bool {
 }
 
 func dirLoad(t *fabric.Topology, from fabric.PortRef, bytes uint64, seconds float64) DirLoad {
-	d := DirLoad{From: from, Bytes: bytes, FromNode: describeNode(t, from.GUID)}
+	d := DirLoad{From: from, Bytes: bytes, FromNode: describeNode(t, from.GUID), FromName: t.PortName(from)}
 	if l, ok := t.LinkAt(from); ok {
 		d.Link = l.ID()
 		d.To, _ = t.Peer(from)
 		d.ToNode = describeNode(t, d.To.GUID)
+		d.ToName = t.PortName(d.To)
 		if c := l.Capacity(); c > 0 && seconds > 0 {
 			d.Utilization = 100 * float64(bytes) / (c * seconds)
 		}

@@ -285,6 +285,28 @@ func TestHealthPredictsRisingLink(t *testing.T) {
 	if len(lines) < 3 || !strings.Contains(lines[2], "rising") || !strings.Contains(lines[2], ports[0].String()) {
 		t.Errorf("netloom health's first row is not the rising link:\n%s", text)
 	}
+	// The summary counts every status as the JSON does, clean and no
+	// history included; a table cut by --limit says so, with the whole.
+	for _, s := range []string{"clean", "no_history"} {
+		if want := fmt.Sprintf(", %d %s", cli.Counts[s], strings.ReplaceAll(s, "_", " ")); !strings.Contains(lines[0], want) {
+			t.Errorf("netloom health's summary lacks %q (the JSON's count):\n%s", want, lines[0])
+		}
+	}
+	withErrors := 0
+	for _, d := range cli.Directions {
+		if d.Status != "clean" && d.Status != "no_history" {
+			withErrors++
+		}
+	}
+	cutOut, err := exec.Command(netloomBin, "health", "--db", db, "--window", "2m", "--ber-limit", strconv.FormatFloat(limit, 'g', -1, 64), "--limit", "1").Output()
+	if err != nil {
+		t.Fatalf("netloom health --limit 1: %v", err)
+	}
+	if want := fmt.Sprintf("showing the riskiest 1 of %d directions that counted errors", withErrors); withErrors > 1 && !strings.Contains(string(cutOut), want) {
+		t.Errorf("netloom health --limit 1 does not say %q:\n%s", want, cutOut)
+	} else if withErrors <= 1 {
+		t.Errorf("the test's fabric has %d directions with errors: the cut is not exercised", withErrors)
+	}
 	if out, err := exec.Command(netloomBin, "health", "--db", db, "--window", "soon").CombinedOutput(); err == nil || !strings.Contains(string(out), "--window") {
 		t.Errorf("netloom health --window soon: %v\n%s", err, out)
 	} else if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {

@@ -268,6 +268,8 @@ export interface Layout {
   group: number[];
   edges: number[];
   ports: number[];
+  /** Link j's ends' names at 2j and 2j+1 where the fabric names its ports ("" where not); absent on InfiniBand. */
+  port_names?: string[];
   capacity: number[];
   compute_ms: number;
   /** A view of several fabrics: their names, and each node's index in them. */

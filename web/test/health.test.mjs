@@ -29,8 +29,10 @@ const skip = mpiSkip();
 const ber = (v) => (v > 0 ? v.toExponential(2) : "0");
 const risk = (v) => (v > 0 ? v.toPrecision(3) : "0");
 const n = (v) => v.toLocaleString("en-US", { maximumFractionDigits: 1 });
-const portName = (node, p) => `${node || p.guid}[${p.port}]`;
-const dirName = (d) => `${portName(d.from_node, d.from)} → ${portName(d.to_node, d.to)}`;
+// Ports as every page writes them: by the fabric's name where it gives one
+// (Ethernet), else "node:port" (InfiniBand, as here: no names).
+const portName = (node, p, name) => (name ? `${node || p.guid} ${name}` : `${node || p.guid}:${p.port}`);
+const dirName = (d) => `${portName(d.from_node, d.from, d.from_name)} → ${portName(d.to_node, d.to, d.to_name)}`;
 const pct = (v) => (v >= 10 ? `${v.toFixed(0)}%` : `${v.toFixed(1)}%`);
 
 describe("the link health page", { skip }, () => {

@@ -10,6 +10,7 @@ import type { PortRef } from "../api";
 import { chartFrame, drawChart, PALETTE } from "../chart";
 import { empty, failure, h, link, loading, panel } from "../dom";
 import * as fmt from "../format";
+import { portLabel } from "../ports";
 import type { PageContext } from "../router";
 import { table } from "../table";
 
@@ -28,6 +29,8 @@ interface HealthDirection {
   to: PortRef;
   from_node?: string;
   to_node?: string;
+  from_name?: string;
+  to_name?: string;
   width?: string;
   speed?: string;
   status: string;
@@ -78,6 +81,8 @@ interface Degraded {
   b: PortRef;
   a_node: string;
   b_node: string;
+  a_name?: string;
+  b_name?: string;
   width: string;
   speed: string;
   expected: { width: string; speed: string };
@@ -92,6 +97,8 @@ interface DirLoad {
   to: PortRef;
   from_node?: string;
   to_node?: string;
+  from_name?: string;
+  to_name?: string;
   bytes: number;
   utilization_pct: number;
 }
@@ -126,8 +133,11 @@ export const ber = (v: number): string => (v > 0 ? v.toExponential(2) : "0");
 export const risk = (v: number): string => (v > 0 ? v.toPrecision(3) : "0");
 export const n = (v: number): string => v.toLocaleString("en-US", { maximumFractionDigits: 1 });
 
-const portName = (node: string | undefined, p: PortRef) => `${node || p.guid}[${p.port}]`;
-const dirName = (d: { from: PortRef; to: PortRef; from_node?: string; to_node?: string }) => `${portName(d.from_node, d.from)} → ${portName(d.to_node, d.to)}`;
+// A port as the other pages write it (ports.ts): "leaf1 swp1" where the
+// fabric names it, else "leaf1:2".
+const portName = (node: string | undefined, p: PortRef, name?: string) => portLabel(node || p.guid, p.port, name);
+const dirName = (d: { from: PortRef; to: PortRef; from_node?: string; to_node?: string; from_name?: string; to_name?: string }) =>
+  `${portName(d.from_node, d.from, d.from_name)} → ${portName(d.to_node, d.to, d.to_name)}`;
 
 function predictionText(p: Prediction | undefined): string {
   if (!p) return "—";
@@ -332,7 +342,7 @@ export async function healthPage(ctx: PageContext): Promise<void> {
               h(
                 "div",
                 { class: "degraded", "data-link": d.link },
-                h("p", {}, h("span", { class: "badge warn" }, fmt.linkRate(d)), " ", link(`/links/${d.link}`, `${portName(d.a_node, d.a)} – ${portName(d.b_node, d.b)}`), ": ", h("span", { "data-field": "reason" }, d.reason)),
+                h("p", {}, h("span", { class: "badge warn" }, fmt.linkRate(d)), " ", link(`/links/${d.link}`, `${portName(d.a_node, d.a, d.a_name)} – ${portName(d.b_node, d.b, d.b_name)}`), ": ", h("span", { "data-field": "reason" }, d.reason)),
                 jobsTable(`Jobs crossing ${d.link}`, d.jobs, `d${d.link.slice(-6)}`, "No running job's route crosses it."),
               ),
             ),

@@ -3,6 +3,7 @@
 // zoom buttons and keys move the camera, and zooming in shows collapsed
 // hosts one by one.
 import type Sigma from "sigma";
+import { portLabel } from "../../ports";
 import { navigate } from "../../router";
 import * as fmt from "../../format";
 import { timeQuery } from "../../time";
@@ -46,7 +47,8 @@ export function interact(g: MapGraph, st: MapState, renderer: Sigma, bar: MapToo
     const j = d.j as number;
     const a = layout.edges[2 * j]!;
     const b = layout.edges[2 * j + 1]!;
-    info.textContent = `${layout.name[a]}:${layout.ports[2 * j]} → ${layout.name[b]}:${layout.ports[2 * j + 1]} ${pctOf(st.util[2 * j]!)} · back ${pctOf(st.util[2 * j + 1]!)} · ${fmt.rate(layout.capacity[j]!)} capacity`;
+    const end = (k: number, node: number) => portLabel(layout.name[node]!, layout.ports[k]!, layout.port_names?.[k] || undefined);
+    info.textContent = `${end(2 * j, a)} → ${end(2 * j + 1, b)} ${pctOf(st.util[2 * j]!)} · back ${pctOf(st.util[2 * j + 1]!)} · ${fmt.rate(layout.capacity[j]!)} capacity`;
   });
   renderer.on("leaveEdge", () => (st.hoveredEdge = null));
   renderer.on("clickNode", ({ node }) => {
