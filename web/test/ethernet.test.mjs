@@ -237,6 +237,14 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
     const name = (g) => nodes.find((n) => n.guid === g).description;
     const pair = (a, b) => [a, b].sort().join("—");
     assert.deepEqual(links.map((l) => pair(name(l.a.guid), name(l.b.guid))).sort(), wiring.map((w) => pair(w.a, w.b)).sort());
+    // The map's layout names each link's ends as the namespaces do (the
+    // details shown when a link is hovered read them).
+    const layout = await daemon.api("/fabric/layout");
+    assert.equal(layout.port_names?.length, layout.edges.length);
+    for (let j = 0; j < layout.edges.length / 2; j++) {
+      const [a, b] = [layout.name[layout.edges[2 * j]], layout.name[layout.edges[2 * j + 1]]];
+      assert.deepEqual([layout.port_names[2 * j], layout.port_names[2 * j + 1]], [ipName(a, b), ipName(b, a)], `the ends of ${a}—${b} on the map`);
+    }
 
     await page.goto(`${daemon.base}/network`);
     await page.waitForFunction(() => performance.getEntriesByName("netloom:map:first-frame").length > 0, null, { timeout: 20_000 });
@@ -387,8 +395,13 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
     const why = await whyP;
     const rows = page.locator('table[aria-label="Links crossed by the job"] tbody tr');
     await rows.first().waitFor();
+    // The table may first show a row that says it is loading; wait for
+    // the job's directions (or fail on the count below).
+    await page
+      .waitForFunction((n) => document.querySelectorAll('table[aria-label="Links crossed by the job"] tbody tr').length >= n, links.links.length, { timeout: 10_000 })
+      .catch(() => {});
     const cells = await rows.evaluateAll((trs) => trs.map((tr) => Array.from(tr.cells, (c) => c.innerText)));
-    assert.equal(cells.length, links.links.length);
+    assert.equal(cells.length, links.links.length, JSON.stringify(cells));
     assert.equal(why.links.length, links.links.length);
     for (const l of links.links) {
       // Both ends named as the namespaces name them.
