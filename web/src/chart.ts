@@ -166,10 +166,6 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
   const t0 = spec.time[0]!;
   const t1 = spec.time[spec.time.length - 1]!;
   if (!(t1 > t0)) plot.setScale("x", { min: t0 - 30, max: t1 + 30 });
-  // The chart's text alternative: what it plots, how many samples (the
-  // legend under it gives the values at the cursor).
-  body.setAttribute("role", "img");
-  body.setAttribute("aria-label", `Chart of ${frame.querySelector("figcaption")?.textContent || spec.title || "values"}: ${spec.lines.map((l) => l.label).join(", ")}; ${spec.time.length} samples`);
   const ro = new ResizeObserver(() => {
     const w = body.clientWidth;
     if (w > 0 && Math.abs(w - plot.width) > 4) plot.setSize({ width: w, height: height - 8 });

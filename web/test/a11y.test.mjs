@@ -4,7 +4,7 @@
 // - every control has an accessible name, as Chromium computes it (the
 //   accessibility tree over CDP): buttons, links, text fields, selects,
 //   check boxes, images; every canvas is an image with a name or lies
-//   inside one (a chart says what it plots and how many samples);
+//   inside one, or is a chart's, named by its figure's caption;
 // - the map's text alternative: the map is an image named after what it
 //   shows, and its table view lists every node and link of /fabric/nodes
 //   and /fabric/links with the utilization of /fabric/utilization at the
@@ -38,10 +38,13 @@ async function unnamed(cdp) {
     let html = "?";
     if (n.backendDOMNodeId) {
       const { object } = await cdp.send("DOM.resolveNode", { backendNodeId: n.backendDOMNodeId });
-      // A canvas inside a named image (a chart, the map) is what that name speaks for.
+      // A canvas inside a named image (the map) is what that name speaks for;
+      // a chart's canvas is what its figure's caption names (its legend gives
+      // the values in numbers).
       const r = await cdp.send("Runtime.callFunctionOn", {
         objectId: object.objectId,
-        functionDeclaration: "function () { return this.tagName === 'CANVAS' && this.parentElement?.closest(\"[role='img'][aria-label]\") ? '' : this.outerHTML.slice(0, 160); }",
+        functionDeclaration:
+          "function () { const f = this.closest('figure'); const cap = f && Array.from(f.children).find((c) => c.tagName === 'FIGCAPTION'); return this.tagName === 'CANVAS' && (this.parentElement?.closest(\"[role='img'][aria-label]\") || (cap && cap.textContent.trim())) ? '' : this.outerHTML.slice(0, 160); }",
         returnByValue: true,
       });
       html = r.result.value;
@@ -62,6 +65,10 @@ function imagesWithoutText() {
     if (el.tagName === "IMG" && el.hasAttribute("alt")) continue;
     const img = el.closest("[role='img']");
     if (img && (img.getAttribute("aria-label") || img.getAttribute("aria-labelledby"))) continue;
+    // A chart's canvas: its figure's caption names it, its legend gives the values.
+    const fig = el.closest("figure");
+    const cap = fig && Array.from(fig.children).find((c) => c.tagName === "FIGCAPTION");
+    if (el.tagName === "CANVAS" && cap && cap.textContent.trim()) continue;
     out.push(`${el.tagName.toLowerCase()} in ${el.parentElement?.className || el.parentElement?.tagName}`);
   }
   return out;
