@@ -389,7 +389,13 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
       "the API's link directions of the job and their bytes are the ring's payload on the lab's routes",
     );
 
-    const whyP = capture(`/api/v1/jobs/${JOB}/why`);
+    // The links table's /why (the collisions panel asks /why?limit=1 too).
+    const whyP = page
+      .waitForResponse((r) => {
+        const u = new URL(r.url());
+        return decodeURIComponent(u.pathname) === `/api/v1/jobs/${JOB}/why` && u.searchParams.get("limit") !== "1";
+      }, { timeout: 20_000 })
+      .then((r) => r.json());
     await page.goto(`${daemon.base}/jobs/${JOB}`);
     await page.waitForSelector(".page[data-ready]", { timeout: 20_000 });
     const why = await whyP;
