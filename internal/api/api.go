@@ -326,6 +326,13 @@ func (s *Server) viewAt(r *http.Request) (*view, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A past time whose fabric is still the live one's version: the live
+	// topology (the same fabric), whose routes the sFlow observation (the
+	// observed split, the collisions) rests on; a recorded copy of it is
+	// not that topology.
+	if st != nil && st.Version == ver.ID {
+		topo = st.Topology
+	}
 	return &view{topo: topo, version: ver.ID, at: t}, nil
 }
 

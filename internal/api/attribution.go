@@ -852,12 +852,6 @@ func (a *attribAPI) hotspots(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A past time whose fabric is still the live one's version: the live
-	// topology, whose routes the sFlow observation (split and collisions)
-	// rests on; a recorded copy of it is not that topology.
-	if st := a.s.opt.State(); v.live == nil && st != nil && st.Version == v.version {
-		v.topo = st.Topology
-	}
 	minUtil, err := floatParam(r, "min_utilization", 50, 0, 1000)
 	if err != nil {
 		return nil, err

@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -328,15 +330,32 @@ func TestEthCollision(t *testing.T) {
 	if !leaves["leaf1"] || !leaves["leaf2"] {
 		t.Errorf("collisions on %v, want leaf1's and leaf2's uplinks to spine1", leaves)
 	}
+	// Asked at a past time too (a page opened on a finished job's range):
+	// the fabric is the live one's version, so the same observation.
+	past := "?at=" + url.QueryEscape(time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano))
+	var hs struct{ Collisions []collision }
+	path := fmt.Sprintf("/api/v1/hotspots%s&min_utilization=0&window=%ds", past, int(took.Seconds())+5)
+	if code := d.get(path, &hs); code != 200 {
+		t.Fatalf("%s: %d", path, code)
+	}
+	pastLeaves := map[string]bool{}
+	for _, c := range hs.Collisions {
+		pastLeaves[c.SwitchName] = c.ToName == "spine1"
+	}
+	if !maps.Equal(pastLeaves, map[string]bool{"leaf1": true, "leaf2": true}) {
+		t.Errorf("%s: collisions %+v, want leaf1's and leaf2's uplinks to spine1 as now", path, hs.Collisions)
+	}
 	for _, j := range []string{a, b} {
-		var why struct{ Collisions []collision }
-		if code := d.get("/api/v1/jobs/"+j+"/why", &why); code != 200 || len(why.Collisions) == 0 {
-			t.Errorf("job %s: why %d, no collision named", j, code)
-			continue
-		}
-		for _, c := range why.Collisions {
-			if !slices.Contains(c.Jobs, a) || !slices.Contains(c.Jobs, b) {
-				t.Errorf("job %s's why: collision on %s with jobs %v, want both", j, c.SwitchName, c.Jobs)
+		for _, at := range []string{"", past} {
+			var why struct{ Collisions []collision }
+			if code := d.get("/api/v1/jobs/"+j+"/why"+at, &why); code != 200 || len(why.Collisions) == 0 {
+				t.Errorf("job %s: why%s %d, no collision named", j, at, code)
+				continue
+			}
+			for _, c := range why.Collisions {
+				if !slices.Contains(c.Jobs, a) || !slices.Contains(c.Jobs, b) {
+					t.Errorf("job %s's why%s: collision on %s with jobs %v, want both", j, at, c.SwitchName, c.Jobs)
+				}
 			}
 		}
 	}
