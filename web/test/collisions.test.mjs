@@ -23,7 +23,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { agentLibDir, fmtBytes, have, jobFinished, mpiSkip, newPage, pageTime, shot, startBrowser, startDaemon, webDir } from "./harness.mjs";
+import { agentLibDir, fmtBytes, have, jobFinished, mpiSkip, newPage, pageTime, routeModelText, shot, startBrowser, startDaemon, webDir } from "./harness.mjs";
 
 const repo = resolve(webDir, "..");
 const ethlab = join(repo, "scripts", "ethlab");
@@ -195,6 +195,22 @@ describe("ECMP collisions on the job page, sampled by the lab's switches", { ski
       // The same collisions as the API now (the job finished: its range is fixed).
       const now = (await daemon.api(`/jobs/${job}/why?limit=1`)).collisions;
       await checkCollisions(panel, now);
+      // The links table says per direction how the job's bytes were split
+      // over the equal-cost uplinks: as /why (the table's limit) says.
+      const links = await daemon.api(`/jobs/${job}/why?limit=20`);
+      const rows = page.locator('table[aria-label="Links crossed by the job"] tbody tr');
+      await page.waitForFunction((n) => document.querySelectorAll('table[aria-label="Links crossed by the job"] tbody tr').length >= n, links.links.length, { timeout: 10_000 }).catch(() => {});
+      const cells = await rows.evaluateAll((trs) => trs.map((tr) => Array.from(tr.cells, (c) => c.innerText)));
+      assert.equal(cells.length, links.links.length, JSON.stringify(cells));
+      for (const x of links.links) {
+        const row = cells.find((c) => c[0] === dirName(x));
+        assert.ok(row, `no row for ${dirName(x)}: ${cells.map((c) => c[0]).join("; ")}`);
+        assert.equal(row.at(-1), routeModelText(x, links.route_model), `route model of ${dirName(x)}`);
+      }
+      assert.ok(
+        links.links.some((x) => x.route_model?.startsWith("sflow-observed")),
+        `a direction split by what sFlow saw: ${JSON.stringify(links.links.map((x) => x.route_model))}`,
+      );
       assert.deepEqual(errors, []);
     });
   }

@@ -32,7 +32,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { agentLibDir, fmtBytes, have, jobFinished, mpiSkip, netloomBin, newPage, shot, startBrowser, startDaemon, until, webDir } from "./harness.mjs";
+import { agentLibDir, fmtBytes, have, jobFinished, mpiSkip, netloomBin, newPage, routeModelText, shot, startBrowser, startDaemon, until, webDir } from "./harness.mjs";
 
 const repo = resolve(webDir, "..");
 const ethlab = join(repo, "scripts", "ethlab");
@@ -426,7 +426,10 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
       const bad = x.check?.status === "inconsistent" || x.check?.status === "not_measured";
       assert.equal(row[5], (x.explained_pct == null ? "–" : explainedPct(x.explained_pct)) + (bad ? " ⚠" : ""));
       assert.equal(row[6], "none");
+      // How its bytes were split: the lab's tree has one path per pair.
+      assert.equal(row[8], routeModelText(x, why.route_model), `route model of ${dirKey(l)}`);
     }
+    assert.equal(why.route_model, "lldp-shortest-path");
     assert.match(await page.locator(".links-note").innerText(), new RegExp(`^${bytes(4 * PAYLOAD).replace(".", "\\.")} of inter-node traffic routed over links in \\d+ intervals?`));
     await shot(page, "ethernet-job");
     assert.deepEqual(errors, []);
@@ -473,9 +476,12 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
     const table = page.locator('table[aria-label="Jobs on this link"] tbody tr');
     await table.first().waitFor();
     assert.deepEqual(
-      await table.evaluateAll((trs) => trs.map((tr) => Array.from(tr.cells, (c) => c.innerText).slice(0, 5))),
-      [...onLink.jobs].sort((a, b) => b.bytes - a.bytes).map((x) => [x.job, x.user ?? "", `${x.from_description} → ${x.to_description}`, bytes(x.bytes), pct(x.utilization_pct)]),
+      await table.evaluateAll((trs) => trs.map((tr) => Array.from(tr.cells, (c) => c.innerText)).map((c) => [...c.slice(0, 5), c[6]])),
+      [...onLink.jobs]
+        .sort((a, b) => b.bytes - a.bytes)
+        .map((x) => [x.job, x.user ?? "", `${x.from_description} → ${x.to_description}`, bytes(x.bytes), pct(x.utilization_pct), routeModelText(x, onLink.route_model)]),
     );
+    assert.equal(onLink.route_model, "lldp-shortest-path");
     for (const d of onLink.directions) {
       const mine = d.jobs.find((x) => x.job === JOB);
       const theirs = jl.links.find((x) => x.link.id === l.id && x.from.guid === d.from.guid);

@@ -396,6 +396,20 @@ export function fmtBytes(n) {
   return `${n < 0 ? "-" : ""}${v >= 100 || i === 0 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)} ${units[i]}`;
 }
 
+/** A percentage as the pages write it (web/src/format.ts). */
+export function fmtPct(v) {
+  return Number.isFinite(v) ? (v >= 10 ? `${v.toFixed(0)}%` : `${v.toFixed(1)}%`) : "–";
+}
+
+/** A direction's (or a job's on it) route model as the pages write it
+ * (web/src/routemodel.ts), from its fields in the API's answer and the
+ * answer's own route_model (docs/sflow.md, "Said per direction"). */
+export function routeModelText(d, fallback) {
+  const m = d.route_model ?? fallback;
+  if (!m) return "forwarding tables";
+  return d.split_observed_pct !== undefined && !m.startsWith("sflow-observed") ? `${m} (${fmtPct(d.split_observed_pct)} observed)` : m;
+}
+
 /** A time (RFC 3339 string or Unix seconds) as the pages write it
  * (web/src/time.ts), worked out independently in the page's browser with
  * Intl: "2026-11-29 04:16:17 UTC+01:00" in the browser's zone, or

@@ -1,6 +1,7 @@
 // Types of the MPI job endpoints (docs/api.md, "Jobs").
 import { get } from "../api";
 import type { ProcessUsage, Traffic } from "./record.gen";
+import type { SplitModel } from "../routemodel";
 
 // The agent's per-process record, generated from agent.proto (record.gen.ts).
 export type { ProcessUsage, Traffic } from "./record.gen";
@@ -223,7 +224,7 @@ export interface LinkRef {
   capacity_bytes_per_second: number;
 }
 
-export interface JobOnLink {
+export interface JobOnLink extends SplitModel {
   /** Another user's job, as a regular user sees it: an id like "other-1"
    * that names no real job, no user, nothing to link to. */
   anonymized?: boolean;
@@ -260,7 +261,7 @@ export interface ExplainedCheck {
   excess_bytes: number;
 }
 
-export interface DirectionLoad {
+export interface DirectionLoad extends SplitModel {
   from: { guid: string; port: number };
   to: { guid: string; port: number };
   direction: string;
@@ -279,6 +280,8 @@ export interface DirectionLoad {
 
 export interface LinkJobs {
   link: LinkRef;
+  /** On an Ethernet fabric, how routes were modelled. */
+  route_model?: string;
   from: string;
   to: string;
   jobs: JobOnLink[];
@@ -320,6 +323,9 @@ export interface WhyLink extends DirectionLoad {
 
 export interface Why {
   job: string;
+  /** On an Ethernet fabric, how routes were modelled (its directions' own
+   * route_model says how their bytes were split). */
+  route_model?: string;
   /** The range of the figures: the job's life in whole seconds by default. */
   from: string;
   to: string;

@@ -6,6 +6,7 @@ import { get } from "../api";
 import { h, link, loading } from "../dom";
 import * as fmt from "../format";
 import { dirLabel } from "../ports";
+import { splitText } from "../routemodel";
 import { setQuery } from "../router";
 import { table } from "../table";
 import type { TimeView } from "../time";
@@ -174,6 +175,9 @@ export function linkJobs(linkId: string, t: TimeView, signal: AbortSignal): { el
             { key: "bytes", label: "Bytes", value: (x) => x.bytes, cell: (x) => fmt.bytes(x.bytes), numeric: true },
             { key: "util", label: "Utilization", value: (x) => x.utilization_pct, cell: (x) => fmt.pct(x.utilization_pct), numeric: true },
             { key: "ran", label: "Ran", value: (x) => x.start ?? "", cell: (x) => ran(x) },
+            // On an Ethernet fabric, how the job's bytes on the direction
+            // were split over equal-cost paths.
+            ...(r.route_model ? [{ key: "model", label: "Route model", value: (x: JobOnLink) => splitText(x, r.route_model), cell: (x: JobOnLink) => h("span", { class: "route-model" }, splitText(x, r.route_model)) }] : []),
             {
               key: "pairs",
               label: "Pairs",

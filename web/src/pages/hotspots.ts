@@ -18,17 +18,12 @@ import { refreshOnSweep } from "../live";
 import { minFilter } from "../minfilter";
 import type { NamedEnds } from "../ports";
 import { dirLabel } from "../ports";
+import type { SplitModel } from "../routemodel";
+import { splitText } from "../routemodel";
 import type { PageContext } from "../router";
 import { table } from "../table";
 import { atParams, readTime, timeQuery } from "../time";
 import type { TimeView } from "../time";
-
-interface SplitModel {
-  route_model?: string;
-  split_samples?: number;
-  split_error_pct?: number;
-  split_observed_pct?: number;
-}
 
 interface HotJob extends SplitModel {
   job: string;
@@ -73,14 +68,6 @@ export function hotspotParams(t: TimeView, minUtil: number, limit: number): Reco
   const p: Record<string, string> = { min_utilization: String(minUtil), limit: String(limit), ...atParams(t) };
   if (t.mode === "range") p.window = `${t.to! - t.from!}s`;
   return p;
-}
-
-/** How a direction's bytes were split over equal-cost paths: the route
- * model, with the samples and the sampling error where it was observed. */
-export function splitText(s: SplitModel, fallback = ""): string {
-  const m = s.route_model ?? fallback;
-  if (!m) return "forwarding tables";
-  return s.split_observed_pct !== undefined && !m.startsWith("sflow-observed") ? `${m} (${fmt.pct(s.split_observed_pct)} observed)` : m;
 }
 
 /** What the imbalance figure means, said once under the collisions. */

@@ -10,6 +10,7 @@ import type { JobOnLink, Why, WhyLink } from "../api";
 import { jobPath } from "../api";
 import { checkNote, explainedText, flagged, jobLabel } from "../linkjobs";
 import { listedText } from "../../listed";
+import { splitText } from "../../routemodel";
 import { message } from "./context";
 import type { JobContext, JobPanel } from "./context";
 
@@ -103,6 +104,9 @@ export function linksPanel(ctx: JobContext): JobPanel & { el: HTMLElement } {
               value: (x) => x.not_overlapping_bytes ?? 0,
               cell: (x) => (x.not_overlapping?.length ? h("span", { class: "neighbours" }, ...x.not_overlapping.flatMap((o, k) => [k ? "; " : "", jobLabel(o, tq), ...neighbourText(o, x.monitored_bytes)])) : "none"),
             },
+            // On an Ethernet fabric, how the direction's bytes were split
+            // over equal-cost paths (sFlow's observed split or the even one).
+            ...(r.route_model ? [{ key: "model", label: "Route model", value: (x: WhyLink) => splitText(x, r.route_model), cell: (x: WhyLink) => h("span", { class: "route-model" }, splitText(x, r.route_model)) }] : []),
           ],
         }),
       );
