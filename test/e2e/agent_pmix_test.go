@@ -23,9 +23,9 @@ import (
 
 // TestAgentSharedShmEth runs 4 ranks over the 4 hosts of a lab of network
 // namespaces, which share /dev/shm and /tmp, with PMIx's default data store
-// (the lab's launches otherwise set PMIX_MCA_gds=hash, the work-around the
-// agent must not need), under Open MPI and MPICH, without and with the
-// agent. The agent once asked PMIx for the other nodes' ranks
+// (PMIX_MCA_gds=hash, a work-around the agent must not need, is taken out
+// of the launch's environment should the caller's set it), under Open MPI
+// and MPICH, without and with the agent. The agent once asked PMIx for the other nodes' ranks
 // (PMIx_Resolve_peers), which never returned there: every rank but the last
 // lost its profile and the job hung.
 func TestAgentSharedShmEth(t *testing.T) {
