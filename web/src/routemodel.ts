@@ -3,14 +3,7 @@
 // direction and job of an Ethernet fabric, shown by the hot-spots page,
 // the job's links table and the link page's jobs.
 import * as fmt from "./format";
-
-/** The split fields of a direction or of a job on it (docs/api.md). */
-export interface SplitModel {
-  route_model?: string;
-  split_samples?: number;
-  split_error_pct?: number;
-  split_observed_pct?: number;
-}
+import type { SplitModel } from "./jobs/api";
 
 /** How a direction's bytes were split over equal-cost paths: the route
  * model, with the samples and the sampling error where it was observed;

@@ -1,7 +1,6 @@
 // Types of the MPI job endpoints (docs/api.md, "Jobs").
 import { get } from "../api";
 import type { ProcessUsage, Traffic } from "./record.gen";
-import type { SplitModel } from "../routemodel";
 
 // The agent's per-process record, generated from agent.proto (record.gen.ts).
 export type { ProcessUsage, Traffic } from "./record.gen";
@@ -222,6 +221,16 @@ export interface LinkRef {
   a_name?: string;
   b_name?: string;
   capacity_bytes_per_second: number;
+}
+
+/** How a direction's bytes (or a job's on it) were split over equal-cost
+ * paths on Ethernet (docs/sflow.md, "Said per direction"; routemodel.ts
+ * writes it). */
+export interface SplitModel {
+  route_model?: string;
+  split_samples?: number;
+  split_error_pct?: number;
+  split_observed_pct?: number;
 }
 
 export interface JobOnLink extends SplitModel {

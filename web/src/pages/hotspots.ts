@@ -18,7 +18,7 @@ import { refreshOnSweep } from "../live";
 import { minFilter } from "../minfilter";
 import type { NamedEnds } from "../ports";
 import { dirLabel } from "../ports";
-import type { SplitModel } from "../routemodel";
+import type { SplitModel } from "../jobs/api";
 import { splitText } from "../routemodel";
 import type { PageContext } from "../router";
 import { table } from "../table";
