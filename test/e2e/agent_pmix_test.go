@@ -178,11 +178,7 @@ func TestAgentSilentPMIx(t *testing.T) {
 	m := impls(t)[1]
 	needMPI(t, m)
 	dir := t.TempDir()
-	src := filepath.Join(dir, "fin.c")
-	if err := os.WriteFile(src, []byte(finTimer), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	prog := compile(t, m, src)
+	prog := compileSource(t, m, "fin.c", finTimer)
 	pmix := filepath.Join(dir, "libpmix.so.2")
 	if err := os.WriteFile(pmix+".c", []byte(silentPMIx), 0o644); err != nil {
 		t.Fatal(err)

@@ -114,6 +114,17 @@ func compile(t *testing.T, m mpiImpl, src string) string {
 	return bin
 }
 
+// compileSource writes text to a temporary file called name and compiles
+// it as compile does.
+func compileSource(t *testing.T, m mpiImpl, name, text string) string {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(src, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return compile(t, m, src)
+}
+
 // runJob runs np ranks of prog through testdata/mpi/nodewrap.sh, which preloads
 // lib (when not empty) and names each rank's node. env is added to the ranks'
 // environment; mca are Open MPI "--mca name value" pairs.

@@ -624,11 +624,7 @@ func TestCLIOptionsAfterArguments(t *testing.T) {
 	m := impls(t)[0]
 	needMPI(t, m)
 	dir := t.TempDir()
-	src := filepath.Join(dir, "ring.c")
-	if err := os.WriteFile(src, []byte(jobRing), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	prog := compile(t, m, src)
+	prog := compileSource(t, m, "ring.c", jobRing)
 	prof := filepath.Join(dir, "prof")
 	cmd := exec.Command(netloomBin, "run", "--quiet", "--output", prof, "--daemon", "127.0.0.1:9", "--lib", m.lib, "--",
 		m.launch, "--allow-run-as-root", "--oversubscribe", "-np", "4", prog)

@@ -366,14 +366,10 @@ func TestReorderDocExample(t *testing.T) {
 	if i < 0 || j < 0 {
 		t.Fatal("docs/reorder.md has no C example")
 	}
-	src := filepath.Join(t.TempDir(), "example.c")
-	if err := os.WriteFile(src, []byte(s[i+5:i+5+j]), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	for _, m := range impls(t) {
 		t.Run(m.name, func(t *testing.T) {
 			needMPI(t, m)
-			prog := compile(t, m, src)
+			prog := compileSource(t, m, "example.c", s[i+5:i+5+j])
 			out := runRanks(t, m, 8, 2, m.lib, nil, nil, 2*time.Minute, prog)
 			var before, after uint64
 			var rank0 string

@@ -26,11 +26,7 @@ func TestReportBadRankFiles(t *testing.T) {
 	m := impls(t)[0]
 	needMPI(t, m)
 	dir := t.TempDir()
-	src := filepath.Join(dir, "ring.c")
-	if err := os.WriteFile(src, []byte(jobRing), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	prog := compile(t, m, src)
+	prog := compileSource(t, m, "ring.c", jobRing)
 	prof := filepath.Join(dir, "prof")
 	run := exec.Command(netloomBin, "run", "--quiet", "--output", prof, "--job-id", "ring29", "--daemon", "127.0.0.1:9", "--lib", m.lib, "--",
 		m.launch, "--allow-run-as-root", "--oversubscribe", "-np", "4", prog)

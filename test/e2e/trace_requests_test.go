@@ -208,14 +208,10 @@ var completedLine = regexp.MustCompile(`rank (\d+) completed (\d+)`)
 func TestTraceRequests(t *testing.T) {
 	buildAgent(t)
 	const np = 2
-	src := filepath.Join(t.TempDir(), "reqs.c")
-	if err := os.WriteFile(src, []byte(reqsProgram), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	for _, m := range impls(t) {
 		t.Run(m.name, func(t *testing.T) {
 			needMPI(t, m)
-			bin := compile(t, m, src)
+			bin := compileSource(t, m, "reqs.c", reqsProgram)
 			for _, c := range []struct {
 				name          string
 				total, window int64

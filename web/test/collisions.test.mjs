@@ -17,33 +17,13 @@
 // says. Runs as root; skipped otherwise or without the lab's tools, pmacctd
 // or Open MPI.
 import assert from "node:assert/strict";
-import { execFile, execFileSync } from "node:child_process";
-import { createSocket } from "node:dgram";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { agentLibDir, fmtBytes, have, jobFinished, mpiSkip, newPage, pageTime, routeModelText, shot, startBrowser, startDaemon, webDir } from "./harness.mjs";
+import { agentLibDir, ethLabUp, ethlabSkip, fmtBytes, freeUdpPort, jobFinished, labId, newPage, pageTime, routeModelText, shot, startBrowser, startDaemon } from "./harness.mjs";
 
-const repo = resolve(webDir, "..");
-const ethlab = join(repo, "scripts", "ethlab");
-
-function skipReason() {
-  if (process.getuid?.() !== 0) return "needs root: the Ethernet lab is made of network namespaces (docs/ethlab.md)";
-  const missing = ["ip", "tc", "unshare", "lldpd", "lldpcli", "snmpd", "pmacctd", "go"].filter((t) => !have(t));
-  if (missing.length) return `missing ${missing.join(", ")} (scripts/install-deps.sh)`;
-  return mpiSkip();
-}
-const skip = skipReason();
-
-/** A free UDP port of this machine. */
-async function freeUDPPort() {
-  const s = createSocket("udp4");
-  await new Promise((ok) => s.bind(0, ok));
-  const { port } = s.address();
-  await new Promise((ok) => s.close(ok));
-  return port;
-}
+const skip = ethlabSkip(["pmacctd"]);
 
 /** The sentence a collision should read, from the API's own figures: the
  * imbalance recomputed from the group's loads. */
@@ -102,42 +82,28 @@ function dirName(d) {
 }
 
 describe("ECMP collisions on the job page, sampled by the lab's switches", { skip }, () => {
-  const id = "c" + Array.from({ length: 4 }, () => "abcdefghijklmnopqrstuvwxyz0123456789"[Math.floor(Math.random() * 36)]).join("");
+  const id = labId("c");
   const JOBS = [`web-col-a-${id}`, `web-col-b-${id}`];
-  let labUp = false;
+  let lab;
   let dir;
   let daemon;
   let browser;
   let page;
   let quiet;
   const errors = [];
-  const down = () => {
-    if (!labUp) return;
-    labUp = false;
-    try {
-      execFileSync(ethlab, ["down", id], { cwd: repo, stdio: "ignore", timeout: 60_000 });
-    } catch (err) {
-      console.error(`ethlab down ${id}: ${err.message}`);
-    }
-  };
-  process.once("exit", down);
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "netloom-web-col-"));
-    const port = await freeUDPPort();
-    labUp = true;
-    const out = execFileSync(ethlab, ["up", "--id", id, "--preset", "ecmp", "--sflow", `:${port}`, "--sflow-rate", "10"], { cwd: repo, encoding: "utf8", timeout: 180_000, stdio: ["ignore", "pipe", "pipe"] });
-    const m = /^management (\S+) \(root namespace (\S+) on \S+\)/m.exec(out);
-    assert.ok(m, `management network in ethlab up's output:\n${out}`);
-    const [, mgmtCidr, mgmtIp] = m;
+    const port = await freeUdpPort("0.0.0.0");
+    lab = ethLabUp(id, ["--preset", "ecmp", "--sflow", `:${port}`, "--sflow-rate", "10"]); // after() removes it
+    const { mgmtCidr, mgmtIp } = lab;
     for (const [a, b] of [
       ["h1", "h3"],
       ["h2", "h4"],
     ]) {
-      execFileSync(ethlab, ["pin", id, a, b, "spine1"], { cwd: repo, timeout: 60_000 });
+      lab.run(["pin", id, a, b, "spine1"]);
     }
-    const cfg = join(dir, "eth.yaml");
-    writeFileSync(cfg, execFileSync(ethlab, ["config", id], { cwd: repo, encoding: "utf8", timeout: 60_000 }));
+    const cfg = lab.config(dir);
     const addrFile = join(dir, "agent-address");
     daemon = await startDaemon({
       fabric: `eth:${cfg}`,
@@ -146,15 +112,10 @@ describe("ECMP collisions on the job page, sampled by the lab's switches", { ski
       args: ["--agent-listen", `${mgmtIp}:0`, "--agent-address-file", addrFile, "--agent-networks", mgmtCidr, "--sflow-listen", `${mgmtIp}:${port}`],
     });
     const agent = readFileSync(addrFile, "utf8").trim();
-    const ring = join(dir, "ring");
-    execFileSync("mpicc", ["-O2", "-o", ring, join(repo, "test", "ethlab", "testdata", "ring.c")]);
+    const ring = lab.ring(dir);
     const run = (job, hosts) => {
       const env = [`LD_PRELOAD=${join(agentLibDir, "libnetloom-ompi.so")}`, `NETLOOM_DAEMON=${agent}`, "NETLOOM_INTERVAL=1", `NETLOOM_JOB_ID=${job}`];
-      return new Promise((ok, fail) =>
-        execFile(ethlab, ["mpirun", id, "--hosts", hosts, ...env.flatMap((e) => ["--env", e]), ring, String(4 << 20), "60"], { cwd: repo, encoding: "utf8", timeout: 180_000 }, (err, stdout, stderr) =>
-          err ? fail(new Error(`ethlab mpirun ${job}: ${err.message}\n${stdout}${stderr}`)) : ok(stdout),
-        ),
-      );
+      return lab.mpirun(hosts, env, [ring, String(4 << 20), "60"], 180_000);
     };
     // A time before the jobs: the lab's switches sampling, no job's flows.
     // The collector keeps flows in 10 s buckets aligned on Unix time
@@ -174,7 +135,7 @@ describe("ECMP collisions on the job page, sampled by the lab's switches", { ski
   after(async () => {
     await browser?.close();
     await daemon?.stop();
-    down();
+    lab?.down();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 

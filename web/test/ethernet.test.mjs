@@ -27,27 +27,18 @@
 // otherwise or without the lab's tools or Open MPI. Screenshots go to
 // test-results/.
 import assert from "node:assert/strict";
-import { execFile, execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { agentLibDir, fmtBytes, have, jobFinished, mpiSkip, netloomBin, newPage, routeModelText, shot, startBrowser, startDaemon, until, webDir } from "./harness.mjs";
+import { agentLibDir, ethLabUp, ethlabSkip, fmtBytes, jobFinished, labId, netloomBin, newPage, routeModelText, shot, startBrowser, startDaemon, until } from "./harness.mjs";
 
-const repo = resolve(webDir, "..");
-const ethlab = join(repo, "scripts", "ethlab");
 const SIZE = 1 << 20; // bytes per message
 const ITERS = 50; // messages per rank
 const PAYLOAD = SIZE * ITERS; // bytes each rank sends its successor
 
-function skipReason() {
-  if (process.getuid?.() !== 0) return "needs root: the Ethernet lab is made of network namespaces (docs/ethlab.md)";
-  // The lab's tools (test/ethlab's Missing()), Go to build it, Open MPI.
-  const missing = ["ip", "tc", "unshare", "lldpd", "lldpcli", "snmpd", "snmpget", "snmpwalk", "go"].filter((t) => !have(t));
-  if (missing.length) return `missing ${missing.join(", ")} (scripts/install-deps.sh)`;
-  return mpiSkip();
-}
-const skip = skipReason();
+const skip = ethlabSkip(["snmpget", "snmpwalk"]);
 
 // The pages' formats (web/src/format.ts).
 const bytes = fmtBytes;
@@ -112,9 +103,9 @@ function path(wiring, src, dst) {
 }
 
 describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => {
-  const id = "w" + Array.from({ length: 4 }, () => "abcdefghijklmnopqrstuvwxyz0123456789"[Math.floor(Math.random() * 36)]).join("");
+  const id = labId("w");
   const JOB = `web-eth-${id}`;
-  let labUp = false;
+  let lab;
   let labOut = "";
   let wiring = [];
   let dir;
@@ -131,17 +122,6 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
     return w[0].a === node ? w[0].aif : w[0].bif;
   };
   const errors = [];
-  const down = () => {
-    if (!labUp) return;
-    labUp = false;
-    try {
-      execFileSync(ethlab, ["down", id], { cwd: repo, stdio: "ignore", timeout: 60_000 });
-    } catch (err) {
-      console.error(`ethlab down ${id}: ${err.message}`);
-    }
-  };
-  // A test process that dies without its after hook still removes its lab.
-  process.once("exit", down);
 
   /** The next answer of the page to API path (a pathname), read. */
   const capture = (p) => {
@@ -152,18 +132,15 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "netloom-web-eth-"));
-    labUp = true; // from here on, after() removes it, whatever failed
-    labOut = execFileSync(ethlab, ["up", "--id", id, "--preset", "two-leaf"], { cwd: repo, encoding: "utf8", timeout: 180_000, stdio: ["ignore", "pipe", "pipe"] });
-    const m = /^management (\S+) \(root namespace (\S+) on \S+\)/m.exec(labOut);
-    assert.ok(m, `management network in ethlab up's output:\n${labOut}`);
-    const [, mgmtCidr, mgmtIp] = m;
+    lab = ethLabUp(id, ["--preset", "two-leaf"]); // after() removes it, whatever failed
+    labOut = lab.out;
+    const { mgmtCidr, mgmtIp } = lab;
     wiring = parseWiring(labOut);
     assert.equal(wiring.length, 6, `the two-leaf lab's links:\n${labOut}`);
     ipw = ipWiring(labOut);
     assert.equal(ipw.nodes.length, 7, `the lab's nodes and namespaces:\n${labOut}`);
     assert.equal(ipw.wires.length, 6, `the namespaces' cables: ${JSON.stringify(ipw.wires)}`);
-    const cfg = join(dir, "eth.yaml");
-    writeFileSync(cfg, execFileSync(ethlab, ["config", id], { cwd: repo, encoding: "utf8", timeout: 60_000 }));
+    const cfg = lab.config(dir);
     portNames = JSON.parse(execFileSync(netloomBin, ["fabric", "discover", "--fabric", `eth:${cfg}`, "--json"], { encoding: "utf8", timeout: 60_000 })).port_names;
     // The agents run in the hosts' namespaces and report over the
     // management network to the daemon in the root namespace, unverified
@@ -180,14 +157,8 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
     assert.match(agent, new RegExp(`^${mgmtIp.replaceAll(".", "\\.")}:\\d+$`));
 
     // One Open MPI ring over h1..h4 under the agent.
-    const ring = join(dir, "ring");
-    execFileSync("mpicc", ["-O2", "-o", ring, join(repo, "test", "ethlab", "testdata", "ring.c")]);
     const env = [`LD_PRELOAD=${join(agentLibDir, "libnetloom-ompi.so")}`, `NETLOOM_DAEMON=${agent}`, "NETLOOM_INTERVAL=1", `NETLOOM_JOB_ID=${JOB}`];
-    jobOut = await new Promise((ok, fail) =>
-      execFile(ethlab, ["mpirun", id, "--hosts", "h1,h2,h3,h4", ...env.flatMap((e) => ["--env", e]), ring, String(SIZE), String(ITERS)], { cwd: repo, encoding: "utf8", timeout: 120_000 }, (err, stdout, stderr) =>
-        err ? fail(new Error(`ethlab mpirun: ${err.message}\n${stdout}${stderr}`)) : ok(stdout),
-      ),
-    );
+    jobOut = await lab.mpirun("h1,h2,h3,h4", env, [lab.ring(dir), String(SIZE), String(ITERS)], 120_000);
     // The daemon lists it finished, every inter-node byte attributed to links.
     await jobFinished(daemon, JOB, 300);
     await until(
@@ -214,7 +185,7 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
   after(async () => {
     await browser?.close();
     await daemon?.stop();
-    down();
+    lab?.down();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 

@@ -1,8 +1,8 @@
 // Starts a real `netloom serve` on a simulated fabric (synthetic, or ibsim
 // + OpenSM) and a headless
 // Debian Chromium driven by playwright-core, for the end-to-end tests.
-import { execFileSync, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
+import { execFile, execFileSync, spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, existsSync, writeFileSync } from "node:fs";
 import { createSocket } from "node:dgram";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -105,16 +105,95 @@ export function freePort() {
   });
 }
 
-/** A UDP port free right now on 127.0.0.1 (for the agent socket). */
-export function freeUdpPort() {
+/** A UDP port free right now on host (127.0.0.1 for the agent socket;
+ * 0.0.0.0 for a collector on another address of this machine). */
+export function freeUdpPort(host = "127.0.0.1") {
   return new Promise((ok, fail) => {
     const s = createSocket("udp4");
     s.once("error", fail);
-    s.bind(0, "127.0.0.1", () => {
+    s.bind(0, host, () => {
       const { port } = s.address();
       s.close(() => ok(port));
     });
   });
+}
+
+/** The Ethernet lab's driver (docs/ethlab.md). */
+const repoDir = resolve(webDir, "..");
+const ethlabBin = join(repoDir, "scripts", "ethlab");
+
+/** Why the Ethernet lab cannot run here (null when it can): root for its
+ * network namespaces, the lab's tools (test/ethlab's Missing()), Go to
+ * build it, the extra tools a test names, and Open MPI. */
+export function ethlabSkip(extra = []) {
+  if (process.getuid?.() !== 0) return "needs root: the Ethernet lab is made of network namespaces (docs/ethlab.md)";
+  const missing = ["ip", "tc", "unshare", "lldpd", "lldpcli", "snmpd", "go", ...extra].filter((t) => !have(t));
+  if (missing.length) return `missing ${missing.join(", ")} (scripts/install-deps.sh)`;
+  return mpiSkip();
+}
+
+/** A lab id of prefix and four random characters. */
+export function labId(prefix) {
+  return prefix + Array.from({ length: 4 }, () => "abcdefghijklmnopqrstuvwxyz0123456789"[Math.floor(Math.random() * 36)]).join("");
+}
+
+/** Brings the Ethernet lab id up (`scripts/ethlab up --id ID ...args`) and
+ * returns what a test drives it by: up's output, the management network
+ * (cidr, and the root namespace's ip on it, where the daemon listens),
+ * config(dir) writing the daemon's fabric file there, ring(dir) compiling
+ * test/ethlab/testdata/ring.c, mpirun(hosts, env, argv, timeoutMs) running a
+ * job over the lab's hosts, and down(), which also runs at the process's
+ * exit should the test's after hook not. */
+export function ethLabUp(id, args) {
+  let up = true;
+  const down = () => {
+    if (!up) return;
+    up = false;
+    try {
+      execFileSync(ethlabBin, ["down", id], { cwd: repoDir, stdio: "ignore", timeout: 60_000 });
+    } catch (err) {
+      console.error(`ethlab down ${id}: ${err.message}`);
+    }
+  };
+  process.once("exit", down);
+  let out;
+  try {
+    out = execFileSync(ethlabBin, ["up", "--id", id, ...args], { cwd: repoDir, encoding: "utf8", timeout: 180_000, stdio: ["ignore", "pipe", "pipe"] });
+  } catch (err) {
+    down();
+    throw err;
+  }
+  const m = /^management (\S+) \(root namespace (\S+) on \S+\)/m.exec(out);
+  if (!m) {
+    down();
+    throw new Error(`no management network in ethlab up's output:\n${out}`);
+  }
+  const run = (argv, timeout = 60_000) => execFileSync(ethlabBin, argv, { cwd: repoDir, encoding: "utf8", timeout });
+  return {
+    id,
+    out,
+    mgmtCidr: m[1],
+    mgmtIp: m[2],
+    down,
+    run,
+    config(dir) {
+      const cfg = join(dir, "eth.yaml");
+      writeFileSync(cfg, run(["config", id]));
+      return cfg;
+    },
+    ring(dir) {
+      const bin = join(dir, "ring");
+      execFileSync("mpicc", ["-O2", "-o", bin, join(repoDir, "test", "ethlab", "testdata", "ring.c")]);
+      return bin;
+    },
+    mpirun(hosts, env, argv, timeout) {
+      return new Promise((ok, fail) =>
+        execFile(ethlabBin, ["mpirun", id, "--hosts", hosts, ...env.flatMap((e) => ["--env", e]), ...argv], { cwd: repoDir, encoding: "utf8", timeout }, (err, stdout, stderr) =>
+          err ? fail(new Error(`ethlab mpirun over ${hosts}: ${err.message}\n${stdout}${stderr}`)) : ok(stdout),
+        ),
+      );
+    },
+  };
 }
 
 /** Starts a real simulated InfiniBand fabric (ibsim + OpenSM, through the
