@@ -10,8 +10,9 @@
 //   and /fabric/links with the utilization of /fabric/utilization at the
 //   same past time;
 // - text contrast (WCAG 2 relative luminance, text over the background it
-//   is drawn on) of every piece of text on every page, in the light and the
-//   dark theme: at least 4.5:1;
+//   is drawn on) of every piece of text on every page, the text painted on
+//   canvases (charts' axes, per-rank profiles, the map's labels) included,
+//   in the light and the dark theme: at least 4.5:1;
 // - the theme follows the system's setting, the header's switch overrides
 //   it and is remembered across a reload (localStorage), and the map's and
 //   charts' colours (--map-*, --chart-*) change with it;
@@ -21,7 +22,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { context, openPage, startAllPages } from "./allpages.mjs";
-import { shot, startBrowser } from "./harness.mjs";
+import { recordCanvasText } from "./canvastext.mjs";
+import { shot, startBrowser, until } from "./harness.mjs";
 
 let all;
 let browser;
@@ -78,6 +80,8 @@ function imagesWithoutText() {
  * drawn on, grouped as header, button, link, table cell, body text. */
 function contrasts() {
   const parse = (c) => {
+    const hex = /^#([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})$/i.exec(c);
+    if (hex) return [...hex.slice(1).map((x) => parseInt(x, 16)), 1];
     const m = /rgba?\(([^)]+)\)/.exec(c);
     if (!m) return null;
     const [r, g, b, a = 1] = m[1].split(/[ ,/]+/).filter(Boolean).map(Number);
@@ -137,6 +141,21 @@ function contrasts() {
     const [l1, l2] = [lum(ink), lum(bg)].sort((a, b) => b - a);
     out.push({ kind: kind(el), ratio: (l1 + 0.05) / (l2 + 0.05), text: t.textContent.trim().slice(0, 40), where: `${el.tagName.toLowerCase()}.${String(el.className).trim().split(/\s+/).join(".")}`, fg: s.color, bg: `rgb(${bg.slice(0, 3).map(Math.round).join(", ")})` });
   }
+  // What the canvases painted as text (canvastext.mjs: each string with
+  // its fillStyle) against what the canvas lies on: the charts' axes, the
+  // per-rank profiles, the map's labels.
+  for (const c of document.querySelectorAll("canvas")) {
+    if (!c.__texts?.length || c.getClientRects().length === 0) continue;
+    const bg = background(c);
+    if (!bg) continue;
+    for (const x of c.__texts) {
+      const fg = parse(x.fill);
+      if (!fg || !x.text.trim()) continue;
+      const ink = over(fg, bg);
+      const [l1, l2] = [lum(ink), lum(bg)].sort((a, b) => b - a);
+      out.push({ kind: "canvas text", ratio: (l1 + 0.05) / (l2 + 0.05), text: x.text.slice(0, 40), where: `canvas.${String(c.className).trim().split(/\s+/).join(".")}`, fg: x.fill, bg: `rgb(${bg.slice(0, 3).map(Math.round).join(", ")})` });
+    }
+  }
   return out;
 }
 
@@ -172,8 +191,12 @@ describe("accessibility and themes", () => {
   it("the map's table view lists every node and link with the utilization the API gives", async () => {
     const nodes = (await all.daemon.api("/fabric/nodes")).nodes;
     const links = (await all.daemon.api("/fabric/links")).links;
-    // A past time (the last sweep's): the map and the API's answer are of the same sweep.
+    // A past time (the last sweep's, rounded up): the map and the API's
+    // answer are of the same sweep once every sweep up to it is written: a
+    // sweep taken in the same second (500 ms apart) could otherwise answer
+    // the page and not the test, or the other way round (31% against 32%).
     const at = Math.ceil((await all.daemon.api("/fabric/utilization")).time);
+    await until(async () => (await all.daemon.api("/fabric/utilization")).time > at + 1, "two sweeps past the time asked for", 30_000, all.daemon);
     const layout = await all.daemon.api(`/fabric/layout?at=${at}`);
     const ctx = await context(browser, all.daemon, { width: 1400 });
     try {
@@ -240,6 +263,7 @@ describe("accessibility and themes", () => {
     it(`text contrast of every page in the ${scheme} theme is at least 4.5:1`, async (t) => {
       const ctx = await context(browser, all.daemon, { width: 1400, colorScheme: scheme });
       const out = await context(browser, all.daemon, { width: 1400, colorScheme: scheme, signedOut: true });
+      await recordCanvasText(ctx);
       const worst = {};
       const bad = [];
       try {
@@ -259,7 +283,7 @@ describe("accessibility and themes", () => {
         await out.close();
       }
       for (const [k, w] of Object.entries(worst)) t.diagnostic(`${scheme}: lowest ${k} contrast ${w.ratio.toFixed(2)}:1 ("${w.text}" on the ${w.page} page, ${w.fg} on ${w.bg})`);
-      for (const k of ["header", "button", "link", "table cell", "body text"]) assert.ok(worst[k], `no ${k} measured in the ${scheme} theme`);
+      for (const k of ["header", "button", "link", "table cell", "body text", "canvas text"]) assert.ok(worst[k], `no ${k} measured in the ${scheme} theme`);
       assert.deepEqual(bad, [], `text under 4.5:1 in the ${scheme} theme`);
     });
   }

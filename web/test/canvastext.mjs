@@ -1,7 +1,8 @@
 // What a page painted as text on its canvases (uPlot's axes, the map's
 // labels), recorded by the browser itself: an init script wraps
 // CanvasRenderingContext2D's fillText and keeps, per canvas, each string
-// with its box in canvas pixels (measureText's actual bounds around the
+// with its colour (fillStyle as the canvas normalised it) and its box in
+// canvas pixels (measureText's actual bounds around the
 // point drawn at, through the context's transform, so rotated labels
 // count as drawn, marked rotated); a clearRect of the whole canvas starts the list again.
 // The tests read the boxes to check labels for overlap and clipping
@@ -32,7 +33,7 @@ export function recordCanvasText(context) {
         xs.push(t.a * px + t.c * py + t.e);
         ys.push(t.b * px + t.d * py + t.f);
       }
-      (this.canvas.__texts ??= []).push({ text: String(text), rotated: t.b !== 0 || t.c !== 0, x0: Math.min(...xs), y0: Math.min(...ys), x1: Math.max(...xs), y1: Math.max(...ys) });
+      (this.canvas.__texts ??= []).push({ text: String(text), fill: String(this.fillStyle), rotated: t.b !== 0 || t.c !== 0, x0: Math.min(...xs), y0: Math.min(...ys), x1: Math.max(...xs), y1: Math.max(...ys) });
       return fill.call(this, text, x, y, ...rest);
     };
   });

@@ -6,11 +6,14 @@
 // give a rank's breakdown.
 import { PALETTE } from "../chart";
 import { h } from "../dom";
+import { onThemeChange, themeColor } from "../theme";
 import type { Profile } from "./api";
 
 const TOP = 9;
-export const OTHER_COLOR = "#cbd5e1";
-const OUTSIDE_COLOR = "#f1f5f9";
+// The theme's colours (styles.css): a swatch takes them as they are, the
+// canvas resolves them each time it draws (paint).
+export const OTHER_COLOR = "var(--profile-other)";
+const OUTSIDE_COLOR = "var(--profile-outside)";
 const HEIGHT = 260;
 const AXIS_W = 56;
 const AXIS_H = 22;
@@ -75,6 +78,13 @@ export function profileChart(p: Profile, opt: ProfileOptions): HTMLElement {
   return stackedRanks(p.ranks, segs, "Time per MPI function, stacked per rank");
 }
 
+/** A segment's colour as the canvas takes it: a theme variable
+ * ("var(--name)") resolved now, any other colour as it is. */
+function paint(color: string): string {
+  const m = /^var\(--([\w-]+)\)$/.exec(color);
+  return m ? themeColor(m[1]!) || "#cbd5e1" : color;
+}
+
 /** One stacked bar per rank (x = rank, y = seconds), a segment per entry of
  * segs from the bottom up; columns average their ranks when ranks
  * outnumber pixels. The element carries data-ranks and data-segments;
@@ -89,7 +99,7 @@ export function stackedRanks(ranks: number[], segs: Segment[], label: string): H
   const legend = h(
     "div",
     { class: "profile-legend" },
-    ...segs.map((s) => h("span", { class: "legend-item" }, h("span", { class: "swatch", style: s.color === OUTSIDE_COLOR ? { background: s.color, border: "1px solid #cbd5e1" } : { background: s.color } }), s.name)),
+    ...segs.map((s) => h("span", { class: "legend-item" }, h("span", { class: "swatch", style: s.color === OUTSIDE_COLOR ? { background: s.color, border: "1px solid var(--line-strong)" } : { background: s.color } }), s.name)),
   );
   const wrap = h("div", { class: "profile" }, h("div", { class: "profile-stage" }, canvas), legend, readout);
   wrap.dataset.ranks = String(n);
@@ -127,10 +137,11 @@ export function stackedRanks(ranks: number[], segs: Segment[], label: string): H
     ranksPerCol = n / cols;
     const colW = plotW / cols;
     const gap = colW >= 6 ? Math.min(colW * 0.2, 8) : 0;
-    // Axis and grid.
+    // Axis and grid, in the theme's chart colours.
+    const axis = themeColor("chart-axis") || "#556479";
     ctx.font = "11px system-ui, sans-serif";
-    ctx.fillStyle = "#64748b";
-    ctx.strokeStyle = "#eef2f7";
+    ctx.fillStyle = axis;
+    ctx.strokeStyle = themeColor("chart-grid") || "#eef2f7";
     ctx.textAlign = "right";
     ctx.textBaseline = "middle";
     for (let k = 0; k <= 4; k++) {
@@ -154,12 +165,12 @@ export function stackedRanks(ranks: number[], segs: Segment[], label: string): H
         for (let i = lo; i <= hi; i++) a += s.values[i]!;
         const hgt = (plotH * (a / cnt)) / ymax;
         if (hgt <= 0) continue;
-        ctx.fillStyle = s.color;
+        ctx.fillStyle = paint(s.color);
         ctx.fillRect(AXIS_W + c * colW + gap / 2, y - hgt, Math.max(colW - gap, 1), hgt);
         y -= hgt;
       }
       if (c % labelEvery === 0) {
-        ctx.fillStyle = "#64748b";
+        ctx.fillStyle = axis;
         ctx.fillText(String(ranks[lo]), AXIS_W + c * colW + colW / 2, 8 + plotH + 4);
       }
     }
@@ -185,6 +196,9 @@ export function stackedRanks(ranks: number[], segs: Segment[], label: string): H
   });
   readout.textContent = `${n} ranks · max ${seconds(ymax)} per rank · hover a bar (or focus and use the arrow keys)`;
   requestAnimationFrame(draw);
+  // The theme switched: drawn again in its colours, until the chart is gone.
+  const themed = new AbortController();
+  onThemeChange(() => (wrap.isConnected ? draw() : themed.abort()), themed.signal);
   // Redraw on resize; let go once the chart was replaced or the page left.
   let seen = false;
   const ro = new ResizeObserver(() => {
