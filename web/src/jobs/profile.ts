@@ -136,6 +136,8 @@ export function stackedRanks(ranks: number[], segs: Segment[], label: string): H
     cols = Math.min(n, Math.floor(plotW));
     ranksPerCol = n / cols;
     const colW = plotW / cols;
+    // The segments' colours as the theme has them now, once a draw.
+    const fills = segs.map((s) => paint(s.color));
     const gap = colW >= 6 ? Math.min(colW * 0.2, 8) : 0;
     // Axis and grid, in the theme's chart colours.
     const axis = themeColor("chart-axis") || "#556479";
@@ -160,12 +162,12 @@ export function stackedRanks(ranks: number[], segs: Segment[], label: string): H
       const [lo, hi] = rankRange(c);
       const cnt = hi - lo + 1;
       let y = 8 + plotH;
-      for (const s of segs) {
+      for (const [k, s] of segs.entries()) {
         let a = 0;
         for (let i = lo; i <= hi; i++) a += s.values[i]!;
         const hgt = (plotH * (a / cnt)) / ymax;
         if (hgt <= 0) continue;
-        ctx.fillStyle = paint(s.color);
+        ctx.fillStyle = fills[k]!;
         ctx.fillRect(AXIS_W + c * colW + gap / 2, y - hgt, Math.max(colW - gap, 1), hgt);
         y -= hgt;
       }
