@@ -58,9 +58,6 @@ function textWidth(s: string, font = AXIS_FONT): number {
 const INTEGER_INCRS = Array.from({ length: 16 }, (_, k) => [1, 2, 5].map((m) => m * 10 ** k)).flat();
 
 /** Steps of the time axis: whole seconds at least (the labels' precision). */
-/** The shortest time axis drawn as it is, in seconds; a shorter one
- * shows the minute around its samples. */
-const MIN_SPAN = 10;
 const TIME_INCRS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 2 * 86400, 7 * 86400, 14 * 86400, 30 * 86400, 91 * 86400, 365 * 86400];
 
 /** The unit a format writes after a number ("B/s" of "1 B/s", "%" of "1.0%"), or "". */
@@ -165,11 +162,10 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
   const plot = new uPlot(opts, data, body);
   // One sample (a range shorter than the sweep interval, or an agent that
   // refreshes its counters seconds apart) would have uPlot spread the time
-  // axis over years, and samples under 10 s apart (a few sweeps) leave no
-  // room for a tick of a second: a minute around them instead.
+  // axis over years: a minute around it instead.
   const t0 = spec.time[0]!;
   const t1 = spec.time[spec.time.length - 1]!;
-  if (!(t1 - t0 >= MIN_SPAN)) plot.setScale("x", { min: (t0 + t1) / 2 - 30, max: (t0 + t1) / 2 + 30 });
+  if (!(t1 > t0)) plot.setScale("x", { min: t0 - 30, max: t1 + 30 });
   const ro = new ResizeObserver(() => {
     const w = body.clientWidth;
     if (w > 0 && Math.abs(w - plot.width) > 4) plot.setSize({ width: w, height: height - 8 });
