@@ -258,13 +258,15 @@ describe("pages", () => {
 
   it("node page lists ports and sorts them", async () => {
     await page.goto(`${daemon.base}/nodes/${aSwitch.guid}`);
-    await page.locator("table.data tbody tr").first().waitFor();
+    // The ports table only: "Jobs on this node" loads beside it (its empty row is a row too).
+    const rows = page.locator('table.data[aria-label="Ports"] tbody tr');
+    await rows.first().waitFor();
     assert.equal(await page.locator("h1").innerText(), aSwitch.description);
-    assert.equal(await page.locator("table.data tbody tr").count(), aSwitch.ports);
+    assert.equal(await rows.count(), aSwitch.ports);
     await page.click('button.sort[data-key="out"]');
     assert.equal(await page.locator('th:has(button[data-key="out"])').getAttribute("aria-sort"), "descending");
     assert.equal(new URL(page.url()).searchParams.get("sort"), "out");
-    const cells = await page.locator("table.data tbody tr td:nth-child(4)").allInnerTexts();
+    const cells = await rows.locator("td:nth-child(4)").allInnerTexts();
     const bytes = (s) => {
       const m = /([\d.]+) (B|KB|MB|GB|TB)/.exec(s);
       return m ? Number(m[1]) * 1000 ** ["B", "KB", "MB", "GB", "TB"].indexOf(m[2]) : -1;
@@ -273,7 +275,7 @@ describe("pages", () => {
     await page.waitForFunction(() => document.querySelectorAll(".uplot").length >= 4, null, { timeout: 10_000 });
     await shot(page, "node");
     // Navigation: a peer link leads to another node page.
-    await page.locator("table.data tbody tr td:nth-child(2) a").first().click();
+    await rows.locator("td:nth-child(2) a").first().click();
     await page.waitForFunction((g) => !location.pathname.endsWith(g) && location.pathname.startsWith("/nodes/"), aSwitch.guid);
   });
 
