@@ -57,6 +57,9 @@ function textWidth(s: string, font = AXIS_FONT): number {
 /** Whole-number steps (1, 2, 5, 10, ...) for an axis of integer counts. */
 const INTEGER_INCRS = Array.from({ length: 16 }, (_, k) => [1, 2, 5].map((m) => m * 10 ** k)).flat();
 
+/** The shortest time axis drawn as it is, in seconds; samples closer
+ * together are drawn in the minute around them. */
+const MIN_SPAN = 10;
 /** Steps of the time axis: whole seconds at least (the labels' precision). */
 const TIME_INCRS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 2 * 86400, 7 * 86400, 14 * 86400, 30 * 86400, 91 * 86400, 365 * 86400];
 
@@ -95,7 +98,10 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
     return;
   }
   const width = Math.max(280, body.clientWidth || frame.clientWidth || 600);
-  const markSpan = (u: uPlot) => void (frame.dataset.xSpan = String((u.scales.x?.max ?? 0) - (u.scales.x?.min ?? 0)));
+  const markSpan = (u: uPlot) => {
+    const [min, max] = [u.scales.x?.min ?? 0, u.scales.x?.max ?? 0];
+    Object.assign(frame.dataset, { xMin: String(min), xMax: String(max), xSpan: String(max - min) });
+  };
   const fmtAxis = spec.axisFormat ?? spec.format;
   // Counters (every value a whole number) tick at whole numbers only.
   const integer = spec.lines.every((l) => l.values.every((v) => v == null || Number.isInteger(v)));
@@ -109,7 +115,8 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
     height: height - 8,
     legend: { show: true, live: true },
     cursor: { drag: { x: true, y: false } },
-    // data-x-span: the seconds the time axis spans, for the tests.
+    // data-x-min, data-x-max, data-x-span: the time axis's ends and the
+    // seconds between them (Unix seconds), for the tests.
     hooks: { ready: [markSpan], setScale: [(u, key) => key === "x" && markSpan(u)] },
     ...(z === "utc" ? { tzDate: (ts: number) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC") } : {}),
     scales: {
@@ -162,10 +169,12 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
   const plot = new uPlot(opts, data, body);
   // One sample (a range shorter than the sweep interval, or an agent that
   // refreshes its counters seconds apart) would have uPlot spread the time
-  // axis over years: a minute around it instead.
+  // axis over years, and samples under MIN_SPAN apart (a few sweeps) leave
+  // no room for a tick of a whole second (with two 0.5 s apart uPlot drew
+  // a label past the canvas): the minute around them instead.
   const t0 = spec.time[0]!;
   const t1 = spec.time[spec.time.length - 1]!;
-  if (!(t1 > t0)) plot.setScale("x", { min: t0 - 30, max: t1 + 30 });
+  if (!(t1 - t0 >= MIN_SPAN)) plot.setScale("x", { min: (t0 + t1) / 2 - 30, max: (t0 + t1) / 2 + 30 });
   const ro = new ResizeObserver(() => {
     const w = body.clientWidth;
     if (w > 0 && Math.abs(w - plot.width) > 4) plot.setSize({ width: w, height: height - 8 });

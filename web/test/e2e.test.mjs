@@ -240,9 +240,12 @@ describe("pages", () => {
     const chart = page.locator("figure.chart").first();
     await chart.locator(".u-over").waitFor();
     assert.equal(Number(await chart.getAttribute("data-points")), time.length);
-    // Hover sample i: uPlot's x scale runs from the first time to the last.
+    // Hover sample i where the chart's time axis places it (its ends are
+    // the first and last sample, or the minute around samples seconds apart).
+    const [x0, x1] = (await chart.evaluate((f) => [f.dataset.xMin, f.dataset.xMax])).map(Number);
+    assert.ok(x1 > x0, `the time axis runs from ${x0} to ${x1}`);
     const box = await chart.locator(".u-over").boundingBox();
-    await page.mouse.move(box.x + ((time[i] - time[0]) / (time.at(-1) - time[0])) * box.width, box.y + box.height / 2);
+    await page.mouse.move(box.x + ((time[i] - x0) / (x1 - x0)) * box.width, box.y + box.height / 2);
     const legend = async () => Object.fromEntries(await chart.locator("tr.u-series").evaluateAll((rows) => rows.map((r) => [r.querySelector(".u-label").textContent, r.querySelector(".u-value").textContent])));
     const shown = await until(async () => {
       const l = await legend();

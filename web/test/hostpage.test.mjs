@@ -124,7 +124,7 @@ describe("host page without adapter sweeps", () => {
     assert.ok(close(rx.value, inn), `page Receive ${rx.value}, API ${inn}`);
     assert.equal((await card(3)).value, "–", "the adapter's own errors are not known");
     // The ports table: the same figure, marked as the switch end's.
-    const row = page.locator("table tbody tr").first();
+    const row = page.locator('table[aria-label="Ports"] tbody tr').first();
     const cells = row.locator("td");
     const outCell = await cells.nth(3).innerText();
     assert.match(outCell, /switch end/);
