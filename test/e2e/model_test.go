@@ -278,10 +278,14 @@ func TestModel(t *testing.T) {
 
 		rate := map[string]float64{"1X SDR": fabric.LinkCapacity("1X", "SDR"), "4X FDR": fabric.LinkCapacity("4X", "FDR")}
 		// n3 (4X DDR) <-> n4 (1X SDR): n4's link sets the pace; n5 <-> n6, both 4X FDR on one leaf.
-		for rank, link := range map[int]string{0: "1X SDR", 1: "1X SDR", 2: "4X FDR", 3: "4X FDR"} {
+		// A pair's route is measured by the rank of it that waits least: the
+		// other also waits for its partner's time outside MPI as traced (the
+		// replay keeps it; under load one traced rank 2 started late and
+		// rank 3 replayed at 0.00684 s against the route's 0.00293 s).
+		for pair, link := range map[[2]int]string{{0, 1}: "1X SDR", {2, 3}: "4X FDR"} {
 			want := iters * bytes / rate[link]
-			if got := r.AsRan.RankMPI[rank]; math.Abs(got-want) > 0.15*want {
-				t.Errorf("rank %d: MPI %.5f s on the fabric, want %.5f s (%d x %d bytes at %s)", rank, got, want, iters, bytes, link)
+			if got := min(r.AsRan.RankMPI[pair[0]], r.AsRan.RankMPI[pair[1]]); math.Abs(got-want) > 0.15*want {
+				t.Errorf("ranks %d and %d: MPI %.5f s on the fabric (the least of %.5f, %.5f), want %.5f s (%d x %d bytes at %s)", pair[0], pair[1], got, r.AsRan.RankMPI[pair[0]], r.AsRan.RankMPI[pair[1]], want, iters, bytes, link)
 			}
 		}
 		x2 := r.whatIf(t, "x2 bandwidth")
