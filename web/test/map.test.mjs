@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { startBrowser, startDaemon, until } from "./harness.mjs";
-import { canvasTexts, overlaps, recordCanvasText } from "./canvastext.mjs";
+import { canvasTexts, contrast, overlaps, recordCanvasText, rgb, sameColor } from "./canvastext.mjs";
 
 // The utilization ramp's stops (web/src/map/colors.ts), as e2e.test.mjs
 // knows its ends.
@@ -98,12 +98,13 @@ describe("map", () => {
     if (idle !== null) assert.equal(idle.replace(/,/g, ", "), STOPS[0]);
   });
 
-  for (const [w, h] of [
-    [1440, 900],
-    [390, 844],
+  for (const [w, h, scheme] of [
+    [1440, 900, "light"],
+    [390, 844, "dark"],
   ]) {
-    it(`puts the details in a panel that covers no node (${w} px)`, async () => {
+    it(`puts the details in a panel that covers no node, the hovered node's label on the map's background (${w} px, ${scheme})`, async (t) => {
       await page.setViewportSize({ width: w, height: h });
+      await page.emulateMedia({ colorScheme: scheme });
       await page.goto(`${daemon.base}/network`);
       await firstFrame();
       await page.waitForTimeout(300);
@@ -128,7 +129,31 @@ describe("map", () => {
       assert.ok(hovered, `the details of ${layout.name[corner.i]} in the panel (${await page.locator(".map-info").innerText()})`);
       const after = await page.locator(".map-side").boundingBox();
       assert.ok(!inside(after, corner), "the hovered node is not under the panel");
+      // Its label as the hover canvas painted it: the theme's label colour
+      // on a box of the map's background, at least 4.5:1 (the theme's own
+      // colours, read from the page's styles, not the map's code).
+      const [hc] = await canvasTexts(page.locator("#map canvas.sigma-hovers"));
+      const want = await page.evaluate(() => {
+        const probe = (v) => {
+          const e = document.createElement("i");
+          e.style.color = `var(${v})`;
+          document.body.append(e);
+          const c = getComputedStyle(e).color;
+          e.remove();
+          return c;
+        };
+        return { theme: document.documentElement.dataset.theme, label: probe("--map-label"), bg: probe("--map-bg") };
+      });
+      assert.equal(want.theme, scheme);
+      const label = hc.texts.find((t) => t.text === layout.name[corner.i]);
+      assert.ok(label, `the hover canvas names ${layout.name[corner.i]} (${hc.texts.map((t) => t.text)})`);
+      assert.ok(sameColor(label.fill, want.label), `the label in the theme's label colour ${want.label} (${label.fill})`);
+      assert.ok(hc.fills.length >= 1 && hc.fills.every((f) => sameColor(f, want.bg)), `the box under it in the map's background ${want.bg} (${hc.fills})`);
+      const ratio = contrast(rgb(label.fill), rgb(hc.fills.at(-1)));
+      t.diagnostic(`${scheme}: the hovered label ${label.fill} on ${hc.fills.at(-1)}, ${ratio.toFixed(2)}:1`);
+      assert.ok(ratio >= 4.5, `the hovered label's contrast ${ratio.toFixed(2)}:1`);
       await page.mouse.move(0, 0);
+      await page.emulateMedia({ colorScheme: "light" });
     });
   }
 

@@ -7,7 +7,7 @@
 // the map's background so it reads over links; one that the map's right
 // edge would cut goes left of its node.
 import type Sigma from "sigma";
-import type { NodeLabelDrawingFunction } from "sigma/rendering";
+import type { NodeHoverDrawingFunction, NodeLabelDrawingFunction } from "sigma/rendering";
 import { MAP_THEME } from "./colors";
 
 /** A label as drawn, in the map's viewport pixels. */
@@ -35,6 +35,38 @@ const FONT = `${FONT_SIZE}px system-ui, -apple-system, sans-serif`;
 const MAX_LABELS = 400;
 const MAX_CHARS = 28;
 
+const clip = (label: string) => (label.length > MAX_CHARS ? label.slice(0, MAX_CHARS - 1) + "…" : label);
+
+/** The hovered node (sigma's defaultDrawNodeHover): a ring around it and
+ * its label on a box of the map's own background, edged in the hosts'
+ * colour, so it reads in either theme (sigma's own box is white in both);
+ * left of the node where the map's right edge would cut it. */
+export const drawHover: NodeHoverDrawingFunction = (ctx, data) => {
+  const text = data.label ? clip(data.label) : "";
+  const pad = 3;
+  const r = data.size + pad;
+  ctx.font = FONT;
+  const w = text ? ctx.measureText(text).width + 2 * pad : 0;
+  const half = Math.max(r, FONT_SIZE / 2 + pad);
+  const left = text && data.x + r + w > ctx.canvas.clientWidth;
+  ctx.beginPath();
+  if (text) ctx.roundRect(left ? data.x - r - w : data.x - r, data.y - half, 2 * r + w, 2 * half, half);
+  else ctx.arc(data.x, data.y, r, 0, 2 * Math.PI);
+  ctx.fillStyle = MAP_THEME.bg;
+  ctx.shadowBlur = 6;
+  ctx.shadowColor = "rgba(0, 0, 0, 0.35)";
+  ctx.fill();
+  ctx.shadowBlur = 0;
+  ctx.shadowColor = "transparent";
+  ctx.lineWidth = 1;
+  ctx.strokeStyle = MAP_THEME.host;
+  ctx.stroke();
+  if (!text) return;
+  ctx.fillStyle = MAP_THEME.label;
+  ctx.textBaseline = "alphabetic";
+  ctx.fillText(text, left ? data.x - r - w + pad : data.x + r + pad, data.y + FONT_SIZE / 3);
+};
+
 /** The labels' two halves: drawLabel, sigma's defaultDrawNodeLabel
  * setting (given when the renderer is made: setting it later would drop
  * sigma's indices until the next frame), which collects sigma's proposals,
@@ -48,7 +80,7 @@ export function tieredLabels(rank: (key: string, forced: boolean) => number): {
   let drawn: DrawnLabel[] = [];
   const drawLabel: NodeLabelDrawingFunction = (_ctx, data) => {
     if (!data.label) return;
-    const text = data.label.length > MAX_CHARS ? data.label.slice(0, MAX_CHARS - 1) + "…" : data.label;
+    const text = clip(data.label);
     candidates.push({ key: data.key, text, x: data.x, y: data.y, size: data.size, rank: rank(data.key, data.forceLabel === true) });
   };
   const attach = (renderer: Sigma) => {

@@ -7,7 +7,7 @@ import * as fmt from "../../format";
 import { decode } from "../../live";
 import { JOB_COLOR, MAP_THEME, UTIL_COLOR } from "../../map/colors";
 import { HalfEdgeProgram } from "../../map/halfedge";
-import { tieredLabels } from "../../map/labels";
+import { drawHover, tieredLabels } from "../../map/labels";
 import type { TimeView } from "../../time";
 import type { MapGraph } from "./graph";
 import { hasError, nodeColor } from "./state";
@@ -34,6 +34,7 @@ export function mapRenderer(g: MapGraph, st: MapState, container: HTMLElement): 
   });
   const renderer = new Sigma(g.graph, container, {
     defaultDrawNodeLabel: labels.drawLabel,
+    defaultDrawNodeHover: drawHover,
     defaultEdgeType: "halves",
     edgeProgramClasses: { halves: HalfEdgeProgram },
     enableEdgeEvents: true,
