@@ -98,10 +98,7 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
     return;
   }
   const width = Math.max(280, body.clientWidth || frame.clientWidth || 600);
-  const markSpan = (u: uPlot) => {
-    const [min, max] = [u.scales.x?.min ?? 0, u.scales.x?.max ?? 0];
-    Object.assign(frame.dataset, { xMin: String(min), xMax: String(max), xSpan: String(max - min) });
-  };
+  const markAxis = (u: uPlot) => void Object.assign(frame.dataset, { xMin: String(u.scales.x?.min ?? 0), xMax: String(u.scales.x?.max ?? 0) });
   const fmtAxis = spec.axisFormat ?? spec.format;
   // Counters (every value a whole number) tick at whole numbers only.
   const integer = spec.lines.every((l) => l.values.every((v) => v == null || Number.isInteger(v)));
@@ -115,9 +112,8 @@ export function drawChart(frame: HTMLElement, spec: ChartSpec, signal: AbortSign
     height: height - 8,
     legend: { show: true, live: true },
     cursor: { drag: { x: true, y: false } },
-    // data-x-min, data-x-max, data-x-span: the time axis's ends and the
-    // seconds between them (Unix seconds), for the tests.
-    hooks: { ready: [markSpan], setScale: [(u, key) => key === "x" && markSpan(u)] },
+    // data-x-min, data-x-max: the time axis's ends (Unix seconds), for the tests.
+    hooks: { ready: [markAxis], setScale: [(u, key) => key === "x" && markAxis(u)] },
     ...(z === "utc" ? { tzDate: (ts: number) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC") } : {}),
     scales: {
       x: { time: true },

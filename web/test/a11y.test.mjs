@@ -98,6 +98,13 @@ function contrasts() {
     });
     return 0.2126 * r + 0.7152 * g + 0.0722 * b;
   };
+  /** WCAG 2's contrast ratio of ink (opaque, already composited) on bg. */
+  const ratio = (ink, bg) => {
+    const [l1, l2] = [lum(ink), lum(bg)].sort((a, b) => b - a);
+    return (l1 + 0.05) / (l2 + 0.05);
+  };
+  const rgbText = (c) => `rgb(${c.slice(0, 3).map(Math.round).join(", ")})`;
+  const classes = (el) => String(el.className).trim().split(/\s+/).join(".");
   /** The colour behind el: its and its ancestors' backgrounds, composited
    * over the page's; null over an image or gradient (not measurable). */
   const background = (el) => {
@@ -137,9 +144,7 @@ function contrasts() {
     const fg = parse(s.color);
     if (!bg || !fg) continue;
     const o = opacity(el);
-    const ink = over([fg[0], fg[1], fg[2], fg[3] * o], bg);
-    const [l1, l2] = [lum(ink), lum(bg)].sort((a, b) => b - a);
-    out.push({ kind: kind(el), ratio: (l1 + 0.05) / (l2 + 0.05), text: t.textContent.trim().slice(0, 40), where: `${el.tagName.toLowerCase()}.${String(el.className).trim().split(/\s+/).join(".")}`, fg: s.color, bg: `rgb(${bg.slice(0, 3).map(Math.round).join(", ")})` });
+    out.push({ kind: kind(el), ratio: ratio(over([fg[0], fg[1], fg[2], fg[3] * o], bg), bg), text: t.textContent.trim().slice(0, 40), where: `${el.tagName.toLowerCase()}.${classes(el)}`, fg: s.color, bg: rgbText(bg) });
   }
   // What the canvases painted as text (canvastext.mjs: each string with
   // its fillStyle) against what the canvas lies on: the charts' axes, the
@@ -151,9 +156,7 @@ function contrasts() {
     for (const x of c.__texts) {
       const fg = parse(x.fill);
       if (!fg || !x.text.trim()) continue;
-      const ink = over(fg, bg);
-      const [l1, l2] = [lum(ink), lum(bg)].sort((a, b) => b - a);
-      out.push({ kind: "canvas text", ratio: (l1 + 0.05) / (l2 + 0.05), text: x.text.slice(0, 40), where: `canvas.${String(c.className).trim().split(/\s+/).join(".")}`, fg: x.fill, bg: `rgb(${bg.slice(0, 3).map(Math.round).join(", ")})` });
+      out.push({ kind: "canvas text", ratio: ratio(over(fg, bg), bg), text: x.text.slice(0, 40), where: `canvas.${classes(c)}`, fg: x.fill, bg: rgbText(bg) });
     }
   }
   return out;

@@ -9,7 +9,7 @@
 // go to test-results/.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { newPage, pageTime, shot, startBrowser, startDaemon, until } from "./harness.mjs";
+import { hoverTime, newPage, pageTime, shot, startBrowser, startDaemon, until } from "./harness.mjs";
 
 // The map's colours (web/src/map/colors.ts): the ends of the utilization
 // ramp and the switch-with-errors mark.
@@ -240,12 +240,7 @@ describe("pages", () => {
     const chart = page.locator("figure.chart").first();
     await chart.locator(".u-over").waitFor();
     assert.equal(Number(await chart.getAttribute("data-points")), time.length);
-    // Hover sample i where the chart's time axis places it (its ends are
-    // the first and last sample, or the minute around samples seconds apart).
-    const [x0, x1] = (await chart.evaluate((f) => [f.dataset.xMin, f.dataset.xMax])).map(Number);
-    assert.ok(x1 > x0, `the time axis runs from ${x0} to ${x1}`);
-    const box = await chart.locator(".u-over").boundingBox();
-    await page.mouse.move(box.x + ((time[i] - x0) / (x1 - x0)) * box.width, box.y + box.height / 2);
+    await hoverTime(page, chart, time[i]);
     const legend = async () => Object.fromEntries(await chart.locator("tr.u-series").evaluateAll((rows) => rows.map((r) => [r.querySelector(".u-label").textContent, r.querySelector(".u-value").textContent])));
     const shown = await until(async () => {
       const l = await legend();

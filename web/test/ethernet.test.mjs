@@ -471,9 +471,9 @@ describe("the pages on an Ethernet fabric carrying a real job", { skip }, () => 
     // switches' agents refresh seconds apart) span those seconds, or a
     // minute around a single sample, never years.
     const span = (Date.parse(why.to) - Date.parse(why.from)) / 1000;
-    const charts = page.locator("figure.chart[data-x-span]");
+    const charts = page.locator("figure.chart[data-x-max]");
     await charts.first().waitFor();
-    for (const x of await charts.evaluateAll((fs) => fs.map((f) => Number(f.dataset.xSpan)))) {
+    for (const x of await charts.evaluateAll((fs) => fs.map((f) => f.dataset.xMax - f.dataset.xMin))) {
       assert.ok(x > 0 && x <= Math.max(60, span), `a chart's time axis spans ${x} s over a ${span} s range`);
     }
     // The job chosen (?job=): its row pressed, its pairs listed.

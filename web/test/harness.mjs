@@ -489,6 +489,18 @@ export function routeModelText(d, fallback) {
   return d.split_observed_pct !== undefined && !m.startsWith("sflow-observed") ? `${m} (${fmtPct(d.split_observed_pct)} observed)` : m;
 }
 
+/** Moves the pointer over a chart (a figure.chart drawn by chart.ts) at
+ * time t (Unix seconds), where the chart's time axis places it: the axis's
+ * ends are the figure's data-x-min and data-x-max (the first and last
+ * sample, or the minute around samples seconds apart). */
+export async function hoverTime(page, chart, t) {
+  await chart.locator(".u-over").waitFor();
+  const [x0, x1] = (await chart.evaluate((f) => [f.dataset.xMin, f.dataset.xMax])).map(Number);
+  if (!(x1 > x0)) throw new Error(`the chart's time axis runs from ${x0} to ${x1}`);
+  const box = await chart.locator(".u-over").boundingBox();
+  await page.mouse.move(box.x + ((t - x0) / (x1 - x0)) * box.width, box.y + box.height / 2);
+}
+
 /** A time (RFC 3339 string or Unix seconds) as the pages write it
  * (web/src/time.ts), worked out independently in the page's browser with
  * Intl: "2026-11-29 04:16:17 UTC+01:00" in the browser's zone, or
