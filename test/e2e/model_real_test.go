@@ -273,13 +273,20 @@ func TestModelOnRealRuns(t *testing.T) {
 		r := predict(t, vm, "--fabric", fab, "--node-map", nodeMap, "--placement", split, "--network", "perfect")
 		p := r.whatIf(t, "placement")
 		// A node's ranks share its loopback (SimGrid SHARED, issue 42):
-		// the pairs' exchanges on one node overlap a little and one
-		// message crosses a SHARED link 5% slower than split-duplex ones
-		// (TestNodeSharesItsLoopback), so the split may come out up to
-		// that much faster (measured here: 5.3%), no more.
-		if r.AsRan.InterNodeBytes != 0 || p.InterNodeBytes == 0 || p.Elapsed < r.AsRan.Elapsed/1.1 {
-			t.Errorf("vm (n1) as ran %.6f s, %d inter-node bytes; split over n1 and n2 %.6f s, %d bytes: want the split at most 10%% faster, with bytes between nodes",
-				r.AsRan.Elapsed, r.AsRan.InterNodeBytes, p.Elapsed, p.InterNodeBytes)
+		// the pairs' exchanges on one node overlap and one message crosses
+		// a SHARED link 5% slower than split-duplex ones
+		// (TestNodeSharesItsLoopback), so the split (over a perfect
+		// network) comes out faster, by at most the time the job's
+		// intra-node bytes take through that loopback one after another:
+		// the compute gaps replayed are the same trace's. (It was "at most
+		// 10% faster", which the model does not promise: measured 4.2-9.8%
+		// in 16 runs here, and 9.1% once under load in a full run, as the
+		// traced compute gaps vary from run to run; that loopback time is
+		// 3.2 ms, 16-22% of the job.)
+		through := float64(r.AsRan.IntraNodeBytes) / r.Loopback.Bandwidth
+		if r.AsRan.InterNodeBytes != 0 || p.InterNodeBytes == 0 || r.Loopback.Bandwidth <= 0 || r.AsRan.Elapsed-p.Elapsed > through {
+			t.Errorf("vm (n1) as ran %.6f s, %d inter-node bytes; split over n1 and n2 %.6f s, %d bytes: want the split faster by at most its %d intra-node bytes through the loopback (%g B/s) one after another, %.6f s, with bytes between nodes",
+				r.AsRan.Elapsed, r.AsRan.InterNodeBytes, p.Elapsed, p.InterNodeBytes, r.AsRan.IntraNodeBytes, r.Loopback.Bandwidth, through)
 		}
 		// netloom place on it: nothing to gain, and its advice predicted no faster
 		o, e, err := netloom(t, nil, "place", vm, "--fabric", fab, "--node-map", nodeMap, "--nodes", "n1,n2", "--cores-per-node", "2", "--json",
@@ -293,10 +300,10 @@ func TestModelOnRealRuns(t *testing.T) {
 		}
 		if err != nil || json.Unmarshal([]byte(o), &adv) != nil || adv.Predicted == nil {
 			t.Errorf("netloom place with vm aliased to n1: %v\n%s%s", err, o, e)
-		} else if adv.Predicted.Advice < adv.Predicted.AsRan/1.1 {
+		} else if adv.Predicted.AsRan-adv.Predicted.Advice > through {
 			// The advice (two ranks a node: the nodes have 2 cores) no
-			// longer shares one loopback: up to the 10% above faster.
-			t.Errorf("place: nothing to gain %v, yet advice %.6f s more than 10%% faster than as ran %.6f s", adv.NothingToGain, adv.Predicted.Advice, adv.Predicted.AsRan)
+			// longer shares one loopback: faster by at most the bound above.
+			t.Errorf("place: nothing to gain %v, yet advice %.6f s faster than as ran %.6f s by more than the loopback's %.6f s", adv.NothingToGain, adv.Predicted.Advice, adv.Predicted.AsRan, through)
 		}
 
 		// split over four nodes as it ran; on one node its ranks share the
